@@ -1,0 +1,3 @@
+"""kflare: Cloudflare as Kubernetes custom resources."""
+
+__version__ = "0.1.0"

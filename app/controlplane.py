@@ -1,0 +1,354 @@
+"""A local Kubernetes control plane: etcd and kube-apiserver on loopback, for `kflare dev` and the tests.
+
+The binaries come from `hack/test-bins.sh`. Everything the API server needs is generated here: one test CA signs the
+serving certificate, the admin client certificate (group `system:masters`) and any extra user; a separate key signs
+ServiceAccount tokens, so TokenRequest, TokenReview and SubjectAccessReview work as in a real cluster. There is no
+controller-manager, scheduler or kubelet: namespaces never finish terminating and no Pod runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import ipaddress
+import json
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+BINARIES = ("kube-apiserver", "etcd", "kubectl", "helm")
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not start; the message carries the tail of the failing process's log."""
+
+
+def _new_key() -> ec.EllipticCurvePrivateKey:
+    # P-256: accepted by Go's TLS stack, by kube-apiserver for ServiceAccount signing (ES256), and cheap to make.
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def cert_pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _key_usage(ca: bool) -> x509.KeyUsage:
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=ca,
+        crl_sign=ca,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+def _builder(
+    subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey, days: int
+) -> x509.CertificateBuilder:
+    now = dt.datetime.now(dt.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())  # positive, as Go >= 1.23 demands
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+    )
+
+
+@dataclass(frozen=True)
+class CertificateAuthority:
+    key: ec.EllipticCurvePrivateKey
+    cert: x509.Certificate
+
+    @classmethod
+    def create(cls, common_name: str, days: int = 30) -> CertificateAuthority:
+        key = _new_key()
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+        cert = (
+            _builder(name, name, key.public_key(), days)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(_key_usage(True), critical=True)
+            .sign(key, hashes.SHA256())
+        )
+        return cls(key, cert)
+
+    @property
+    def pem(self) -> bytes:
+        return cert_pem(self.cert)
+
+    def issue(
+        self,
+        common_name: str,
+        *,
+        groups: Iterable[str] = (),
+        hosts: Iterable[str] = (),
+        server: bool = False,
+        days: int = 30,
+    ) -> tuple[bytes, bytes]:
+        """A leaf certificate as (key PEM, cert PEM): CN is the user and O the groups for a client; hosts become
+        SANs for a server (an IP SAN for an address: Go ignores the CN when checking hosts)."""
+        key = _new_key()
+        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+        attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
+        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        builder = (
+            _builder(x509.Name(attrs), self.cert.subject, key.public_key(), days)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(_key_usage(False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
+        )
+        sans: list[x509.GeneralName] = []
+        for host in hosts:
+            try:
+                sans.append(x509.IPAddress(ipaddress.ip_address(host)))
+            except ValueError:
+                sans.append(x509.DNSName(host))
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        return key_pem(key), cert_pem(builder.sign(self.key, hashes.SHA256()))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def kubeconfig(
+    server: str, ca: bytes, *, cert: bytes | None = None, key: bytes | None = None, token: str | None = None
+) -> dict[str, Any]:
+    user: dict[str, str] = {}
+    if cert is not None and key is not None:
+        user = {"client-certificate-data": _b64(cert), "client-key-data": _b64(key)}
+    if token is not None:
+        user = {"token": token}
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "kflare",
+        "clusters": [{"name": "kflare", "cluster": {"server": server, "certificate-authority-data": _b64(ca)}}],
+        "users": [{"name": "kflare", "user": user}],
+        "contexts": [{"name": "kflare", "context": {"cluster": "kflare", "user": "kflare"}}],
+    }
+
+
+class Process:
+    """A child process whose output goes to a log file; stopped by its handle, never by name."""
+
+    def __init__(self, argv: Sequence[str], log: Path) -> None:
+        self.log_path = log
+        self._log: IO[bytes] = log.open("wb")
+        self.popen = subprocess.Popen(list(argv), stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    @property
+    def running(self) -> bool:
+        return self.popen.poll() is None
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, grace: float = 20.0) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        self._log.close()
+
+
+def _wait_ok(url: str, deadline_s: float, proc: Process, context: ssl.SSLContext | None = None) -> None:
+    deadline = time.monotonic() + deadline_s
+    last: object = None
+    while time.monotonic() < deadline:
+        if not proc.running:
+            raise ControlPlaneError(f"{proc.log_path.name} exited with {proc.popen.returncode}:\n{proc.tail()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2, context=context) as reply:  # noqa: S310 (loopback URL)
+                if reply.status == 200:
+                    return
+        except (urllib.error.URLError, OSError) as exc:
+            last = exc
+        time.sleep(0.2)
+    raise ControlPlaneError(f"{url} not ready after {deadline_s:.0f}s ({last!r}):\n{proc.tail()}")
+
+
+@dataclass
+class ControlPlane:
+    """A running etcd + kube-apiserver pair. Use `start()`, then `stop()` (or the context manager)."""
+
+    bin_dir: Path
+    workdir: Path
+    extra_args: Sequence[str] = ()
+    ready_timeout: float = 120.0
+    host: str = ""
+    ca: CertificateAuthority = field(default_factory=lambda: CertificateAuthority.create("kflare-local-ca"))
+    processes: list[Process] = field(default_factory=list)
+    _owns_workdir: bool = False
+
+    @classmethod
+    def in_tempdir(cls, bin_dir: Path, **kwargs: Any) -> ControlPlane:
+        plane = cls(bin_dir=bin_dir, workdir=Path(tempfile.mkdtemp(prefix="kflare-plane-")), **kwargs)
+        plane._owns_workdir = True
+        return plane
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    @property
+    def ca_path(self) -> Path:
+        return self.workdir / "ca.crt"
+
+    def binary(self, name: str) -> Path:
+        return self.bin_dir / name
+
+    def __enter__(self) -> ControlPlane:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        for name in ("kube-apiserver", "etcd"):
+            if not self.binary(name).exists():
+                raise ControlPlaneError(f"{self.binary(name)} is missing: run `make test-bins`")
+        try:
+            etcd_url = self._start_etcd()
+            self._start_apiserver(etcd_url)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_etcd(self) -> str:
+        url = f"http://127.0.0.1:{free_port()}"
+        argv = [
+            str(self.binary("etcd")),
+            f"--data-dir={self.workdir / 'etcd-data'}",
+            f"--listen-client-urls={url}",
+            f"--advertise-client-urls={url}",
+            f"--listen-peer-urls=http://127.0.0.1:{free_port()}",
+            "--log-level=warn",
+            # Throwaway data: durability costs seconds per test run and buys nothing here.
+            "--unsafe-no-fsync=true",
+        ]
+        proc = Process(argv, self.workdir / "etcd.log")
+        self.processes.append(proc)
+        _wait_ok(url + "/health", 30, proc)
+        return url
+
+    def _start_apiserver(self, etcd_url: str) -> None:
+        work = self.workdir
+        self.ca_path.write_bytes(self.ca.pem)
+        server_key, server_cert = self.ca.issue("kube-apiserver", hosts=["localhost", "127.0.0.1"], server=True)
+        (work / "apiserver.key").write_bytes(server_key)
+        (work / "apiserver.crt").write_bytes(server_cert)
+        signer = _new_key()
+        (work / "sa.key").write_bytes(key_pem(signer))
+        # The verifying side parses public keys (or SEC1 private keys), not PKCS#8: hand it the public half.
+        (work / "sa.pub").write_bytes(
+            signer.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+        port = free_port()
+        self.host = f"https://127.0.0.1:{port}"
+        argv = [
+            str(self.binary("kube-apiserver")),
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            # Loopback advertise address is refused by the lease endpoint reconciler; nothing here needs it.
+            "--advertise-address=127.0.0.1",
+            "--endpoint-reconciler-type=none",
+            f"--cert-dir={work}",
+            f"--tls-cert-file={work / 'apiserver.crt'}",
+            f"--tls-private-key-file={work / 'apiserver.key'}",
+            f"--client-ca-file={self.ca_path}",
+            "--authorization-mode=RBAC",
+            f"--service-account-issuer={self.host}",
+            f"--service-account-key-file={work / 'sa.pub'}",
+            f"--service-account-signing-key-file={work / 'sa.key'}",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            # No controller-manager creates `default` ServiceAccounts, so this plugin would refuse every Pod.
+            "--disable-admission-plugins=ServiceAccount",
+            "--allow-privileged=true",
+            "--v=1",
+            *self.extra_args,
+        ]
+        proc = Process(argv, work / "kube-apiserver.log")
+        self.processes.append(proc)
+        context = ssl.create_default_context(cafile=str(self.ca_path))
+        _wait_ok(self.host + "/readyz", self.ready_timeout, proc, context)
+        admin_key, admin_cert = self.ca.issue("kflare-admin", groups=["system:masters"])
+        self.kubeconfig_path.write_text(
+            json.dumps(kubeconfig(self.host, self.ca.pem, cert=admin_cert, key=admin_key), indent=2)
+        )
+
+    def user_kubeconfig(self, user: str, groups: Iterable[str] = ()) -> Path:
+        """A kubeconfig for a certificate user (CN=user, O=groups), authorised by RBAC like any other."""
+        key, cert = self.ca.issue(user, groups=groups)
+        path = self.workdir / f"kubeconfig-{user}"
+        path.write_text(json.dumps(kubeconfig(self.host, self.ca.pem, cert=cert, key=key), indent=2))
+        return path
+
+    def token_kubeconfig(self, name: str, token: str) -> Path:
+        path = self.workdir / f"kubeconfig-token-{name}"
+        path.write_text(json.dumps(kubeconfig(self.host, self.ca.pem, token=token), indent=2))
+        path.chmod(0o600)
+        return path
+
+    def stop(self) -> None:
+        # The API server first: it would otherwise spend its grace period retrying a vanished etcd.
+        for proc in reversed(self.processes):
+            proc.stop()
+        if self._owns_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    @property
+    def leaked(self) -> list[str]:
+        """What `stop()` failed to clean up: running processes or the temporary directory."""
+        left = [f"pid {p.popen.pid} ({p.log_path.name})" for p in self.processes if p.running]
+        if self._owns_workdir and self.workdir.exists():
+            left.append(str(self.workdir))
+        return left

@@ -1,0 +1,1 @@
+"""One module per kind, the shared lifecycle and the ruleset engine."""

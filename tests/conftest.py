@@ -1,0 +1,26 @@
+"""Fixtures every test may use; each family lives in tests/fixtures/."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+pytest_plugins = ["tests.fixtures.kube"]
+
+
+@pytest.fixture(autouse=True)
+async def _no_leaked_tasks() -> AsyncIterator[None]:
+    """Fail a test that leaves asyncio tasks running: a leaked task is a leaked watch, timer or connection."""
+    before = asyncio.all_tasks()
+    yield
+    current = asyncio.current_task()
+    for _ in range(5):  # let tasks that are already finishing run their last step
+        leaked = {t for t in asyncio.all_tasks() - before if t is not current and not t.done()}
+        if not leaked:
+            return
+        await asyncio.sleep(0)
+    for task in leaked:
+        task.cancel()
+    pytest.fail(f"test leaked {len(leaked)} asyncio task(s): {sorted(t.get_name() for t in leaked)}")

@@ -1,0 +1,1 @@
+"""Validating admission webhooks: AdmissionReview in, allowed or denied out."""
