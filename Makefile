@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 PYTEST_ARGS ?=
 
-.PHONY: test venv test-bins lint types layers pytest clean
+.PHONY: test venv test-bins lint types layers pytest clean dev
 
 test: lint types layers pytest
 
@@ -40,3 +40,8 @@ pytest: venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# Runs kflare locally: a Kubernetes API server, the Cloudflare emulator and the controller, with examples/ applied.
+dev: venv
+	bins=$$(PYTHON=$(abspath $(BIN)/python) bash hack/test-bins.sh | tail -n 1); \
+	$(BIN)/kflare dev --bin-dir "$$bins" $(DEV_ARGS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from app import __version__
 
@@ -14,6 +15,90 @@ def _version(_: argparse.Namespace) -> int:
     return 0
 
 
+def _rate(value: str) -> tuple[int, float]:
+    calls, _, seconds = value.partition("/")
+    try:
+        parsed = int(calls), float(seconds)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected CALLS/SECONDS such as 1200/300, got {value!r}") from None
+    if parsed[0] <= 0 or parsed[1] <= 0:
+        raise argparse.ArgumentTypeError(f"both parts of {value!r} must be positive")
+    return parsed
+
+
+def _emulator(args: argparse.Namespace) -> int:
+    # Imported here so that `kflare version` and friends do not pay for the emulator's imports.
+    from app.emulator.serve import serve
+
+    return serve(
+        host=args.host,
+        port=args.port,
+        state=args.state,
+        rate_limit=args.rate_limit,
+        lockout=args.lockout,
+    )
+
+
+def _crds(args: argparse.Namespace) -> int:
+    from app.api.crds import main_write
+
+    return main_write(args.out)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from pydantic import ValidationError
+
+    from app import logs
+    from app.server import serve
+    from app.settings import Settings
+
+    overrides = {
+        name: value for name, value in vars(args).items() if name in Settings.model_fields and value is not None
+    }
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        for error in exc.errors(include_url=False):
+            field = "--" + str(error["loc"][0]).replace("_", "-") if error["loc"] else "settings"
+            print(f"kflare run: {field}: {error['msg']}", file=sys.stderr)
+        return 2
+    logs.configure(settings.log_level, settings.log_format.value)
+    return asyncio.run(serve(settings))
+
+
+def _settings_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting (`drift_check_interval` -> `--drift-check-interval`), validated by the settings model."""
+    from app.settings import Settings
+
+    for name, info in Settings.model_fields.items():
+        flag = "--" + name.replace("_", "-")
+        default = info.default
+        shown = f" (default: {default})" if default not in (None, "") else ""
+        if info.annotation is bool:
+            parser.add_argument(flag, nargs="?", const="true", metavar="BOOL", help=(info.description or "") + shown)
+        else:
+            parser.add_argument(flag, help=(info.description or "") + shown)
+
+
+def _dev(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from app import dev, logs
+
+    bin_dir = args.bin_dir or dev.default_bin_dir()
+    if bin_dir is None:
+        print("kflare dev: no kube-apiserver found: run `make test-bins` or set KUBEBUILDER_ASSETS", file=sys.stderr)
+        return 2
+    logs.configure("warning", "text")
+    return asyncio.run(
+        dev.run(
+            bin_dir, args.apply, once=args.once, timeout=args.timeout, drift=args.drift_check_interval, keep=args.keep
+        )
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kflare", description="Cloudflare as Kubernetes custom resources.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -21,6 +106,44 @@ def build_parser() -> argparse.ArgumentParser:
     version = commands.add_parser("version", help="print the version")
     version.set_defaults(func=_version)
 
+    run = commands.add_parser("run", help="run the controller, webhooks, metrics and probes")
+    _settings_flags(run)
+    run.set_defaults(func=_run)
+
+    dev = commands.add_parser("dev", help="run everything locally: API server, Cloudflare emulator, controller")
+    dev.add_argument("--apply", type=Path, default=Path("examples"), help="manifests to apply (default: examples)")
+    dev.add_argument("--once", action="store_true", help="exit 0 once every resource is Ready, 1 on timeout")
+    dev.add_argument("--timeout", type=float, default=120.0, help="seconds --once waits (default: %(default)s)")
+    dev.add_argument("--drift-check-interval", default="1m", help="drift check interval (default: %(default)s)")
+    dev.add_argument("--bin-dir", type=Path, help="directory of kube-apiserver, etcd and kubectl")
+    dev.add_argument("--keep", action="store_true", help="keep the working directory (logs, kubeconfig)")
+    dev.set_defaults(func=_dev)
+
+    emulator = commands.add_parser("emulator", help="serve an emulated Cloudflare v4 API")
+    emulator.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    emulator.add_argument("--port", type=int, default=8787, help="port to listen on (default: %(default)s)")
+    emulator.add_argument("--state", type=Path, help="JSON file seeding accounts, tokens and objects")
+    emulator.add_argument(
+        "--rate-limit",
+        type=_rate,
+        default=(1200, 300.0),
+        metavar="CALLS/SECONDS",
+        help="global per-token limit (default: 1200/300)",
+    )
+    emulator.add_argument(
+        "--lockout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="how long every call of a token is refused once it passes the limit (default: %(default)s)",
+    )
+    emulator.set_defaults(func=_emulator)
+
+    crds = commands.add_parser("crds", help="generate the CRDs from the models into the chart")
+    crds.add_argument(
+        "--out", type=Path, metavar="DIR", help="directory to write to (default: the chart's templates/crds)"
+    )
+    crds.set_defaults(func=_crds)
     return parser
 
 

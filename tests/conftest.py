@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.kube"]
+pytest_plugins = ["tests.fixtures.kube", "tests.fixtures.emulator", "tests.fixtures.controller"]
 
 
 @pytest.fixture(autouse=True)

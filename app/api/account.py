@@ -1,0 +1,52 @@
+"""CloudflareAccount: a Cloudflare account and the API token kflare uses for it (cluster-scoped)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from app.api.base import KflareModel, KindInfo, PrinterColumn
+from app.api.meta import Status
+from app.api.refs import SecretReference, TokenSecretReference
+from app.api.resource import Resource
+
+ACCOUNT_ID_PATTERN = r"^[0-9a-f]{32}$"
+CloudflareID = Annotated[str, Field(min_length=32, max_length=32, pattern=ACCOUNT_ID_PATTERN)]
+"""A Cloudflare object ID: 32 lower-case hexadecimal characters."""
+
+
+class CloudflareAccountSpec(KflareModel):
+    """The Cloudflare account and where its API token is stored."""
+
+    account_id: CloudflareID
+    """Cloudflare account ID (32 hexadecimal characters, shown in the dashboard's sidebar)."""
+    token_secret_ref: TokenSecretReference
+    """The Secret key holding the API token; the Secret may be in any namespace."""
+
+
+class CloudflareAccountStatus(Status):
+    """What kflare last observed of the account."""
+
+    account_name: Annotated[str, Field(max_length=1024)] | None = None
+    """The account's name in Cloudflare."""
+    protected_token_secret: SecretReference | None = None
+    """The token Secret kflare holds the token-protection finalizer on for this account."""
+
+
+class CloudflareAccount(Resource[CloudflareAccountSpec, CloudflareAccountStatus]):
+    """CloudflareAccount gives kflare access to a Cloudflare account through an API token stored in a Secret.
+
+    It is cluster-scoped: every namespaced kflare resource may reference it by name.
+    """
+
+    info = KindInfo(
+        kind="CloudflareAccount",
+        plural="cloudflareaccounts",
+        short_names=("cfaccount",),
+        scope="Cluster",
+        columns=(
+            PrinterColumn("Account ID", ".spec.accountID"),
+            PrinterColumn("Account Name", ".status.accountName"),
+        ),
+    )

@@ -1,0 +1,73 @@
+"""Names every kflare object and component agree on: finalizers, annotations, claim labels, condition reasons."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+FINALIZER: Final = "kflare.dev/finalizer"
+"""Held by every kflare resource until its Cloudflare object is cleaned up (or retained)."""
+TOKEN_PROTECTION_FINALIZER: Final = "kflare.dev/token-protection"
+"""Held by a token Secret while a CloudflareAccount references it."""
+
+DELETION_POLICY_ANNOTATION: Final = "kflare.dev/deletion-policy"
+"""`retain` keeps the Cloudflare object on delete, `delete` deletes it even if it was adopted."""
+ADOPTION_POLICY_ANNOTATION: Final = "kflare.dev/adoption-policy"
+"""`adopt` or `adopt-or-create`; absent means an existing object is reported as `AlreadyExists`."""
+ADOPTED_ANNOTATION: Final = "kflare.dev/adopted"
+"""Set to `"true"` on a resource whose Cloudflare object kflare adopted."""
+PAUSED_ANNOTATION: Final = "kflare.dev/paused"
+"""`"true"` stops every Cloudflare call for the resource."""
+
+DELETION_POLICIES: Final = ("delete", "retain")
+ADOPTION_POLICIES: Final = ("adopt", "adopt-or-create")
+
+RECORD_ID_LABEL: Final = "kflare.dev/record-id"
+ROUTE_ID_LABEL: Final = "kflare.dev/route-id"
+KV_NAMESPACE_ID_LABEL: Final = "kflare.dev/kv-namespace-id"
+R2_BUCKET_NAME_LABEL: Final = "kflare.dev/r2-bucket-name"
+
+READY: Final = "Ready"
+"""The one condition type every kind reports."""
+
+
+class Reason(StrEnum):
+    """Reasons of the Ready condition."""
+
+    VALIDATED = "Validated"
+    SYNCED = "Synced"
+    PAUSED = "Paused"
+    ALREADY_EXISTS = "AlreadyExists"
+    TERMINAL_ERROR = "TerminalError"
+    API_ERROR = "APIError"
+    INVALID_TOKEN = "InvalidToken"
+    ACCOUNT_NOT_FOUND = "AccountNotFound"
+    ACCOUNT_NOT_READY = "AccountNotReady"
+    SECRET_NOT_FOUND = "SecretNotFound"
+    TOKEN_KEY_MISSING = "TokenKeyMissing"
+    ZONE_NOT_FOUND = "ZoneNotFound"
+    ZONE_NOT_READY = "ZoneNotReady"
+    TUNNEL_NOT_FOUND = "TunnelNotFound"
+    TUNNEL_NOT_READY = "TunnelNotReady"
+    TUNNEL_ALREADY_CONFIGURED = "TunnelAlreadyConfigured"
+    CREDENTIALS_SECRET_CONFLICT = "CredentialsSecretConflict"
+    IN_USE = "InUse"
+    PATTERN_OUTSIDE_ZONE = "PatternOutsideZone"
+    PATTERN_CONFLICT = "PatternConflict"
+    WORKER_SCRIPT_NOT_FOUND = "WorkerScriptNotFound"
+    WORKER_SCRIPT_NOT_READY = "WorkerScriptNotReady"
+    ACCOUNT_MISMATCH = "AccountMismatch"
+    SCRIPT_CONFIG_MAP_NOT_FOUND = "ScriptConfigMapNotFound"
+    SCRIPT_KEY_MISSING = "ScriptKeyMissing"
+    BINDING_SECRET_NOT_FOUND = "BindingSecretNotFound"
+    BINDING_SECRET_KEY_MISSING = "BindingSecretKeyMissing"
+    KV_NAMESPACE_NOT_FOUND = "KVNamespaceNotFound"
+    KV_NAMESPACE_NOT_READY = "KVNamespaceNotReady"
+    R2_BUCKET_NOT_FOUND = "R2BucketNotFound"
+    R2_BUCKET_NOT_READY = "R2BucketNotReady"
+    TITLE_CONFLICT = "TitleConflict"
+    NAME_CONFLICT = "NameConflict"
+    BUCKET_NOT_EMPTY = "BucketNotEmpty"
+    LIST_IN_USE = "ListInUse"
+    RULESET_CONFLICT = "RulesetConflict"
+    ALREADY_CONFIGURED = "AlreadyConfigured"

@@ -1,0 +1,41 @@
+"""Every kind kflare serves. A new kind is one module in `app/api` and one line in `KINDS`."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from app.api.account import CloudflareAccount
+from app.api.dnsrecord import DNSRecord
+from app.api.resource import ResourceClass
+from app.api.zone import Zone
+
+KINDS: Final[tuple[ResourceClass, ...]] = (
+    CloudflareAccount,
+    Zone,
+    DNSRecord,
+)
+
+
+class UnknownKind(LookupError):
+    """No kflare kind has that kind name, plural, singular or short name."""
+
+
+def _index() -> dict[str, ResourceClass]:
+    index: dict[str, ResourceClass] = {}
+    for model in KINDS:
+        for name in model.info.names():
+            if index.setdefault(name, model) is not model:
+                raise RuntimeError(f"{name!r} names both {index[name].info.kind} and {model.info.kind}")
+    return index
+
+
+_BY_NAME: Final = _index()
+
+
+def kind_for(name: str) -> ResourceClass:
+    """The model of a kind, by kind (`DNSRecord`), plural (`dnsrecords`), singular or short name (`cfrecord`)."""
+    try:
+        return _BY_NAME[name.lower()]
+    except KeyError:
+        known = ", ".join(model.info.kind for model in KINDS)
+        raise UnknownKind(f"{name!r} is not a kflare kind (known: {known})") from None

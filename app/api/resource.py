@@ -1,0 +1,77 @@
+"""The base of every kind: `Resource[SpecT, StatusT]` plus the class-level facts its CRD is generated from."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Generic, Self, TypeVar, cast
+
+from pydantic import Field, model_validator
+
+from app.api.base import API_VERSION, KflareModel, KindInfo, Problems
+from app.api.meta import ObjectMeta, Status
+
+SpecT = TypeVar("SpecT", bound=KflareModel)
+StatusT = TypeVar("StatusT", bound=Status)
+
+
+class Resource(KflareModel, Generic[SpecT, StatusT]):
+    """A kflare custom resource.
+
+    A kind is a subclass `class Zone(Resource[ZoneSpec, ZoneStatus])` with `info = KindInfo(...)`; its docstring
+    describes the kind in the CRD. A missing `status` reads as an empty one, so reconcilers can always write to it.
+    """
+
+    info: ClassVar[KindInfo]
+
+    api_version: str = API_VERSION
+    """APIVersion defines the versioned schema of this representation of an object."""
+    kind: str = ""
+    """Kind is a string value representing the REST resource this object represents."""
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: SpecT
+    status: StatusT
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_in(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            if not data.get("kind"):
+                data["kind"] = cls.info.kind
+            if data.get("status") is None:
+                data["status"] = {}
+        return data
+
+    @model_validator(mode="after")
+    def _identity(self) -> Self:
+        problems = Problems()
+        if self.api_version != API_VERSION:
+            problems.add("apiVersion", f"must be {API_VERSION}", self.api_version)
+        if self.kind != self.info.kind:
+            problems.add("kind", f"must be {self.info.kind}", self.kind)
+        problems.raise_if_any(type(self).__name__)
+        return self
+
+    @classmethod
+    def spec_model(cls) -> type[KflareModel]:
+        return cast(type[KflareModel], cls.model_fields["spec"].annotation)
+
+    @classmethod
+    def status_model(cls) -> type[Status]:
+        return cast(type[Status], cls.model_fields["status"].annotation)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str | None:
+        return self.metadata.namespace
+
+    @property
+    def key(self) -> str:
+        """`namespace/name`, or `name` for a cluster-scoped kind."""
+        return f"{self.metadata.namespace}/{self.metadata.name}" if self.metadata.namespace else self.metadata.name
+
+
+AnyResource = Resource[Any, Any]
+ResourceClass = type[Resource[Any, Any]]

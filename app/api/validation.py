@@ -1,0 +1,150 @@
+"""Validation for the admission webhook: every reason to refuse an object, each with the path of its field.
+
+Unknown fields: the CRDs have structural schemas, so the API server prunes fields they do not declare (and with
+`kubectl`'s default strict field validation refuses them first). The models mirror that: they ignore unknown
+fields, so the controller reads objects the way the API server stores them. `validate_object` on the other hand
+reports every unknown field under `spec` as an error ("unknown field"), so a caller that did not go through a
+pruning API server (a test, a dry run, a webhook fed by hand) learns about the typo instead of losing the field.
+Free-form fields (`x-kubernetes-preserve-unknown-fields`, such as a DNSRecord's `data`) are not checked.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Final, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from app.api.base import API_VERSION, FieldError, Loc, format_path
+from app.api.registry import kind_for
+from app.api.resource import ResourceClass
+
+_MISSING: Final = object()
+
+_MESSAGES: Final = {
+    "missing": "required value",
+    "extra_forbidden": "unknown field",
+}
+
+
+def errors_from(exc: ValidationError, prefix: Loc = ()) -> list[FieldError]:
+    """Turn a pydantic error into field errors, their paths below `prefix`."""
+    out: list[FieldError] = []
+    for error in exc.errors(include_url=False):
+        message = _MESSAGES.get(error["type"], error["msg"])
+        out.append(FieldError(format_path((*prefix, *error["loc"])), message))
+    return out
+
+
+def _walk(annotation: Any, value: Any, loc: Loc, out: list[FieldError]) -> None:
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        _walk(get_args(annotation)[0], value, loc, out)
+    elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        out.extend(unknown_fields(annotation, value, loc))
+    elif origin in (Union, types.UnionType):
+        options = [a for a in get_args(annotation) if a is not type(None)]
+        if len(options) == 1:
+            _walk(options[0], value, loc, out)
+    elif origin in (list, tuple, set, frozenset, Sequence) and isinstance(value, list):
+        (item,) = get_args(annotation)[:1] or (Any,)
+        for index, element in enumerate(value):
+            _walk(item, element, (*loc, index), out)
+    elif origin in (dict, Mapping) and isinstance(value, dict):
+        _, item = get_args(annotation) or (Any, Any)
+        for key, element in value.items():
+            _walk(item, element, (*loc, str(key)), out)
+
+
+def unknown_fields(model: type[BaseModel], data: Any, loc: Loc = ()) -> list[FieldError]:
+    """Fields of `data` the model (and so the CRD's schema) does not declare, at any depth."""
+    if not isinstance(data, Mapping):
+        return []
+    by_wire = {(info.alias or name): (name, info) for name, info in model.model_fields.items()}
+    by_python = {name: info.alias or name for name, info in model.model_fields.items()}
+    out: list[FieldError] = []
+    for key, value in data.items():
+        known = by_wire.get(key)
+        if known is None:
+            hint = f' (did you mean "{by_python[key]}"?)' if key in by_python else ""
+            out.append(FieldError(format_path((*loc, str(key))), f'unknown field "{key}"{hint}'))
+            continue
+        _walk(known[1].annotation, value, (*loc, key), out)
+    return out
+
+
+KindRef = str | ResourceClass
+"""A kind by name (kind, plural, singular or short name) or by its model class."""
+
+
+def _model(kind: KindRef) -> ResourceClass:
+    return kind_for(kind) if isinstance(kind, str) else kind
+
+
+def validate_spec(model: ResourceClass, spec: Any) -> list[FieldError]:
+    """Every problem with a kind's spec, paths starting with `spec`."""
+    prefix: Loc = ("spec",)
+    if not isinstance(spec, Mapping):
+        return [FieldError("spec", "must be an object")]
+    spec_model = model.spec_model()
+    errors: list[FieldError] = []
+    try:
+        spec_model.model_validate(spec)
+    except ValidationError as exc:
+        errors.extend(errors_from(exc, prefix))
+    errors.extend(unknown_fields(spec_model, spec, prefix))
+    return errors
+
+
+def validate_object(kind_or_plural: KindRef, obj: Mapping[str, Any]) -> list[FieldError]:
+    """Every reason to refuse `obj` (a whole object as JSON) as a kflare `kind_or_plural`; empty when valid.
+
+    Checks apiVersion and kind when present, and the spec: types, formats, bounds, the rules Cloudflare would
+    refuse, and unknown fields. The status is not checked: the API server ignores it on the main resource.
+    Raises `app.api.registry.UnknownKind` for a name that is no kflare kind.
+    """
+    model = _model(kind_or_plural)
+    if not isinstance(obj, Mapping):
+        return [FieldError("", "the object must be a JSON object")]
+    errors: list[FieldError] = []
+    api_version = obj.get("apiVersion")
+    if api_version is not None and api_version != API_VERSION:
+        errors.append(FieldError("apiVersion", f"must be {API_VERSION}, not {api_version!r}"))
+    kind = obj.get("kind")
+    if kind is not None and kind != model.info.kind:
+        errors.append(FieldError("kind", f"must be {model.info.kind}, not {kind!r}"))
+    if obj.get("spec") is None:
+        errors.append(FieldError("spec", "required value"))
+        return errors
+    errors.extend(validate_spec(model, obj["spec"]))
+    return errors
+
+
+def _lookup(spec: Any, path: str) -> Any:
+    value = spec
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or value.get(part) is None:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+def immutable_violations(kind: KindRef, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
+    """The immutable spec fields `new` changes, adds or removes compared with `old` (whole objects as JSON).
+
+    The same rules the CRD enforces with CEL, so the webhook can explain them too.
+    """
+    model = _model(kind)
+    old_spec = old.get("spec") if isinstance(old, Mapping) else None
+    new_spec = new.get("spec") if isinstance(new, Mapping) else None
+    errors: list[FieldError] = []
+    for path in model.info.immutable:
+        if _lookup(old_spec, path) != _lookup(new_spec, path):
+            errors.append(FieldError(f"spec.{path}", f"{path} is immutable"))
+    return errors
+
+
+def validate_update(kind: KindRef, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
+    """`validate_object` of the new object plus its `immutable_violations`."""
+    return [*validate_object(kind, new), *immutable_violations(kind, old, new)]

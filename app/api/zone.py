@@ -1,0 +1,69 @@
+"""Zone: a domain on Cloudflare, in the account a CloudflareAccount names."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from app.api.base import KflareModel, KindInfo, PrinterColumn
+from app.api.meta import Status
+from app.api.refs import LocalObjectReference
+from app.api.resource import Resource
+
+DOMAIN_PATTERN = r"^([a-zA-Z0-9]([a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?\.)+[a-zA-Z]{2,}$"
+ZonePlan = Literal["free", "pro", "business", "enterprise"]
+ZoneType = Literal["full", "partial"]
+CloudflareValue = Annotated[str, Field(max_length=256)]
+
+
+class ZoneSpec(KflareModel):
+    """The domain, the account it belongs to, and optionally its plan and setup type."""
+
+    name: Annotated[str, Field(min_length=1, max_length=253, pattern=DOMAIN_PATTERN)]
+    """The domain, such as `example.com`."""
+    account_ref: LocalObjectReference
+    """The CloudflareAccount the zone belongs to."""
+    plan: ZonePlan | None = None
+    """The plan to subscribe the zone to (this bills the account). Unset leaves the zone's plan alone."""
+    type: ZoneType = "full"
+    """Setup type: `full` (Cloudflare is the authoritative DNS) or `partial` (CNAME setup)."""
+
+
+class ZoneMetadata(KflareModel):
+    """What Cloudflare reported of the zone."""
+
+    zone_id: CloudflareValue | None = None
+    """Cloudflare zone ID."""
+    name_servers: Annotated[list[CloudflareValue], Field(max_length=16)] | None = None
+    """Name servers Cloudflare assigned to the zone; point the registrar at them."""
+    status: CloudflareValue | None = None
+    """Zone status in Cloudflare: active, pending, initializing, moved or deactivated."""
+    plan: CloudflareValue | None = None
+    """Current plan (legacy ID such as `free`)."""
+    pending_plan: CloudflareValue | None = None
+    """Plan change scheduled for the end of the billing period."""
+
+
+class ZoneStatus(Status):
+    """What kflare last observed of the zone."""
+
+    cloudflare_metadata: ZoneMetadata | None = None
+    """IDs and read-only data from Cloudflare."""
+
+
+class Zone(Resource[ZoneSpec, ZoneStatus]):
+    """Zone manages a domain (a zone) on Cloudflare."""
+
+    info = KindInfo(
+        kind="Zone",
+        plural="zones",
+        short_names=("cfzone",),
+        columns=(
+            PrinterColumn("Domain", ".spec.name"),
+            PrinterColumn("Zone ID", ".status.cloudflareMetadata.zoneID"),
+            PrinterColumn("Plan", ".status.cloudflareMetadata.plan"),
+            PrinterColumn("CF Status", ".status.cloudflareMetadata.status"),
+        ),
+        immutable=("name", "accountRef"),
+    )

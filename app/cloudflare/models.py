@@ -1,0 +1,98 @@
+"""Typed results of the Cloudflare calls kflare makes.
+
+The models are permissive: they name the fields kflare reads, keep every other field the API sends (`extra="allow"`,
+reachable through `model_extra` / `model_dump()`), and tolerate missing optional fields, so a change on Cloudflare's
+side does not break parsing. Adding an object type is a model here and a few lines in `client.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class CloudflareModel(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
+
+
+class Ref(CloudflareModel):
+    """An `{id, name}` reference, such as a zone's account or owner."""
+
+    id: str | None = None
+    name: str | None = None
+
+
+class TokenStatus(CloudflareModel):
+    """The result of a token verification."""
+
+    id: str
+    status: str
+    expires_on: str | None = None
+    not_before: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.status == "active"
+
+
+class Account(CloudflareModel):
+    id: str
+    name: str = ""
+    type: str | None = None
+    created_on: str | None = None
+    settings: dict[str, Any] | None = None
+
+
+class ZonePlan(CloudflareModel):
+    id: str | None = None
+    name: str | None = None
+    legacy_id: str | None = None
+
+
+class Zone(CloudflareModel):
+    id: str
+    name: str
+    status: str | None = None
+    type: str | None = None
+    paused: bool = False
+    account: Ref = Field(default_factory=Ref)
+    owner: Ref | None = None
+    plan: ZonePlan | None = None
+    name_servers: list[str] = Field(default_factory=list)
+    original_name_servers: list[str] | None = None
+    created_on: str | None = None
+    modified_on: str | None = None
+    activated_on: str | None = None
+
+
+class DNSRecord(CloudflareModel):
+    id: str
+    name: str
+    type: str
+    content: str | None = None
+    ttl: int = 1
+    proxied: bool | None = None
+    proxiable: bool | None = None
+    priority: int | None = None
+    comment: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    data: dict[str, Any] | None = None
+    settings: dict[str, Any] | None = None
+    created_on: str | None = None
+    modified_on: str | None = None
+
+
+class DNSBatchResult(CloudflareModel):
+    """The records a DNS batch deleted, patched, replaced and created, each list in the order sent."""
+
+    deletes: list[DNSRecord] = Field(default_factory=list)
+    patches: list[DNSRecord] = Field(default_factory=list)
+    puts: list[DNSRecord] = Field(default_factory=list)
+    posts: list[DNSRecord] = Field(default_factory=list)
+
+
+class Deleted(CloudflareModel):
+    """The `{id}` most DELETE calls answer with."""
+
+    id: str | None = None

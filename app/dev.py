@@ -1,0 +1,270 @@
+"""`kflare dev`: the whole system on one machine, with no cluster and no Cloudflare account.
+
+It starts a local Kubernetes API server (etcd + kube-apiserver from `hack/test-bins.sh`), the Cloudflare emulator
+seeded with an account and a token, installs the CRDs, applies the manifests of a directory (`examples/` by
+default) with kubectl, runs the controller in this process, and prints every kflare resource with its READY and
+reason as they converge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from app.api.crds import render_crds
+from app.api.registry import KINDS
+from app.controlplane import ControlPlane, ControlPlaneError
+from app.kube.client import JSON, NAMESPACES, KubeClient, KubeError, ResourceType
+from app.server import Runtime
+from app.settings import Settings
+
+DEV_ACCOUNT_ID = "0123456789abcdef0123456789abcdef"
+DEV_TOKEN = "kflare-dev-token"  # the emulator's token for the examples; it opens nothing outside this machine
+REPO = Path(__file__).resolve().parent.parent
+CRD_GROUP = "apiextensions.k8s.io"
+CRDS = ResourceType(CRD_GROUP, "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
+
+
+def default_bin_dir() -> Path | None:
+    for var in ("K8S_TEST_BIN", "KUBEBUILDER_ASSETS"):
+        value = os.environ.get(var)
+        if value and (Path(value) / "kube-apiserver").exists():
+            return Path(value)
+    script = REPO / "hack" / "test-bins.sh"
+    if script.exists():
+        done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False, timeout=3600)
+        if done.returncode == 0 and done.stdout.strip():
+            return Path(done.stdout.strip().splitlines()[-1])
+        sys.stderr.write(done.stderr)
+    return None
+
+
+@dataclass
+class Emulator:
+    process: subprocess.Popen[str]
+    url: str
+    log: IO[str]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+
+
+def start_emulator(workdir: Path) -> Emulator:
+    state = {
+        "accounts": [{"id": DEV_ACCOUNT_ID, "name": "kflare dev account"}],
+        "tokens": [{"name": "kflare-dev", "value": DEV_TOKEN, "permissions": ["*"]}],
+    }
+    state_file = workdir / "emulator-state.json"
+    state_file.write_text(json.dumps(state))
+    log = (workdir / "emulator.log").open("w")
+    argv = [sys.executable, "-m", "app.cli", "emulator", "--port", "0", "--state", str(state_file)]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True, cwd=REPO)
+    assert process.stdout is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        with contextlib.suppress(ValueError):
+            message = json.loads(line)
+            if "listening" in message:
+                return Emulator(process, f"{message['listening']}/client/v4", log)
+    process.kill()
+    raise RuntimeError(f"the emulator did not start; see {workdir / 'emulator.log'}")
+
+
+async def install_crds(kube: KubeClient) -> None:
+    for text in render_crds(helm=False).values():
+        crd: JSON = yaml.safe_load(text)
+        try:
+            await kube.create(CRDS, crd)
+        except KubeError as exc:
+            if not exc.conflict:
+                raise
+            current = await kube.get(CRDS, crd["metadata"]["name"])
+            crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            await kube.replace(CRDS, crd)
+    for text in render_crds(helm=False).values():
+        name = yaml.safe_load(text)["metadata"]["name"]
+        await _until(lambda name=name: _established(kube, name), 60, f"CRD {name} to be established")
+
+
+async def _established(kube: KubeClient, name: str) -> bool:
+    crd = await kube.get(CRDS, name)
+    return any(
+        c.get("type") == "Established" and c.get("status") == "True"
+        for c in crd.get("status", {}).get("conditions", [])
+    )
+
+
+async def _until(check: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(KubeError):
+            if await check():
+                return
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+async def ensure_namespace(kube: KubeClient, name: str) -> None:
+    try:
+        await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    except KubeError as exc:
+        if not exc.conflict:
+            raise
+
+
+def dev_secret_manifest() -> str:
+    """The token Secret the examples' CloudflareAccount references, holding the emulator's token."""
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "cloudflare-api-token", "namespace": "kflare-system"},
+        "type": "Opaque",
+        "data": {"CF_API_TOKEN": base64.b64encode(DEV_TOKEN.encode()).decode()},
+    }
+    return yaml.safe_dump(secret)
+
+
+async def table(kube: KubeClient) -> list[tuple[str, str, str, str, str, str]]:
+    rows = []
+    for model in KINDS:
+        info = model.info
+        rt = ResourceType("kflare.dev", "v1alpha1", info.plural, info.kind, namespaced=info.namespaced)
+        try:
+            listing = await kube.list(rt)
+        except KubeError:
+            continue
+        for obj in listing.get("items") or []:
+            meta = obj["metadata"]
+            ready: JSON = next(
+                (c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {}
+            )
+            rows.append(
+                (
+                    info.kind,
+                    meta.get("namespace") or "",
+                    meta["name"],
+                    ready.get("status", "Unknown"),
+                    ready.get("reason", ""),
+                    ready.get("message", ""),
+                )
+            )
+    return rows
+
+
+def format_table(rows: list[tuple[str, str, str, str, str, str]]) -> str:
+    header = ("KIND", "NAMESPACE", "NAME", "READY", "REASON", "MESSAGE")
+    shown = [header, *((*r[:5], r[5][:70]) for r in rows)]
+    widths = [max(len(row[i]) for row in shown) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in shown)
+
+
+@contextlib.asynccontextmanager
+async def environment(
+    bin_dir: Path, workdir: Path, drift: str
+) -> AsyncIterator[tuple[ControlPlane, Emulator, Runtime]]:
+    plane = ControlPlane(bin_dir=bin_dir, workdir=workdir / "plane")
+    await asyncio.to_thread(plane.start)
+    emulator: Emulator | None = None
+    runtime: Runtime | None = None
+    try:
+        emulator = await asyncio.to_thread(start_emulator, workdir)
+        kube = await KubeClient.connect(plane.kubeconfig_path)
+        try:
+            await install_crds(kube)
+            await ensure_namespace(kube, "kflare-system")
+        finally:
+            await kube.close()
+        settings = Settings(
+            kubeconfig=plane.kubeconfig_path,
+            cloudflare_api_url=emulator.url,
+            health_probe_bind_address="0",
+            metrics_bind_address="0",
+            drift_check_interval=drift,
+            log_format="text",
+            log_level="warning",
+        )
+        runtime = Runtime(settings)
+        await runtime.start()
+        yield plane, emulator, runtime
+    finally:
+        if runtime is not None:
+            await runtime.stop()
+        if emulator is not None:
+            emulator.stop()
+        await asyncio.to_thread(plane.stop)
+
+
+def kubectl_apply(plane: ControlPlane, directory: Path, extra: str = "") -> None:
+    kubectl = plane.binary("kubectl")
+    argv = [str(kubectl), "--kubeconfig", str(plane.kubeconfig_path), "apply", "-R", "-f"]
+    if extra:
+        subprocess.run([*argv, "-"], input=extra, text=True, check=True, capture_output=True, timeout=60)
+    done = subprocess.run([*argv, str(directory)], text=True, capture_output=True, timeout=120, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"kubectl apply -f {directory} failed:\n{done.stderr}")
+    print(done.stdout.rstrip())
+
+
+async def run(bin_dir: Path, apply: Path, *, once: bool, timeout: float, drift: str, keep: bool) -> int:
+    workdir = Path(tempfile.mkdtemp(prefix="kflare-dev-"))
+    try:
+        async with environment(bin_dir, workdir, drift) as (plane, emulator, _):
+            print(f"kube-apiserver: {plane.host}  (kubectl --kubeconfig {plane.kubeconfig_path} get kflare -A)")
+            admin = emulator.url.removesuffix("/client/v4") + "/__emulator/calls"
+            print(f"Cloudflare emulator: {emulator.url}  (calls: {admin})")
+            await asyncio.to_thread(kubectl_apply, plane, apply, dev_secret_manifest())
+            kube = await KubeClient.connect(plane.kubeconfig_path)
+            try:
+                return await watch(kube, once=once, timeout=timeout)
+            finally:
+                await kube.close()
+    except (ControlPlaneError, RuntimeError, TimeoutError) as exc:
+        print(f"kflare dev: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def watch(kube: KubeClient, *, once: bool, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    shown = ""
+    rows: list[tuple[str, str, str, str, str, str]] = []
+    while True:
+        rows = await table(kube)
+        text = format_table(rows)
+        if text != shown:
+            print(f"\n{time.strftime('%H:%M:%S')}\n{text}", flush=True)
+            shown = text
+        all_ready = bool(rows) and all(r[3] == "True" for r in rows)
+        if once and all_ready:
+            print("\nall resources are Ready")
+            return 0
+        if once and time.monotonic() > deadline:
+            print(f"\nnot all resources were Ready within {timeout:.0f}s", file=sys.stderr)
+            return 1
+        await asyncio.sleep(1.0)

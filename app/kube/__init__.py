@@ -1,0 +1,1 @@
+"""The Kubernetes runtime: API client, informers, work queues, leader election, events, drift scheduling."""

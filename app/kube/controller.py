@@ -1,0 +1,155 @@
+"""One controller per kind: an informer feeding a work queue drained by workers that run the kind's reconciler."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from app.kube import metrics
+from app.kube.client import KubeClient, ResourceType
+from app.kube.informer import EventType, Informer, Key, key_of
+from app.kube.workqueue import ShutDown, WorkQueue
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a reconcile asks of the queue: nothing, a later look, or a retry with back-off."""
+
+    requeue_after: float | None = None
+    retry: bool = False  # a retryable failure: back off exponentially per key
+    synced: bool = False  # Cloudflare matches the spec: the drift check may be planned
+
+    @classmethod
+    def done(cls, *, synced: bool = False) -> Outcome:
+        return cls(synced=synced)
+
+
+class Reconciler(Protocol):
+    async def reconcile(self, key: Key) -> Outcome: ...
+
+    async def timed_out(self, key: Key, seconds: float) -> None:
+        """Record that the reconcile of `key` ran out of time (the status says so)."""
+
+
+Observer = Callable[[Key, Outcome], None]
+
+
+@dataclass
+class Controller:
+    kube: KubeClient
+    rt: ResourceType
+    reconciler: Reconciler
+    workers: int = 4
+    reconcile_timeout: float = 300.0
+    informer: Informer = field(init=False)
+    queue: WorkQueue[Key] = field(init=False)
+    observers: list[Observer] = field(default_factory=list)
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.informer = Informer(self.kube, self.rt)
+        self.queue = WorkQueue(self.name)
+        self.informer.add_handler(self._on_event)
+
+    @property
+    def name(self) -> str:
+        return self.rt.kind.lower()
+
+    def _on_event(self, kind: EventType, obj: dict[str, object]) -> None:
+        if kind != "DELETED":
+            self.enqueue(key_of(obj))
+
+    def enqueue(self, key: Key) -> None:
+        self.queue.add(key)
+        metrics.WORKQUEUE_ADDS.labels(self.name, self.name).inc()
+        metrics.WORKQUEUE_DEPTH.labels(self.name, self.name).set(self.queue.depth)
+
+    def start_informer(self) -> None:
+        self.informer.start()
+
+    def start_workers(self) -> None:
+        metrics.MAX_CONCURRENT.labels(self.name).set(self.workers)
+        for i in range(self.workers):
+            self._tasks.append(asyncio.create_task(self._work(), name=f"worker:{self.name}:{i}"))
+
+    async def stop(self) -> None:
+        self.queue.shut_down()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        await self.informer.stop()
+
+    @property
+    def alive(self) -> bool:
+        return self.informer.alive and all(not t.done() for t in self._tasks)
+
+    async def _work(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except ShutDown:
+                return
+            metrics.WORKQUEUE_DEPTH.labels(self.name, self.name).set(self.queue.depth)
+            metrics.WORKQUEUE_QUEUE_DURATION.labels(self.name, self.name).observe(self.queue.last_wait)
+            metrics.ACTIVE_WORKERS.labels(self.name).inc()
+            started = time.monotonic()
+            try:
+                await self._process(key)
+            except Exception:  # a worker must outlive any bug in one reconcile
+                log.exception("worker error", extra={"kind": self.rt.kind, "object_name": key[1]})
+                self._retry(key)
+            finally:
+                elapsed = time.monotonic() - started
+                metrics.ACTIVE_WORKERS.labels(self.name).dec()
+                metrics.RECONCILE_TIME.labels(self.name).observe(elapsed)
+                metrics.WORKQUEUE_WORK_DURATION.labels(self.name, self.name).observe(elapsed)
+                self.queue.done(key)
+
+    async def _process(self, key: Key) -> None:
+        try:
+            if self.reconcile_timeout > 0:
+                async with asyncio.timeout(self.reconcile_timeout):
+                    outcome = await self.reconciler.reconcile(key)
+            else:
+                outcome = await self.reconciler.reconcile(key)
+        except TimeoutError:
+            metrics.RECONCILE_TIMEOUTS.labels(self.name).inc()
+            metrics.RECONCILE_ERRORS.labels(self.name).inc()
+            metrics.RECONCILE_TOTAL.labels(self.name, "error").inc()
+            await self.reconciler.timed_out(key, self.reconcile_timeout)
+            self._retry(key)
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception(
+                "reconcile failed", extra={"kind": self.rt.kind, "namespace": key[0] or None, "object_name": key[1]}
+            )
+            metrics.RECONCILE_ERRORS.labels(self.name).inc()
+            metrics.RECONCILE_TOTAL.labels(self.name, "error").inc()
+            self._retry(key)
+            return
+        if outcome.retry:
+            metrics.RECONCILE_ERRORS.labels(self.name).inc()
+            metrics.RECONCILE_TOTAL.labels(self.name, "error").inc()
+            self._retry(key)
+        else:
+            self.queue.forget(key)
+            if outcome.requeue_after is not None:
+                metrics.RECONCILE_TOTAL.labels(self.name, "requeue_after").inc()
+                self.queue.add_after(key, outcome.requeue_after)
+            else:
+                metrics.RECONCILE_TOTAL.labels(self.name, "success").inc()
+        for observer in self.observers:
+            observer(key, outcome)
+
+    def _retry(self, key: Key) -> None:
+        self.queue.add_rate_limited(key)
+        metrics.WORKQUEUE_RETRIES.labels(self.name, self.name).inc()

@@ -1,0 +1,172 @@
+"""Informers: LIST, then WATCH from that resourceVersion with bookmarks, keeping a cache the reconcilers read.
+
+A watch that ends normally resumes from the last resourceVersion seen (bookmarks keep it fresh, so a quiet
+collection does not fall out of the server's window); `410 Gone` means the window was missed and forces a relist;
+any other failure reconnects with capped exponential back-off. After a relist, objects that vanished while the
+watch was down are reported as deleted, so no handler misses a deletion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import aiohttp
+
+from app.kube.client import JSON, KubeClient, KubeError, ResourceType
+
+log = logging.getLogger(__name__)
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+Handler = Callable[[EventType, JSON], Awaitable[None] | None]
+Key = tuple[str, str]  # (namespace or "", name)
+
+LIST_PAGE = 500
+
+
+def key_of(obj: JSON) -> Key:
+    meta = obj["metadata"]
+    return (meta.get("namespace") or "", meta["name"])
+
+
+@dataclass
+class Informer:
+    """Watches one resource type (optionally one namespace, or one object by field selector)."""
+
+    kube: KubeClient
+    rt: ResourceType
+    namespace: str | None = None
+    field_selector: str | None = None
+    watch_timeout: int = 300
+    handlers: list[Handler] = field(default_factory=list)
+    cache: dict[Key, JSON] = field(default_factory=dict)
+    synced: asyncio.Event = field(default_factory=asyncio.Event)
+    resource_version: str = ""
+    relists: int = 0
+    _task: asyncio.Task[None] | None = None
+
+    def add_handler(self, handler: Handler) -> None:
+        self.handlers.append(handler)
+
+    def get(self, name: str, namespace: str | None = None) -> JSON | None:
+        return self.cache.get((namespace or "", name))
+
+    def list(self, namespace: str | None = None) -> list[JSON]:
+        if namespace is None:
+            return list(self.cache.values())
+        return [o for (ns, _), o in self.cache.items() if ns == namespace]
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"informer:{self.rt.plural}:{self.field_selector or ''}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    @property
+    def alive(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def _notify(self, kind: EventType, obj: JSON) -> None:
+        for handler in self.handlers:
+            try:
+                result = handler(kind, obj)
+                if result is not None:
+                    await result
+            except Exception:
+                log.exception("informer handler failed", extra={"resource": self.rt.plural})
+
+    async def _relist(self) -> None:
+        items: dict[Key, JSON] = {}
+        cont = ""
+        while True:
+            query: dict[str, str | int | bool] = {"limit": LIST_PAGE}
+            if cont:
+                query["continue"] = cont
+            if self.field_selector:
+                query["fieldSelector"] = self.field_selector
+            page = await self.kube.list(self.rt, self.namespace, **query)
+            for obj in page.get("items") or []:
+                # LIST items carry no kind; handlers and reconcilers want self-describing objects.
+                obj.setdefault("kind", self.rt.kind)
+                obj.setdefault("apiVersion", self.rt.api_version)
+                items[key_of(obj)] = obj
+            cont = page.get("metadata", {}).get("continue") or ""
+            if not cont:
+                self.resource_version = page["metadata"]["resourceVersion"]
+                break
+        self.relists += 1
+        old, self.cache = self.cache, items
+        for key, obj in items.items():
+            previous = old.get(key)
+            if previous is None:
+                await self._notify("ADDED", obj)
+            elif previous["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+                await self._notify("MODIFIED", obj)
+        for key, obj in old.items():
+            if key not in items:
+                await self._notify("DELETED", obj)
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        async for event in self.kube.watch(
+            self.rt,
+            namespace=self.namespace,
+            resource_version=self.resource_version,
+            timeout_seconds=self.watch_timeout,
+            field_selector=self.field_selector,
+        ):
+            kind, obj = event.get("type"), event.get("object") or {}
+            if kind == "ERROR":
+                raise KubeError(int(obj.get("code", 500)), str(obj.get("reason", "")), str(obj.get("message", "")))
+            rv = obj.get("metadata", {}).get("resourceVersion")
+            if rv:
+                self.resource_version = rv
+            if kind == "BOOKMARK":
+                continue
+            obj.setdefault("kind", self.rt.kind)
+            obj.setdefault("apiVersion", self.rt.api_version)
+            key = key_of(obj)
+            if kind == "DELETED":
+                self.cache.pop(key, None)
+                await self._notify("DELETED", obj)
+            elif kind in ("ADDED", "MODIFIED"):
+                self.cache[key] = obj
+                await self._notify(kind, obj)
+
+    async def _run(self) -> None:
+        failures = 0
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._relist()
+                    need_list = False
+                await self._watch()
+                failures = 0  # a watch that ran to its timeout is healthy: resume from the last version
+            except asyncio.CancelledError:
+                raise
+            except KubeError as exc:
+                if exc.gone:
+                    log.info("watch window expired, relisting", extra={"resource": self.rt.plural})
+                    need_list = True
+                    continue
+                failures += 1
+                log.warning("watch failed: %s", exc, extra={"resource": self.rt.plural, "failures": failures})
+            except (aiohttp.ClientError, TimeoutError, ValueError, OSError) as exc:
+                failures += 1
+                log.warning("watch connection broke: %r", exc, extra={"resource": self.rt.plural, "failures": failures})
+            if failures:
+                # 0.1 s doubling to 30 s, with jitter so a restarted API server is not hit by every watch at once.
+                delay = min(30.0, 0.1 * 2 ** min(failures, 10)) * random.uniform(0.5, 1.0)
+                await asyncio.sleep(delay)
+                if failures >= 3:
+                    need_list = True  # a long outage may have outlived the watch window anyway

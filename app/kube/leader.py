@@ -1,0 +1,160 @@
+"""Leader election on a `coordination.k8s.io/v1` Lease, with client-go's rules.
+
+A candidate takes the Lease when it is free or when its holder has not renewed it for a lease duration, measured
+on this process's clock from when the record was last seen to change (so clock skew between replicas does not
+matter). The leader renews every retry period and steps down if it cannot renew within the renew deadline. Every
+write carries the resourceVersion read, so two candidates can never both win. On a clean shutdown the leader
+releases the Lease, and a standby takes over at its next try instead of a lease duration later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+
+from app.kube.client import JSON, LEASES, KubeClient, KubeError
+
+log = logging.getLogger(__name__)
+
+
+def _micro_time(moment: dt.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class LeaderElector:
+    kube: KubeClient
+    namespace: str
+    name: str
+    identity: str
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    _observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
+    _observed_at: float = 0.0
+    _leading: bool = False
+
+    @property
+    def leading(self) -> bool:
+        return self._leading
+
+    async def run(self, lead: Callable[[], Coroutine[object, object, None]]) -> None:
+        """Campaign until elected, run `lead()` while leading; return when leadership is lost or lead() ends."""
+        while True:
+            if await self._try_acquire_or_renew():
+                break
+            await asyncio.sleep(self.retry_period)
+        self._leading = True
+        log.info("became leader", extra={"lease": f"{self.namespace}/{self.name}", "identity": self.identity})
+        leading: asyncio.Task[None] = asyncio.ensure_future(lead())
+        renewing = asyncio.create_task(self._renew_loop(), name="leader-renew")
+        try:
+            done, _ = await asyncio.wait({leading, renewing}, return_when=asyncio.FIRST_COMPLETED)
+            if renewing in done:
+                log.error("lost leadership", extra={"lease": f"{self.namespace}/{self.name}"})
+        finally:
+            self._leading = False
+            for task in (leading, renewing):
+                task.cancel()
+            await asyncio.gather(leading, renewing, return_exceptions=True)
+
+    async def _renew_loop(self) -> None:
+        last_renew = time.monotonic()
+        while True:
+            await asyncio.sleep(self.retry_period)
+            try:
+                renewed = await asyncio.wait_for(self._try_acquire_or_renew(), timeout=self.renew_deadline)
+            except TimeoutError:
+                renewed = False
+            if renewed:
+                last_renew = time.monotonic()
+            elif time.monotonic() - last_renew > self.renew_deadline:
+                return
+
+    async def _try_acquire_or_renew(self) -> bool:
+        now = dt.datetime.now(dt.UTC)
+        try:
+            lease = await self.kube.get(LEASES, self.name, self.namespace)
+        except KubeError as exc:
+            if not exc.not_found:
+                log.warning("reading the leader lease failed: %s", exc)
+                return False
+            return await self._create(now)
+        except (OSError, TimeoutError) as exc:
+            log.warning("reading the leader lease failed: %r", exc)
+            return False
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        record = (holder, spec.get("renewTime") or "")
+        if record != self._observed:
+            self._observed, self._observed_at = record, time.monotonic()
+        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        if holder and holder != self.identity and time.monotonic() - self._observed_at < duration:
+            return False
+        transitions = int(spec.get("leaseTransitions") or 0)
+        if holder != self.identity:
+            transitions += 1
+            spec["acquireTime"] = _micro_time(now)
+        spec.update(
+            holderIdentity=self.identity,
+            leaseDurationSeconds=int(self.lease_duration),
+            renewTime=_micro_time(now),
+            leaseTransitions=transitions,
+        )
+        lease["spec"] = spec
+        try:
+            updated = await self.kube.replace(LEASES, lease, self.namespace)
+        except KubeError as exc:
+            if not exc.conflict:
+                log.warning("updating the leader lease failed: %s", exc)
+            return False
+        except (OSError, TimeoutError) as exc:
+            log.warning("updating the leader lease failed: %r", exc)
+            return False
+        self._remember(updated)
+        return True
+
+    async def _create(self, now: dt.datetime) -> bool:
+        body: JSON = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": int(self.lease_duration),
+                "acquireTime": _micro_time(now),
+                "renewTime": _micro_time(now),
+                "leaseTransitions": 0,
+            },
+        }
+        try:
+            created = await self.kube.create(LEASES, body, self.namespace)
+        except KubeError as exc:
+            if not exc.conflict:
+                log.warning("creating the leader lease failed: %s", exc)
+            return False
+        self._remember(created)
+        return True
+
+    def _remember(self, lease: JSON) -> None:
+        spec = lease.get("spec") or {}
+        self._observed = (spec.get("holderIdentity") or "", spec.get("renewTime") or "")
+        self._observed_at = time.monotonic()
+
+    async def release(self) -> None:
+        """Give the Lease up so that a standby takes over at once."""
+        try:
+            lease = await self.kube.get(LEASES, self.name, self.namespace)
+            spec = lease.get("spec") or {}
+            if spec.get("holderIdentity") != self.identity:
+                return
+            spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=_micro_time(dt.datetime.now(dt.UTC)))
+            await self.kube.replace(LEASES, lease, self.namespace)
+            log.info("released leadership", extra={"lease": f"{self.namespace}/{self.name}"})
+        except (KubeError, OSError, TimeoutError) as exc:
+            log.warning("releasing the leader lease failed: %r", exc)

@@ -1,0 +1,36 @@
+"""What every reconciler may use: the Kubernetes client and caches, the Cloudflare clients, policy settings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app.cloudflare.client import CloudflareClient
+from app.kube.client import JSON, KubeClient
+from app.kube.events import EventRecorder
+from app.kube.index import DependencyIndex, Ref
+from app.kube.informer import Informer
+from app.kube.secrets import SecretWatcher
+
+
+@dataclass
+class Context:
+    kube: KubeClient
+    recorder: EventRecorder
+    secrets: SecretWatcher
+    index: DependencyIndex
+    cloudflare: Callable[[str], CloudflareClient]
+    """A client for an API token; one per token, sharing the process's connection pool and the token's budget."""
+    default_deletion_policy: str = "delete"
+    informer_of: Callable[[str], Informer | None] = lambda _: None
+    """The cache of a kind, by kind name (the manager makes new ones each time this process becomes leader)."""
+    enqueue: Callable[[Ref], None] = lambda _: None
+    """Queue an object of any kind for reconciling."""
+
+    def cached(self, kind: str, name: str, namespace: str | None = None) -> JSON | None:
+        informer = self.informer_of(kind)
+        return None if informer is None else informer.get(name, namespace)
+
+    def cached_all(self, kind: str) -> list[JSON]:
+        informer = self.informer_of(kind)
+        return [] if informer is None else informer.list()

@@ -1,0 +1,295 @@
+"""DNSRecord: one record of a Zone, one of possibly several with the same name (a record set).
+
+Key for adoption: name and type; among several, the unclaimed one whose content (or data) matches, else the only
+one. The Cloudflare ID is recorded in status and in the `kflare.dev/record-id` label, so adoption never takes a
+record another DNSRecord owns.
+
+Compared fields and Cloudflare's defaults, so that nothing flaps: `ttl` unset means 1 (automatic, and always 1 on a
+proxied record); `proxied` unset means false and is always sent; `priority` is compared only when set; `comment`
+unset means none; tags compare as sets; `data` compares only the keys the spec gives (Cloudflare adds derived
+ones), and when `data` is set, `content` is Cloudflare's rendering of it and is not compared. Content compares after
+the normalisation Cloudflare applies: IP addresses canonical, host names without the final dot and case-insensitive.
+
+Drift checks list each zone's records once per round (`ZoneListings`) instead of one GET per record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.api import DNSRecord
+from app.api.constants import RECORD_ID_LABEL, Reason
+from app.api.dnsrecord import DNSRecordMetadata
+from app.cloudflare.client import CloudflareClient
+from app.cloudflare.errors import NotFound
+from app.cloudflare.models import DNSRecord as CloudflareRecord
+from app.kube.client import JSON
+from app.kube.index import Ref
+from reconcilers.context import Context
+from reconcilers.credentials import AccountLink, ready_account
+from reconcilers.lifecycle import ManagedKind, NotReady
+
+HOST_TYPES = frozenset({"CNAME", "MX", "NS", "PTR"})
+PRIORITY_TYPES = frozenset({"MX", "SRV", "URI"})
+LISTING_TTL = 120.0  # a drift round's listing serves the records checked within this long
+
+
+@dataclass(frozen=True)
+class RecordLink:
+    account: AccountLink
+    zone_id: str
+    zone_name: str
+
+    @property
+    def client(self) -> CloudflareClient:
+        return self.account.client
+
+
+@dataclass
+class _Listing:
+    taken_at: float
+    records: dict[str, CloudflareRecord]
+
+
+@dataclass
+class ZoneListings:
+    """One listing of a zone's records per drift round, shared by every record of the zone checked in it."""
+
+    rounds: dict[str, float] = field(default_factory=dict)  # zone ID -> when its drift round began
+    listings: dict[str, _Listing] = field(default_factory=dict)
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+
+    def open_round(self, zone_id: str) -> None:
+        self.rounds[zone_id] = time.monotonic()
+
+    def in_round(self, zone_id: str) -> bool:
+        began = self.rounds.get(zone_id)
+        return began is not None and time.monotonic() - began < LISTING_TTL
+
+    async def get(self, client: CloudflareClient, zone_id: str, record_id: str) -> CloudflareRecord | None:
+        lock = self.locks.setdefault(zone_id, asyncio.Lock())
+        async with lock:
+            listing = self.listings.get(zone_id)
+            began = self.rounds.get(zone_id, 0.0)
+            if listing is None or listing.taken_at < began:
+                records = {r.id: r async for r in client.list_dns_records(zone_id)}
+                listing = self.listings[zone_id] = _Listing(time.monotonic(), records)
+        return listing.records.get(record_id)
+
+    def update(self, zone_id: str, record: CloudflareRecord | None, record_id: str) -> None:
+        listing = self.listings.get(zone_id)
+        if listing is None:
+            return
+        if record is None:
+            listing.records.pop(record_id, None)
+        else:
+            listing.records[record.id] = record
+
+
+def fqdn(name: str, zone: str) -> str:
+    """The record's full name as Cloudflare reports it: `@` is the apex, a relative name gets the zone appended."""
+    name, zone = name.rstrip(".").lower(), zone.rstrip(".").lower()
+    if name in ("@", zone):
+        return zone
+    return name if name.endswith("." + zone) else f"{name}.{zone}"
+
+
+def normal_content(record_type: str, content: str | None) -> str:
+    if content is None:
+        return ""
+    text = content.strip()
+    if record_type in ("A", "AAAA"):
+        try:
+            return str(ipaddress.ip_address(text))
+        except ValueError:
+            return text
+    if record_type in HOST_TYPES:
+        return text.rstrip(".").lower()
+    if record_type == "TXT" and len(text) >= 2 and text[0] == text[-1] == '"' and '" "' not in text:
+        return text[1:-1]  # a single quoted string reads the same quoted or not
+    return text
+
+
+def _data_matches(wanted: dict[str, Any], actual: dict[str, Any] | None) -> bool:
+    actual = actual or {}
+    for key, value in wanted.items():
+        have = actual.get(key)
+        if isinstance(value, dict):
+            if not isinstance(have, dict) or not _data_matches(value, have):
+                return False
+        elif isinstance(value, int | float) and isinstance(have, int | float):
+            if float(value) != float(have):
+                return False
+        elif key == "target":  # a host name: the final dot and case do not matter
+            if str(value).rstrip(".").lower() != str(have).rstrip(".").lower():
+                return False
+        elif value != have:
+            return False
+    return True
+
+
+class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
+    model = DNSRecord
+    claim_label = RECORD_ID_LABEL
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.listings = ZoneListings()
+
+    @classmethod
+    def parents_of(cls, raw: JSON) -> list[Ref]:
+        name = ((raw.get("spec") or {}).get("zoneRef") or {}).get("name")
+        namespace = raw["metadata"].get("namespace") or ""
+        return [Ref("Zone", namespace, name)] if name else []
+
+    @classmethod
+    def drift_group(cls, raw: JSON) -> str | None:
+        """Records are drift-checked per zone: one listing serves them all."""
+        zone_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID")
+        return f"zone:{zone_id}" if zone_id else None
+
+    def open_drift_round(self, group: str) -> None:
+        self.listings.open_round(group.removeprefix("zone:"))
+
+    async def connect(self, obj: DNSRecord) -> RecordLink:
+        zone_name = obj.spec.zone_ref.name
+        raw = self.ctx.cached("Zone", zone_name, obj.namespace)
+        if raw is None:
+            raise NotReady(Reason.ZONE_NOT_FOUND, f"Zone {zone_name} not found", parent_gone=True)
+        status = raw.get("status") or {}
+        zone_id = (status.get("cloudflareMetadata") or {}).get("zoneID")
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        deleting = bool(raw["metadata"].get("deletionTimestamp"))  # it waits for its records to clean up
+        if not (ready or deleting) or not zone_id:
+            raise NotReady(Reason.ZONE_NOT_READY, f"Zone {zone_name} is not Ready")
+        if obj.spec.tunnel_ref is not None:
+            raise NotReady(
+                Reason.TUNNEL_NOT_FOUND, f"Tunnel {obj.spec.tunnel_ref.name} not found (Tunnels are not served yet)"
+            )
+        account_name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name", "")
+        return RecordLink(ready_account(self.ctx, account_name), zone_id, raw["spec"]["name"])
+
+    def object_id(self, obj: DNSRecord) -> str | None:
+        meta = obj.status.cloudflare_metadata
+        return None if meta is None else meta.record_id
+
+    def id_of(self, observed: CloudflareRecord) -> str:
+        return observed.id
+
+    def describe(self, observed: CloudflareRecord) -> str:
+        return f"{observed.type} record {observed.name} ({observed.id})"
+
+    async def observe(self, link: RecordLink, obj: DNSRecord, object_id: str) -> CloudflareRecord | None:
+        if self.listings.in_round(link.zone_id):
+            return await self.listings.get(link.client, link.zone_id, object_id)
+        try:
+            return await link.client.get_dns_record(link.zone_id, object_id)
+        except NotFound:
+            return None
+
+    def _claimed_elsewhere(self, obj: DNSRecord) -> set[str]:
+        """IDs of records other DNSRecords own, in any namespace."""
+        claimed: set[str] = set()
+        for other in self.ctx.cached_all(self.kind):
+            meta = other["metadata"]
+            if meta.get("uid") == obj.metadata.uid:
+                continue
+            label = (meta.get("labels") or {}).get(RECORD_ID_LABEL)
+            status_id = ((other.get("status") or {}).get("cloudflareMetadata") or {}).get("recordID")
+            claimed.update(i for i in (label, status_id) if i)
+        return claimed
+
+    async def find(self, link: RecordLink, obj: DNSRecord) -> CloudflareRecord | None:
+        spec = obj.spec
+        name = fqdn(spec.name, link.zone_name)
+        filters = {"type": spec.type, "name.exact": name}
+        claimed = self._claimed_elsewhere(obj)
+        candidates = [r async for r in link.client.list_dns_records(link.zone_id, filters=filters)]
+        candidates = [r for r in candidates if r.id not in claimed and r.name.lower() == name and r.type == spec.type]
+        for record in candidates:
+            if spec.data is not None:
+                if _data_matches(spec.data, record.data):
+                    return record
+            elif normal_content(spec.type, record.content) == normal_content(spec.type, spec.content):
+                return record
+        return candidates[0] if len(candidates) == 1 else None
+
+    def desired(self, obj: DNSRecord, zone_name: str) -> dict[str, Any]:
+        spec = obj.spec
+        body: dict[str, Any] = {
+            "name": fqdn(spec.name, zone_name),
+            "type": spec.type,
+            "ttl": spec.ttl if spec.ttl is not None else 1,
+            "comment": spec.comment or "",
+            "tags": sorted(spec.tags or []),
+        }
+        if spec.data is not None:
+            body["data"] = spec.data
+        else:
+            body["content"] = spec.content or ""
+        if spec.type in ("A", "AAAA", "CNAME"):
+            body["proxied"] = bool(spec.proxied)
+        if spec.priority is not None:
+            body["priority"] = spec.priority
+        return body
+
+    async def create(self, link: RecordLink, obj: DNSRecord) -> CloudflareRecord:
+        body = self.desired(obj, link.zone_name)
+        if not body["tags"]:
+            del body["tags"]  # not on the Free plan: sending an empty list is refused there
+        if not body["comment"]:
+            del body["comment"]
+        return await link.client.create_dns_record(link.zone_id, body)
+
+    def diff(self, obj: DNSRecord, observed: CloudflareRecord) -> dict[str, Any]:
+        spec = obj.spec
+        changes: dict[str, Any] = {}
+        if spec.data is not None:
+            if not _data_matches(spec.data, observed.data):
+                changes["data"] = spec.data
+        elif spec.type != "SRV" and normal_content(spec.type, spec.content) != normal_content(
+            spec.type, observed.content
+        ):
+            changes["content"] = spec.content or ""
+        proxied = bool(spec.proxied)
+        if spec.type in ("A", "AAAA", "CNAME") and proxied != bool(observed.proxied):
+            changes["proxied"] = proxied
+        # A proxied record's TTL is always automatic; Cloudflare reports 1 whatever was asked.
+        ttl = 1 if proxied else (spec.ttl if spec.ttl is not None else 1)
+        if ttl != observed.ttl:
+            changes["ttl"] = ttl
+        if spec.priority is not None and spec.type in PRIORITY_TYPES and spec.priority != observed.priority:
+            changes["priority"] = spec.priority
+        if (spec.comment or "") != (observed.comment or ""):
+            changes["comment"] = spec.comment or ""
+        if sorted(spec.tags or []) != sorted(observed.tags or []):
+            changes["tags"] = sorted(spec.tags or [])
+        return changes
+
+    async def update(
+        self, link: RecordLink, obj: DNSRecord, observed: CloudflareRecord, changes: dict[str, Any]
+    ) -> CloudflareRecord:
+        body = dict(changes)
+        if obj.spec.type in ("A", "AAAA", "CNAME"):
+            body["proxied"] = bool(obj.spec.proxied)  # always explicit: PATCH leaves an omitted field as it was
+        updated = await link.client.patch_dns_record(link.zone_id, observed.id, body)
+        self.listings.update(link.zone_id, updated, observed.id)
+        return updated
+
+    async def delete(self, link: RecordLink, obj: DNSRecord, object_id: str) -> None:
+        await link.client.delete_dns_record(link.zone_id, object_id)
+        self.listings.update(link.zone_id, None, object_id)
+
+    def record(self, obj: DNSRecord, observed: CloudflareRecord | None, link: RecordLink | None) -> None:
+        if observed is None:
+            obj.status.cloudflare_metadata = None
+            return
+        previous = obj.status.cloudflare_metadata
+        zone_id = link.zone_id if link is not None else (previous.zone_id if previous else None)
+        obj.status.cloudflare_metadata = DNSRecordMetadata(
+            record_id=observed.id, zone_id=zone_id, proxiable=observed.proxiable
+        )

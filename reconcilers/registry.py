@@ -1,0 +1,20 @@
+"""Every kind kflare reconciles, wired into the manager: adding a kind is one line here."""
+
+from __future__ import annotations
+
+from app.kube.manager import Manager, Registration
+from reconcilers.cloudflare_account import CloudflareAccountKind
+from reconcilers.context import Context
+from reconcilers.dns_record import DNSRecordKind
+from reconcilers.lifecycle import ManagedKind
+from reconcilers.zone import ZoneKind
+
+KINDS: tuple[type[ManagedKind], ...] = (CloudflareAccountKind, ZoneKind, DNSRecordKind)  # type: ignore[type-arg]
+
+
+def register_all(manager: Manager, ctx: Context) -> None:
+    for kind in KINDS:
+        reconciler = kind(ctx)
+        group = getattr(reconciler, "drift_group", None)
+        open_round = getattr(reconciler, "open_drift_round", None)
+        manager.register(Registration(reconciler, drift_group=group, open_drift_round=open_round))

@@ -1,0 +1,164 @@
+"""The admin API: faults of every kind, the call log, state seeding and dumping, reset."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import cloudflare
+import httpx
+import pytest
+
+from tests.fixtures.emulator import EmulatorError, EmulatorProcess
+
+ZONES = r"^GET /client/v4/zones$"
+
+
+def test_latency_fault(fresh_emulator: EmulatorProcess) -> None:
+    cf = fresh_emulator.client()
+    fresh_emulator.fault(ZONES, "latency", latency_ms=300, count=1)
+    started = time.monotonic()
+    assert cf.zones.list().result == []
+    assert time.monotonic() - started >= 0.3
+    started = time.monotonic()
+    cf.zones.list()
+    assert time.monotonic() - started < 0.3  # count 1: spent
+    assert [f["remaining"] for f in fresh_emulator.faults()] == [0]
+
+
+def test_status_fault_json_and_html(fresh_emulator: EmulatorProcess) -> None:
+    cf = fresh_emulator.client()
+    fresh_emulator.fault(ZONES, "status", status=503, count=1)
+    with pytest.raises(cloudflare.InternalServerError) as json_error:
+        cf.zones.list()
+    assert json_error.value.status_code == 503
+    body: Any = json_error.value.body
+    assert body["success"] is False
+    assert body["result"] is None
+
+    fresh_emulator.fault(ZONES, "status", status=502, html=True, count=1)
+    with pytest.raises(cloudflare.InternalServerError) as html_error:
+        cf.zones.list()
+    assert html_error.value.status_code == 502
+    assert "<title>502 Bad Gateway</title>" in html_error.value.response.text
+
+    fresh_emulator.fault(ZONES, "status", status=429, retry_after=7, count=1)
+    with pytest.raises(cloudflare.RateLimitError) as limited:
+        cf.zones.list()
+    assert limited.value.response.headers["retry-after"] == "7"
+    assert [e.code for e in limited.value.errors] == [971]
+
+    assert cf.zones.list().result == []
+
+
+def test_sdk_retries_through_a_transient_5xx(fresh_emulator: EmulatorProcess) -> None:
+    fresh_emulator.fault(ZONES, "status", status=500, count=1, retry_after=0)
+    cf = fresh_emulator.client(max_retries=2)
+    assert cf.zones.list().result == []
+    assert [c["status"] for c in fresh_emulator.calls(path="/zones$")] == [500, 200]
+
+
+def test_drop_fault(fresh_emulator: EmulatorProcess) -> None:
+    fault_id = fresh_emulator.fault(ZONES, "drop", count=1)
+    cf = fresh_emulator.client()
+    with pytest.raises(cloudflare.APIConnectionError) as dropped:
+        cf.zones.list()
+    assert not isinstance(dropped.value, cloudflare.APITimeoutError)
+    assert cf.zones.list().result == []
+    logged = fresh_emulator.calls(path="/zones$")
+    assert [(c["status"], c["fault"], c["fault_kind"]) for c in logged] == [(None, fault_id, "drop"), (200, None, None)]
+
+
+def test_hang_fault_times_the_client_out(fresh_emulator: EmulatorProcess) -> None:
+    fresh_emulator.fault(ZONES, "hang", count=1)
+    cf = fresh_emulator.client(timeout=0.5)
+    with pytest.raises(cloudflare.APITimeoutError):
+        cf.zones.list()
+    assert cf.zones.list().result == []
+
+
+async def test_hang_does_not_block_other_calls(fresh_emulator: EmulatorProcess) -> None:
+    fresh_emulator.fault(ZONES, "hang")
+    headers = {"Authorization": f"Bearer {fresh_emulator.token}"}
+    async with httpx.AsyncClient(base_url=fresh_emulator.base_url, headers=headers) as http:
+        hung = asyncio.ensure_future(http.get("/zones", timeout=5.0))
+        deadline = time.monotonic() + 5.0
+        while not fresh_emulator.calls(path="/zones$"):  # wait for the hanging call to arrive
+            assert time.monotonic() < deadline, "the call never reached the emulator"
+            await asyncio.sleep(0.01)
+        started = time.monotonic()
+        verify = await http.get("/user/tokens/verify", timeout=5.0)
+        assert verify.status_code == 200
+        assert time.monotonic() - started < 1.0
+        assert not hung.done()
+        hung.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await hung
+
+
+def test_fault_matching_probability_and_management(fresh_emulator: EmulatorProcess) -> None:
+    cf = fresh_emulator.client()
+    never = fresh_emulator.fault(ZONES, "status", status=500, probability=0.0)
+    other_route = fresh_emulator.fault(r"^POST ", "status", status=500)
+    assert cf.zones.list().result == []
+    listed = {f["id"]: f for f in fresh_emulator.faults()}
+    assert listed[never]["fired"] == 0
+    assert listed[other_route]["fired"] == 0
+    with pytest.raises(cloudflare.InternalServerError):
+        cf.accounts.create(name="x")
+    fresh_emulator.delete_fault(other_route)
+    assert [f["id"] for f in fresh_emulator.faults()] == [never]
+    fresh_emulator.clear_faults()
+    assert fresh_emulator.faults() == []
+    with pytest.raises(EmulatorError):
+        fresh_emulator.fault("(", "drop")
+    with pytest.raises(EmulatorError):
+        fresh_emulator.fault(ZONES, "status")  # a status fault needs a status
+
+
+def test_call_log_filters(fresh_emulator: EmulatorProcess) -> None:
+    cf = fresh_emulator.client()
+    cf.user.tokens.verify()
+    mark = time.time()
+    zone = cf.zones.create(name="example.com", account={"id": fresh_emulator.account_id})
+    cf.zones.get(zone_id=zone.id)
+    with pytest.raises(cloudflare.NotFoundError):
+        cf.zones.get(zone_id="a" * 32)
+
+    every = fresh_emulator.calls()
+    assert [(c["method"], c["status"]) for c in every] == [("GET", 200), ("POST", 200), ("GET", 200), ("GET", 404)]
+    assert all(c["token_id"] == fresh_emulator.token_id for c in every)
+    assert [c["method"] for c in fresh_emulator.calls(since=mark)] == ["POST", "GET", "GET"]
+    assert len(fresh_emulator.calls(method="get", path=r"^/client/v4/zones/")) == 2
+    assert fresh_emulator.calls(token_id="0" * 32) == []
+    fresh_emulator.clear_calls()
+    assert fresh_emulator.calls() == []
+
+
+def test_state_dump_seed_and_reset(fresh_emulator: EmulatorProcess) -> None:
+    cf = fresh_emulator.client()
+    zone = cf.zones.create(name="example.com", account={"id": fresh_emulator.account_id})
+    cf.dns.records.create(zone_id=zone.id, type="MX", name="@", content="mx.example.com", priority=5, ttl=1)
+    dump = fresh_emulator.state_dump()
+    assert [z["name"] for z in dump["zones"]] == ["example.com"]
+    assert [(r["type"], r["zone_id"]) for r in dump["dns_records"]] == [("MX", zone.id)]
+    assert [t["id"] for t in dump["tokens"]] == [fresh_emulator.token_id]
+
+    fresh_emulator.reset()
+    assert cf.zones.list().result == []
+    fresh_emulator.seed(dump)  # a dump seeds back to the same objects
+    assert fresh_emulator.state_dump() == dump
+
+    with pytest.raises(EmulatorError, match="dns_records"):
+        fresh_emulator.seed({"dns_records": [{"zone_id": zone.id, "type": "A", "name": "x", "content": "bad"}]})
+    with pytest.raises(EmulatorError, match="unknown resource"):
+        fresh_emulator.add_token(["zones:read"])
+    assert fresh_emulator.state_dump() == dump  # a refused seed changes nothing
+
+
+def test_admin_routes_are_not_logged_or_limited(fresh_emulator: EmulatorProcess) -> None:
+    fresh_emulator.set_rate_limit(calls=1, seconds=60, lockout=60)
+    for _ in range(3):
+        fresh_emulator.faults()
+    assert fresh_emulator.calls() == []

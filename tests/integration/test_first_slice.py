@@ -1,0 +1,360 @@
+"""CloudflareAccount, Zone and DNSRecord from `kubectl apply` to Cloudflare: the controller as its own process,
+the real API server, the emulator."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes_asyncio import client
+
+from app.controlplane import ControlPlane
+from tests.fixtures.controller import ControllerProcess, Kflare, controller_process
+from tests.fixtures.emulator import EmulatorProcess
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.integration
+
+WRITES = r"^(POST|PUT|PATCH|DELETE)$"
+
+
+def cf(emulator: EmulatorProcess, method: str, path: str, **kwargs: Any) -> Any:
+    reply = httpx.request(
+        method, emulator.base_url + path, headers={"Authorization": f"Bearer {emulator.token}"}, timeout=10, **kwargs
+    )
+    body = reply.json()
+    assert body["success"], body
+    return body["result"]
+
+
+def records(emulator: EmulatorProcess, zone_id: str, **filters: str) -> list[dict[str, Any]]:
+    return list(cf(emulator, "GET", f"/zones/{zone_id}/dns_records", params={"per_page": 5000, **filters}))
+
+
+def writes(emulator: EmulatorProcess, since: float | None = None) -> list[dict[str, Any]]:
+    return [c for c in emulator.calls(since=since) if c["method"] in ("POST", "PUT", "PATCH", "DELETE")]
+
+
+def kubectl(plane: ControlPlane, *args: str) -> str:
+    # A fresh discovery cache: one made before the CRDs were installed would not know the `kflare` category.
+    cache = plane.workdir / f"kubectl-cache-{time.monotonic_ns()}"
+    done = subprocess.run(
+        [str(plane.binary("kubectl")), "--kubeconfig", str(plane.kubeconfig_path), "--cache-dir", str(cache), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+async def test_happy_path_from_apply_to_cloudflare(
+    controller: ControllerProcess, kflare: Kflare, fresh_emulator: EmulatorProcess, control_plane: ControlPlane
+) -> None:
+    zone_id = await kflare.ready_zone("example.com")
+    account = await kflare.ready("CloudflareAccount", kflare.account, reason="Validated")
+    assert account["status"]["accountName"] == "kflare tests"
+    zone = await kflare.get("Zone", "zone")
+    assert zone["status"]["cloudflareMetadata"]["nameServers"]
+    assert [z["name"] for z in cf(fresh_emulator, "GET", "/zones")] == ["example.com"]
+
+    await kflare.make_record("www", "zone", name="www.example.com", type="A", content="192.0.2.1", proxied=True)
+    await kflare.make_record("mx1", "zone", name="example.com", type="MX", content="mx1.example.net", priority=10)
+    await kflare.make_record("mx2", "zone", name="example.com", type="MX", content="mx2.example.net", priority=20)
+    await kflare.make_record(
+        "srv",
+        "zone",
+        name="_sip._tcp.example.com",
+        type="SRV",
+        data={"priority": 1, "weight": 5, "port": 5060, "target": "sip.example.com"},
+    )
+    for name in ("www", "mx1", "mx2", "srv"):
+        record = await kflare.ready("DNSRecord", name, reason="Synced")
+        assert (
+            record["metadata"]["labels"]["kflare.dev/record-id"] == record["status"]["cloudflareMetadata"]["recordID"]
+        )
+    held = {(r["type"], r["name"], r.get("content"), r.get("priority")) for r in records(fresh_emulator, zone_id)}
+    assert ("A", "www.example.com", "192.0.2.1", None) in held
+    assert ("MX", "example.com", "mx1.example.net", 10) in held
+    assert ("MX", "example.com", "mx2.example.net", 20) in held
+    srv = records(fresh_emulator, zone_id, type="SRV")[0]
+    assert srv["data"]["port"] == 5060
+
+    listing = kubectl(control_plane, "get", "kflare", "-A")
+    assert "READY" in listing
+    assert "REASON" in listing
+    www_row = next(line for line in listing.splitlines() if "dnsrecord.kflare.dev/www " in line)
+    assert "True" in www_row
+    assert "Synced" in www_row
+    described = kubectl(control_plane, "describe", "dnsrecord", "www", "-n", kflare.namespace)
+    assert "Synced" in described
+    assert "Normal" in described
+
+
+async def test_idle_reconcile_writes_nothing(
+    controller: ControllerProcess, kflare: Kflare, fresh_emulator: EmulatorProcess
+) -> None:
+    zone_id = await kflare.ready_zone("idle.example")
+    await kflare.make_record("txt", "zone", name="idle.example", type="TXT", content="hello", ttl=300)
+    await kflare.ready("DNSRecord", "txt")
+    before = records(fresh_emulator, zone_id)[0]["modified_on"]
+    since = time.time()
+    # A metadata-only change triggers a reconcile; drift checks run every 2 s meanwhile.
+    await kflare.patch("DNSRecord", "txt", {"metadata": {"annotations": {"example.com/touched": "1"}}})
+
+    async def reads_happened() -> bool:
+        return len(fresh_emulator.calls(since=since)) >= 2
+
+    await eventually(reads_happened, timeout=20, what="reconciles and drift checks to read Cloudflare")
+    assert writes(fresh_emulator, since) == []
+    assert records(fresh_emulator, zone_id)[0]["modified_on"] == before
+
+
+async def test_drift_in_cloudflare_is_corrected(
+    controller: ControllerProcess, kflare: Kflare, fresh_emulator: EmulatorProcess
+) -> None:
+    zone_id = await kflare.ready_zone("drift.example")
+    await kflare.make_record("www", "zone", name="www.drift.example", type="A", content="192.0.2.7", ttl=120)
+    record = await kflare.ready("DNSRecord", "www")
+    record_id = record["status"]["cloudflareMetadata"]["recordID"]
+    cf(
+        fresh_emulator,
+        "PATCH",
+        f"/zones/{zone_id}/dns_records/{record_id}",
+        json={"content": "198.51.100.9", "ttl": 60},
+    )
+
+    async def corrected() -> bool:
+        current = cf(fresh_emulator, "GET", f"/zones/{zone_id}/dns_records/{record_id}")
+        return bool(current["content"] == "192.0.2.7" and current["ttl"] == 120)
+
+    await eventually(corrected, timeout=20, what="drift to be corrected")
+    # The checks list the zone's records; they do not read records one by one.
+    since = time.time()
+    await asyncio.sleep(0)
+
+    async def a_listing() -> bool:
+        return any(c["path"].endswith("/dns_records") for c in fresh_emulator.calls(since=since, method="GET"))
+
+    await eventually(a_listing, timeout=20, what="a drift round listing the zone")
+
+
+async def test_record_deleted_in_cloudflare_is_recreated(
+    controller: ControllerProcess, kflare: Kflare, fresh_emulator: EmulatorProcess
+) -> None:
+    zone_id = await kflare.ready_zone("gone.example")
+    await kflare.make_record("www", "zone", name="www.gone.example", type="AAAA", content="2001:db8::1")
+    record = await kflare.ready("DNSRecord", "www")
+    cf(fresh_emulator, "DELETE", f"/zones/{zone_id}/dns_records/{record['status']['cloudflareMetadata']['recordID']}")
+
+    async def recreated() -> bool:
+        return [r["content"] for r in records(fresh_emulator, zone_id, type="AAAA")] == ["2001:db8::1"]
+
+    await eventually(recreated, timeout=20, what="the record to be recreated")
+
+
+@pytest.mark.parametrize(
+    ("policy", "exists", "reason", "adopted"),
+    [
+        (None, True, "AlreadyExists", False),
+        (None, False, "Synced", False),
+        ("adopt", True, "Synced", True),
+        ("adopt", False, "AdoptionTargetNotFound", False),
+        ("adopt-or-create", True, "Synced", True),
+        ("adopt-or-create", False, "Synced", False),
+    ],
+)
+async def test_adoption_matrix(
+    controller: ControllerProcess,
+    kflare: Kflare,
+    fresh_emulator: EmulatorProcess,
+    policy: str | None,
+    exists: bool,
+    reason: str,
+    adopted: bool,
+) -> None:
+    zone_id = await kflare.ready_zone("adopt.example")
+    existing_id = None
+    if exists:
+        existing_id = cf(
+            fresh_emulator,
+            "POST",
+            f"/zones/{zone_id}/dns_records",
+            json={"type": "CNAME", "name": "app.adopt.example", "content": "old.example.net", "ttl": 1},
+        )["id"]
+    annotations = {"kflare.dev/adoption-policy": policy} if policy else {}
+    await kflare.make_record(
+        "app", "zone", annotations=annotations, name="app.adopt.example", type="CNAME", content="new.example.net"
+    )
+    status = "True" if reason == "Synced" else "False"
+    record = await kflare.ready("DNSRecord", "app", reason=reason, status=status)
+    held = records(fresh_emulator, zone_id, type="CNAME")
+    if reason == "AlreadyExists":
+        assert [(r["id"], r["content"]) for r in held] == [(existing_id, "old.example.net")]  # untouched
+    elif reason == "AdoptionTargetNotFound":
+        assert held == []
+    else:
+        assert [r["content"] for r in held] == ["new.example.net"]
+        assert (held[0]["id"] == existing_id) is adopted
+        assert (record["metadata"].get("annotations", {}).get("kflare.dev/adopted") == "true") is adopted
+
+
+@pytest.mark.parametrize(
+    ("adopted", "policy", "default", "kept"),
+    [
+        (False, None, "delete", False),
+        (False, "retain", "delete", True),
+        (False, None, "retain", True),
+        (False, "delete", "retain", False),
+        (True, None, "delete", True),
+        (True, "delete", "delete", False),
+    ],
+)
+async def test_deletion_matrix(
+    control_plane: ControlPlane,
+    fresh_emulator: EmulatorProcess,
+    kflare_crds: None,
+    kflare: Kflare,
+    tmp_path: Path,
+    adopted: bool,
+    policy: str | None,
+    default: str,
+    kept: bool,
+) -> None:
+    with controller_process(control_plane, fresh_emulator, tmp_path, f"--default-deletion-policy={default}"):
+        zone_id = await kflare.ready_zone("delete.example")
+        if adopted:
+            cf(
+                fresh_emulator,
+                "POST",
+                f"/zones/{zone_id}/dns_records",
+                json={"type": "TXT", "name": "k.delete.example", "content": "v", "ttl": 1},
+            )
+        annotations = {"kflare.dev/adoption-policy": "adopt"} if adopted else {}
+        if policy:
+            annotations["kflare.dev/deletion-policy"] = policy
+        await kflare.make_record("k", "zone", annotations=annotations, name="k.delete.example", type="TXT", content="v")
+        await kflare.ready("DNSRecord", "k")
+        await kflare.delete("DNSRecord", "k")
+        await kflare.gone("DNSRecord", "k")
+        assert bool(records(fresh_emulator, zone_id, type="TXT")) is kept
+        await kflare.cleanup()
+
+
+async def test_pause_and_unpause(
+    controller: ControllerProcess, kflare: Kflare, fresh_emulator: EmulatorProcess
+) -> None:
+    zone_id = await kflare.ready_zone("pause.example")
+    await kflare.make_record("www", "zone", name="www.pause.example", type="A", content="192.0.2.1")
+    await kflare.ready("DNSRecord", "www")
+    await kflare.patch("DNSRecord", "www", {"metadata": {"annotations": {"kflare.dev/paused": "true"}}})
+    await kflare.ready("DNSRecord", "www", reason="Paused")  # Ready keeps its status
+    since = time.time()
+    await kflare.patch("DNSRecord", "www", {"spec": {"content": "192.0.2.2"}})
+    await kflare.ready("DNSRecord", "www", reason="Paused")
+    await kflare.delete("DNSRecord", "www")
+    held = await kflare.ready("DNSRecord", "www", reason="Paused")
+    assert held["metadata"]["deletionTimestamp"]
+    assert [c for c in fresh_emulator.calls(since=since) if "/dns_records" in c["path"]] == []
+    assert records(fresh_emulator, zone_id)[0]["content"] == "192.0.2.1"
+
+    await kflare.patch("DNSRecord", "www", {"metadata": {"annotations": {"kflare.dev/paused": None}}})
+    await kflare.gone("DNSRecord", "www")
+    assert records(fresh_emulator, zone_id) == []
+
+
+async def test_token_rotation_is_revalidated_at_once(
+    controller: ControllerProcess, kflare: Kflare, fresh_emulator: EmulatorProcess
+) -> None:
+    await kflare.ready_zone("rotate.example")
+    secret = await kflare.core.read_namespaced_secret("cf-token", kflare.namespace)
+    assert "kflare.dev/token-protection" in secret.metadata.finalizers
+
+    def token_patch(token: str) -> dict[str, Any]:
+        return {"data": {"CF_API_TOKEN": base64.b64encode(token.encode()).decode()}}
+
+    await kflare.core.patch_namespaced_secret("cf-token", kflare.namespace, token_patch("not-a-valid-token"))
+    account = await kflare.ready("CloudflareAccount", kflare.account, reason="InvalidToken", status="False")
+    assert "not-a-valid-token" not in str(account)
+    limited = fresh_emulator.add_token(["*"], name="rotated")
+    await kflare.core.patch_namespaced_secret("cf-token", kflare.namespace, token_patch(limited["value"]))
+    await kflare.ready("CloudflareAccount", kflare.account, reason="Validated")
+    log = controller.log()
+    assert "not-a-valid-token" not in log
+    assert limited["value"] not in log
+
+
+async def test_cloudflare_faults_map_to_reasons(
+    controller: ControllerProcess, kflare: Kflare, fresh_emulator: EmulatorProcess
+) -> None:
+    zone_id = await kflare.ready_zone("faults.example")
+    fault = fresh_emulator.fault(r"^POST /client/v4/zones/\w+/dns_records$", "status", status=503)
+    await kflare.make_record("flaky", "zone", name="flaky.faults.example", type="A", content="192.0.2.1")
+    await kflare.ready("DNSRecord", "flaky", reason="APIError", status="False")
+    fresh_emulator.delete_fault(fault)
+    await kflare.ready("DNSRecord", "flaky", reason="Synced")  # retried with back-off until the fault ran out
+
+    await kflare.make_record("bad", "zone", name="bad.faults.example", type="A", content="192.0.2.300")
+    await kflare.ready("DNSRecord", "bad", reason="TerminalError", status="False")
+    since = time.time()
+    await asyncio.sleep(0)
+
+    async def settled() -> bool:
+        return len(fresh_emulator.calls(since=since, path="bad")) == 0
+
+    await eventually(settled, timeout=5, what="no retries of a terminal error")
+    assert [r["name"] for r in records(fresh_emulator, zone_id)] == ["flaky.faults.example"]
+
+
+async def test_deleting_everything_at_once_cleans_up_in_any_order(
+    controller: ControllerProcess, kflare: Kflare, fresh_emulator: EmulatorProcess
+) -> None:
+    zone_id = await kflare.ready_zone("all.example")
+    for i in range(5):
+        await kflare.make_record(f"r{i}", "zone", name=f"r{i}.all.example", type="A", content=f"192.0.2.{i + 1}")
+    for i in range(5):
+        await kflare.ready("DNSRecord", f"r{i}")
+    # As a namespace deletion would: parents first, all at once.
+    await kflare.delete("CloudflareAccount", kflare.account)
+    await kflare.delete("Zone", "zone")
+    zone = await kflare.ready("Zone", "zone", reason="InUse", status="False")
+    assert "DNSRecord" in zone["status"]["conditions"][0]["message"]
+    for i in range(5):
+        await kflare.delete("DNSRecord", f"r{i}")
+    for i in range(5):
+        await kflare.gone("DNSRecord", f"r{i}")
+    await kflare.gone("Zone", "zone")
+    await kflare.gone("CloudflareAccount", kflare.account)
+    assert cf(fresh_emulator, "GET", "/zones") == []
+    secret = await kflare.core.read_namespaced_secret("cf-token", kflare.namespace)
+    assert not secret.metadata.finalizers
+    del zone_id
+
+
+async def test_leader_failover(
+    control_plane: ControlPlane, fresh_emulator: EmulatorProcess, kflare_crds: None, kflare: Kflare, tmp_path: Path
+) -> None:
+    lease = [f"--lease-name=failover-{kflare.namespace}", "--leader-elect=true"]
+    with (
+        controller_process(control_plane, fresh_emulator, tmp_path, *lease) as first,
+        controller_process(control_plane, fresh_emulator, tmp_path, *lease) as second,
+    ):
+        await kflare.ready_zone("failover.example")
+        coordination = client.CoordinationV1Api(kflare.api)
+        holder = (await coordination.read_namespaced_lease(f"failover-{kflare.namespace}", "kflare-system")).spec
+        leader, standby = (first, second) if "became leader" in first.log() else (second, first)
+        assert "became leader" not in standby.log()
+        leader.kill()
+        await kflare.make_record("after", "zone", name="after.failover.example", type="A", content="192.0.2.1")
+        await kflare.ready("DNSRecord", "after", timeout=40)
+        assert "became leader" in standby.log()
+        new_holder = (await coordination.read_namespaced_lease(f"failover-{kflare.namespace}", "kflare-system")).spec
+        assert new_holder.holder_identity != holder.holder_identity
+        await kflare.cleanup()

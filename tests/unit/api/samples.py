@@ -1,0 +1,251 @@
+"""Manifests written for the Go controller (kflare v0.2), from its deploy guide and API reference.
+
+Ours must accept every one of them unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+ACCOUNT = """
+apiVersion: kflare.dev/v1alpha1
+kind: CloudflareAccount
+metadata:
+  name: my-account
+spec:
+  accountID: 0123456789abcdef0123456789abcdef
+  tokenSecretRef:
+    name: cloudflare-token
+    namespace: kflare-system
+"""
+
+ACCOUNT_WITH_KEY = """
+apiVersion: kflare.dev/v1alpha1
+kind: CloudflareAccount
+metadata:
+  name: team-account
+spec:
+  accountID: fedcba9876543210fedcba9876543210
+  tokenSecretRef:
+    name: team-token
+    namespace: team-a
+    key: token
+"""
+
+ZONE = """
+apiVersion: kflare.dev/v1alpha1
+kind: Zone
+metadata:
+  name: example-com
+  namespace: my-namespace
+  annotations:
+    kflare.dev/deletion-policy: retain
+    kflare.dev/adoption-policy: adopt-or-create
+spec:
+  name: example.com
+  accountRef:
+    name: my-account
+"""
+
+ZONE_PLAN = """
+apiVersion: kflare.dev/v1alpha1
+kind: Zone
+metadata:
+  name: shop
+  namespace: my-namespace
+spec:
+  name: shop.example.co.uk
+  accountRef:
+    name: my-account
+  plan: pro
+  type: partial
+"""
+
+RECORD_A = """
+apiVersion: kflare.dev/v1alpha1
+kind: DNSRecord
+metadata:
+  name: www
+  namespace: my-namespace
+spec:
+  zoneRef:
+    name: example-com
+  name: www.example.com
+  type: A
+  content: 192.0.2.10
+  proxied: true
+"""
+
+RECORD_AAAA = """
+apiVersion: kflare.dev/v1alpha1
+kind: DNSRecord
+metadata:
+  name: www-v6
+  namespace: my-namespace
+spec:
+  zoneRef:
+    name: example-com
+  name: www.example.com
+  type: AAAA
+  content: 2001:db8::10
+  ttl: 1
+  proxied: false
+"""
+
+RECORD_CNAME = """
+apiVersion: kflare.dev/v1alpha1
+kind: DNSRecord
+metadata:
+  name: docs
+  namespace: my-namespace
+spec:
+  zoneRef:
+    name: example-com
+  name: docs.example.com
+  type: CNAME
+  content: example.github.io
+  ttl: 3600
+  comment: documentation site
+"""
+
+RECORD_MX = """
+apiVersion: kflare.dev/v1alpha1
+kind: DNSRecord
+metadata:
+  name: mx-1
+  namespace: my-namespace
+spec:
+  zoneRef:
+    name: example-com
+  name: example.com
+  type: MX
+  content: mx1.mail.example.net
+  priority: 10
+  ttl: 300
+"""
+
+RECORD_TXT = """
+apiVersion: kflare.dev/v1alpha1
+kind: DNSRecord
+metadata:
+  name: spf
+  namespace: my-namespace
+spec:
+  zoneRef:
+    name: example-com
+  name: example.com
+  type: TXT
+  content: '"v=spf1 include:_spf.example.net ~all"'
+  comment: SPF
+  tags:
+    - owner:mail-team
+    - env:prod
+"""
+
+RECORD_SRV = """
+apiVersion: kflare.dev/v1alpha1
+kind: DNSRecord
+metadata:
+  name: sip
+  namespace: my-namespace
+spec:
+  zoneRef:
+    name: example-com
+  name: _sip._tcp.example.com
+  type: SRV
+  data:
+    priority: 10
+    weight: 5
+    port: 5060
+    target: sip.example.com
+"""
+
+RECORD_CAA = """
+apiVersion: kflare.dev/v1alpha1
+kind: DNSRecord
+metadata:
+  name: caa
+  namespace: my-namespace
+spec:
+  zoneRef:
+    name: example-com
+  name: example.com
+  type: CAA
+  data:
+    flags: 0
+    tag: issue
+    value: letsencrypt.org
+"""
+
+RECORD_URI = """
+apiVersion: kflare.dev/v1alpha1
+kind: DNSRecord
+metadata:
+  name: uri
+  namespace: my-namespace
+spec:
+  zoneRef:
+    name: example-com
+  name: _ftp._tcp.example.com
+  type: URI
+  priority: 10
+  data:
+    weight: 1
+    target: ftp://ftp.example.com/public
+"""
+
+RECORD_TUNNEL = """
+apiVersion: kflare.dev/v1alpha1
+kind: DNSRecord
+metadata:
+  name: app
+  namespace: my-namespace
+spec:
+  zoneRef:
+    name: example-com
+  name: app.example.com
+  type: CNAME
+  proxied: true
+  tunnelRef:
+    name: my-tunnel
+"""
+
+RECORD_WILDCARD = """
+apiVersion: kflare.dev/v1alpha1
+kind: DNSRecord
+metadata:
+  name: wildcard
+  namespace: my-namespace
+spec:
+  zoneRef:
+    name: example-com
+  name: "*.example.com"
+  type: CNAME
+  content: example.com
+  proxied: true
+"""
+
+ALL: dict[str, str] = {
+    "account": ACCOUNT,
+    "account-with-key": ACCOUNT_WITH_KEY,
+    "zone": ZONE,
+    "zone-plan": ZONE_PLAN,
+    "record-a": RECORD_A,
+    "record-aaaa": RECORD_AAAA,
+    "record-cname": RECORD_CNAME,
+    "record-mx": RECORD_MX,
+    "record-txt": RECORD_TXT,
+    "record-srv": RECORD_SRV,
+    "record-caa": RECORD_CAA,
+    "record-uri": RECORD_URI,
+    "record-tunnel": RECORD_TUNNEL,
+    "record-wildcard": RECORD_WILDCARD,
+}
+
+
+def load(text: str) -> dict[str, Any]:
+    document = yaml.safe_load(text)
+    assert isinstance(document, dict)
+    return document
