@@ -45,6 +45,12 @@ def _crds(args: argparse.Namespace) -> int:
     return main_write(args.out)
 
 
+def _openapi(args: argparse.Namespace) -> int:
+    from app.openapi import main_write
+
+    return main_write(args.out)
+
+
 def _run(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -144,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, metavar="DIR", help="directory to write to (default: the chart's templates/crds)"
     )
     crds.set_defaults(func=_crds)
+
+    openapi = commands.add_parser("openapi", help="write the OpenAPI documents of the listeners and the emulator")
+    openapi.add_argument("--out", type=Path, metavar="DIR", help="directory to write to (default: openapi/)")
+    openapi.set_defaults(func=_openapi)
     return parser
 
 

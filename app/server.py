@@ -19,9 +19,13 @@ from app.cloudflare.http import HttpConfig
 from app.cloudflare.session import CloudflareSession
 from app.kube.client import KubeClient
 from app.kube.manager import Manager
+from app.metrics import instrument
+from app.metrics import listener as metrics_listener
 from app.settings import Settings, split_bind_address
+from app.tls import ReloadingTLS
 from reconcilers.context import Context
 from reconcilers.registry import register_all
+from webhooks import create_app as webhook_app
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +47,12 @@ class Runtime:
         s = self.settings
         self.kube = await KubeClient.connect(s.kubeconfig)
         self.cloudflare = CloudflareSession(
-            HttpConfig(base_url=s.cloudflare_api_url), BudgetConfig(share=s.cloudflare_budget_share)
+            HttpConfig(base_url=s.cloudflare_api_url),
+            BudgetConfig(
+                limit=s.cloudflare_rate_limit,
+                window=s.cloudflare_rate_window.total_seconds(),
+                share=s.cloudflare_budget_share,
+            ),
         )
         self.cloudflare.start()
         self.manager = Manager(
@@ -68,6 +77,7 @@ class Runtime:
             default_deletion_policy=s.default_deletion_policy.value,
             informer_of=self.manager.informer_of,
             enqueue=self.manager.enqueue,
+            own_write=self.manager.note_own_write,
         )
         register_all(self.manager, ctx)
         self.manager.start()
@@ -129,7 +139,19 @@ async def serve(settings: Settings) -> int:
     servers: list[uvicorn.Server] = []
     probes = split_bind_address(settings.health_probe_bind_address)
     if probes is not None:
-        config = uvicorn.Config(probes_app(runtime), host=probes[0], port=probes[1], log_config=None, lifespan="off")
+        app = instrument(probes_app(runtime), "probes")
+        config = uvicorn.Config(app, host=probes[0], port=probes[1], log_config=None, lifespan="off")
+        servers.append(Listener(config))
+    metrics = split_bind_address(settings.metrics_bind_address)
+    endpoint = metrics_listener(settings, runtime, *metrics) if metrics is not None else None
+    if endpoint is not None:
+        servers.append(Listener(endpoint.config))
+    webhook_tls: ReloadingTLS | None = None
+    if settings.webhook_port > 0:  # TLS from --webhook-cert-dir (tls.crt, tls.key), reloaded on change
+        webhook_tls = ReloadingTLS(settings.webhook_cert_dir, hosts=["localhost", "127.0.0.1"])
+        app = instrument(webhook_app(), "webhook")
+        config = uvicorn.Config(app, host="0.0.0.0", port=settings.webhook_port, log_config=None, lifespan="off")  # noqa: S104
+        webhook_tls.apply(config)
         servers.append(Listener(config))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -139,13 +161,18 @@ async def serve(settings: Settings) -> int:
     tasks = []
     for server in servers:
         tasks.append(asyncio.create_task(server.serve(), name="listener"))
+    background = [asyncio.create_task(endpoint.watch(), name="metrics-cert-reload")] if endpoint else []
+    if webhook_tls is not None:
+        background.append(asyncio.create_task(webhook_tls.watch(), name="webhook-cert-reload"))
     try:
         await stop.wait()
     finally:
         log.info("shutting down")
         for server in servers:
             server.should_exit = True
-        await asyncio.gather(*tasks, return_exceptions=True)
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*tasks, *background, return_exceptions=True)
         await runtime.stop()
     return 0
 

@@ -77,6 +77,10 @@ class Settings(BaseSettings):
     cloudflare_api_url: str = Field(
         "https://api.cloudflare.com/client/v4", description="base URL of Cloudflare's v4 API"
     )
+    cloudflare_rate_limit: int = Field(
+        1200, gt=0, description="calls Cloudflare allows each token (or user) per rate-limit window"
+    )
+    cloudflare_rate_window: Duration = Field(timedelta(minutes=5), description="Cloudflare's rate-limit window")
     cloudflare_budget_share: float = Field(
         0.8, gt=0, le=1, description="share of each token's 1,200 calls per 5 minutes that kflare may use"
     )

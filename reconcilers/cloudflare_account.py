@@ -41,7 +41,7 @@ class CloudflareAccountKind(ManagedKind[CloudflareAccount, AccountLink, Account]
         previous = obj.status.protected_token_secret
         if previous is not None and (previous.namespace, previous.name) != (ref.namespace, ref.name):
             await self._release((previous.namespace, previous.name), obj.name)
-        return AccountLink(obj.spec.account_id, self.ctx.cloudflare(read_token(self.ctx, obj)))
+        return AccountLink(obj.spec.account_id, self.ctx.cloudflare(await read_token(self.ctx, obj)))
 
     def object_id(self, obj: CloudflareAccount) -> str | None:
         return obj.spec.account_id

@@ -26,6 +26,8 @@ class Context:
     """The cache of a kind, by kind name (the manager makes new ones each time this process becomes leader)."""
     enqueue: Callable[[Ref], None] = lambda _: None
     """Queue an object of any kind for reconciling."""
+    own_write: Callable[[str, JSON], None] = lambda kind, obj: None
+    """Tell the kind's controller that this object is the result of a write the current reconcile made."""
 
     def cached(self, kind: str, name: str, namespace: str | None = None) -> JSON | None:
         informer = self.informer_of(kind)

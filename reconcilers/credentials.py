@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 from dataclasses import dataclass
 
 from app.api import CloudflareAccount
@@ -25,9 +26,12 @@ class AccountLink:
     client: CloudflareClient
 
 
-def read_token(ctx: Context, account: CloudflareAccount) -> str:
+async def read_token(ctx: Context, account: CloudflareAccount) -> str:
     """The account's API token from its Secret, or NotReady with the reason a user can act on."""
     ref = account.spec.token_secret_ref
+    # A watch for the Secret starts when the account is first seen; "not found" is only true once it has listed.
+    with contextlib.suppress(TimeoutError):
+        await ctx.secrets.wait_synced((ref.namespace, ref.name))
     secret = ctx.secrets.get((ref.namespace, ref.name))
     where = f"Secret {ref.namespace}/{ref.name}"
     if secret is None:
@@ -44,7 +48,7 @@ def read_token(ctx: Context, account: CloudflareAccount) -> str:
     return token
 
 
-def ready_account(ctx: Context, name: str) -> AccountLink:
+async def ready_account(ctx: Context, name: str) -> AccountLink:
     """The named CloudflareAccount, if it exists and is Ready, with a client for its token."""
     raw: JSON | None = ctx.cached(CloudflareAccount.info.kind, name)
     if raw is None:
@@ -59,7 +63,7 @@ def ready_account(ctx: Context, name: str) -> AccountLink:
     if not account.status.ready and not account.metadata.deleting:
         raise NotReady(Reason.ACCOUNT_NOT_READY, f"CloudflareAccount {name} is not Ready", requeue_after=RETRY_PARENT)
     try:
-        token = read_token(ctx, account)
+        token = await read_token(ctx, account)
     except NotReady as wait:
         raise NotReady(wait.reason, wait.message, requeue_after=RETRY_PARENT) from None
     return AccountLink(account.spec.account_id, ctx.cloudflare(token))

@@ -31,11 +31,12 @@ from app.kube.client import JSON
 from app.kube.index import Ref
 from reconcilers.context import Context
 from reconcilers.credentials import AccountLink, ready_account
-from reconcilers.lifecycle import ManagedKind, NotReady
+from reconcilers.lifecycle import CREATE_INTENT_ANNOTATION, ManagedKind, NotReady
 
 HOST_TYPES = frozenset({"CNAME", "MX", "NS", "PTR"})
 PRIORITY_TYPES = frozenset({"MX", "SRV", "URI"})
 LISTING_TTL = 120.0  # a drift round's listing serves the records checked within this long
+FIND_TTL = 30.0  # a listing this recent answers adoption lookups (kflare's own writes keep it current)
 
 
 @dataclass(frozen=True)
@@ -70,15 +71,27 @@ class ZoneListings:
         began = self.rounds.get(zone_id)
         return began is not None and time.monotonic() - began < LISTING_TTL
 
-    async def get(self, client: CloudflareClient, zone_id: str, record_id: str) -> CloudflareRecord | None:
+    async def records(
+        self, client: CloudflareClient, zone_id: str, *, newer_than: float
+    ) -> dict[str, CloudflareRecord]:
+        """The zone's records from a listing taken after `newer_than` (monotonic time), listing anew if needed."""
         lock = self.locks.setdefault(zone_id, asyncio.Lock())
         async with lock:
             listing = self.listings.get(zone_id)
-            began = self.rounds.get(zone_id, 0.0)
-            if listing is None or listing.taken_at < began:
+            if listing is None or listing.taken_at < newer_than:
+                taken = time.monotonic()
                 records = {r.id: r async for r in client.list_dns_records(zone_id)}
-                listing = self.listings[zone_id] = _Listing(time.monotonic(), records)
-        return listing.records.get(record_id)
+                listing = self.listings[zone_id] = _Listing(taken, records)
+        return listing.records
+
+    async def get(self, client: CloudflareClient, zone_id: str, record_id: str) -> CloudflareRecord | None:
+        """A record as of this drift round's listing."""
+        records = await self.records(client, zone_id, newer_than=self.rounds.get(zone_id, 0.0))
+        return records.get(record_id)
+
+    async def recent(self, client: CloudflareClient, zone_id: str) -> dict[str, CloudflareRecord]:
+        """A listing at most FIND_TTL old: records created together (kubectl apply of a whole zone) share it."""
+        return await self.records(client, zone_id, newer_than=time.monotonic() - FIND_TTL)
 
     def update(self, zone_id: str, record: CloudflareRecord | None, record_id: str) -> None:
         listing = self.listings.get(zone_id)
@@ -171,7 +184,7 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
                 Reason.TUNNEL_NOT_FOUND, f"Tunnel {obj.spec.tunnel_ref.name} not found (Tunnels are not served yet)"
             )
         account_name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name", "")
-        return RecordLink(ready_account(self.ctx, account_name), zone_id, raw["spec"]["name"])
+        return RecordLink(await ready_account(self.ctx, account_name), zone_id, raw["spec"]["name"])
 
     def object_id(self, obj: DNSRecord) -> str | None:
         meta = obj.status.cloudflare_metadata
@@ -189,6 +202,7 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         try:
             return await link.client.get_dns_record(link.zone_id, object_id)
         except NotFound:
+            self.listings.update(link.zone_id, None, object_id)
             return None
 
     def _claimed_elsewhere(self, obj: DNSRecord) -> set[str]:
@@ -206,9 +220,13 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
     async def find(self, link: RecordLink, obj: DNSRecord) -> CloudflareRecord | None:
         spec = obj.spec
         name = fqdn(spec.name, link.zone_name)
-        filters = {"type": spec.type, "name.exact": name}
         claimed = self._claimed_elsewhere(obj)
-        candidates = [r async for r in link.client.list_dns_records(link.zone_id, filters=filters)]
+        if CREATE_INTENT_ANNOTATION in obj.metadata.annotations:
+            # A create may have reached Cloudflare just before a crash or a timeout: ask Cloudflare, not a listing.
+            filters = {"type": spec.type, "name.exact": name}
+            candidates = [r async for r in link.client.list_dns_records(link.zone_id, filters=filters)]
+        else:
+            candidates = list((await self.listings.recent(link.client, link.zone_id)).values())
         candidates = [r for r in candidates if r.id not in claimed and r.name.lower() == name and r.type == spec.type]
         for record in candidates:
             if spec.data is not None:
@@ -243,7 +261,9 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
             del body["tags"]  # not on the Free plan: sending an empty list is refused there
         if not body["comment"]:
             del body["comment"]
-        return await link.client.create_dns_record(link.zone_id, body)
+        created = await link.client.create_dns_record(link.zone_id, body)
+        self.listings.update(link.zone_id, created, created.id)
+        return created
 
     def diff(self, obj: DNSRecord, observed: CloudflareRecord) -> dict[str, Any]:
         spec = obj.spec

@@ -411,6 +411,7 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
                 obj.setdefault("kind", self.kind)
                 obj.setdefault("apiVersion", self.resource_type().api_version)
                 informer.cache[key] = obj
+        self.ctx.own_write(self.kind, obj)
         return obj
 
     async def _patch_meta(

@@ -36,7 +36,7 @@ class ZoneKind(ManagedKind[Zone, ZoneLink, CloudflareZone]):
         return [Ref("CloudflareAccount", "", name)] if name else []
 
     async def connect(self, obj: Zone) -> ZoneLink:
-        return ZoneLink(ready_account(self.ctx, obj.spec.account_ref.name))
+        return ZoneLink(await ready_account(self.ctx, obj.spec.account_ref.name))
 
     def object_id(self, obj: Zone) -> str | None:
         meta = obj.status.cloudflare_metadata

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from app.kube import metrics
 from app.kube.client import KubeClient, ResourceType
@@ -40,6 +41,17 @@ class Reconciler(Protocol):
 Observer = Callable[[Key, Outcome], None]
 
 
+def _fingerprint(obj: dict[str, Any]) -> tuple[Any, ...]:
+    meta = obj.get("metadata") or {}
+    return (
+        meta.get("generation"),
+        meta.get("deletionTimestamp"),
+        repr(meta.get("labels")),
+        repr(meta.get("annotations")),
+        repr(meta.get("finalizers")),
+    )
+
+
 @dataclass
 class Controller:
     kube: KubeClient
@@ -51,6 +63,9 @@ class Controller:
     queue: WorkQueue[Key] = field(init=False)
     observers: list[Observer] = field(default_factory=list)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _seen: dict[Key, tuple[Any, ...]] = field(default_factory=dict)
+    _own: dict[Key, deque[str]] = field(default_factory=dict)
+    _pending: dict[Key, list[tuple[str, tuple[Any, ...]]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.informer = Informer(self.kube, self.rt)
@@ -61,9 +76,43 @@ class Controller:
     def name(self) -> str:
         return self.rt.kind.lower()
 
-    def _on_event(self, kind: EventType, obj: dict[str, object]) -> None:
-        if kind != "DELETED":
-            self.enqueue(key_of(obj))
+    def _on_event(self, kind: EventType, obj: dict[str, Any]) -> None:
+        key = key_of(obj)
+        if kind == "DELETED":
+            for table in (self._seen, self._own, self._pending):
+                table.pop(key, None)
+            return
+        version = (obj.get("metadata") or {}).get("resourceVersion", "")
+        fingerprint = _fingerprint(obj)
+        if version in self._own.get(key, ()):
+            self._seen[key] = fingerprint  # the echo of this controller's own write
+            return
+        if self.queue.is_processing(key):
+            # Maybe the echo of a write whose reply the running reconcile has not read yet: decide when it ends.
+            self._pending.setdefault(key, []).append((version, fingerprint))
+            return
+        self._admit(key, fingerprint)
+
+    def _admit(self, key: Key, fingerprint: tuple[Any, ...]) -> None:
+        # Like controller-runtime's generation, label and annotation predicates: a change of status alone does
+        # not call for another reconcile.
+        if self._seen.get(key) == fingerprint:
+            return
+        self._seen[key] = fingerprint
+        self.enqueue(key)
+
+    def note_own_write(self, obj: dict[str, Any]) -> None:
+        """The reconcile that wrote `obj` goes on with it: its echo from the watch needs no reconcile of its own."""
+        key = key_of(obj)
+        self._own.setdefault(key, deque(maxlen=16)).append((obj.get("metadata") or {}).get("resourceVersion", ""))
+        self._seen[key] = _fingerprint(obj)
+
+    def _settle(self, key: Key) -> None:
+        """After a reconcile: changes seen meanwhile that were not its own writes call for another one."""
+        own = self._own.get(key, ())
+        for version, fingerprint in self._pending.pop(key, []):
+            if version not in own:
+                self._admit(key, fingerprint)
 
     def enqueue(self, key: Key) -> None:
         self.queue.add(key)
@@ -111,6 +160,7 @@ class Controller:
                 metrics.RECONCILE_TIME.labels(self.name).observe(elapsed)
                 metrics.WORKQUEUE_WORK_DURATION.labels(self.name, self.name).observe(elapsed)
                 self.queue.done(key)
+                self._settle(key)
 
     async def _process(self, key: Key) -> None:
         try:

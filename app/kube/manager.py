@@ -96,6 +96,11 @@ class Manager:
         controller = self.controllers.get(kind)
         return None if controller is None else controller.informer
 
+    def note_own_write(self, kind: str, obj: JSON) -> None:
+        controller = self.controllers.get(kind)
+        if controller is not None:
+            controller.note_own_write(obj)
+
     def enqueue(self, ref: Ref) -> None:
         controller = self.controllers.get(ref.kind)
         if controller is not None:
@@ -195,6 +200,11 @@ class Manager:
             for controller in self.controllers.values():
                 controller.start_informer()
             await asyncio.gather(*(c.informer.synced.wait() for c in self.controllers.values()))
+            # The Secrets the accounts reference are watched once the accounts are known: wait for them too, so
+            # that no first reconcile reports a Secret missing that is merely not listed yet.
+            await asyncio.gather(
+                *(self.secrets.wait_synced(k, timeout=30) for k in self.secrets.watched), return_exceptions=True
+            )
             self.synced = True
             for controller in self.controllers.values():
                 controller.start_workers()

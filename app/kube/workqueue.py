@@ -74,6 +74,9 @@ class WorkQueue(Generic[K]):
         now = time.monotonic()
         return max((now - self._added_at.get(k, now) for k in self._processing), default=0.0)
 
+    def is_processing(self, key: K) -> bool:
+        return key in self._processing
+
     def add(self, key: K) -> None:
         if self._shutdown or key in self._dirty:
             return

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -96,6 +97,16 @@ async def test_happy_path_from_apply_to_cloudflare(
     described = kubectl(control_plane, "describe", "dnsrecord", "www", "-n", kflare.namespace)
     assert "Synced" in described
     assert "Normal" in described
+
+    # Every line a reconcile logs is JSON naming the resource.
+    lines = [json.loads(line) for line in controller.log().splitlines() if line.startswith("{")]
+    reconcile_lines = [line for line in lines if line["logger"] == "kflare.reconcile"]
+    assert reconcile_lines
+    for line in reconcile_lines:
+        assert line["kind"] in ("CloudflareAccount", "Zone", "DNSRecord")
+        assert line["name"]
+        assert line["kind"] == "CloudflareAccount" or line["namespace"] == kflare.namespace
+    assert fresh_emulator.token not in controller.log()
 
 
 async def test_idle_reconcile_writes_nothing(

@@ -1,0 +1,298 @@
+"""Admission reviews per second and latency of the webhook app on one core, beside a baseline.
+
+Each target runs under uvicorn (HTTPS, as `kflare run` serves it, on the standard asyncio loop) in a subprocess
+pinned to one core; this process, pinned to another core, drives it over loopback with httpx: a fixed number of
+AdmissionReviews (valid and invalid DNSRecords on CREATE, and UPDATEs that change an immutable field) over a few
+keep-alive connections, as the API server does. Targets:
+
+- baseline: a FastAPI route that reads the body and returns a constant AdmissionReview (the floor: uvicorn, TLS,
+  FastAPI routing and httpx, no parsing or validation);
+- webhook: `webhooks.create_app()`;
+- webhook + metrics: the same app instrumented the way `kflare run` serves it.
+
+Printed per target: reviews per second, p50 and p99 latency, the server's CPU time per review, and the reviews
+per second one core could answer at that cost (the driver, httpx on one core, usually saturates first, so the
+measured rate is a floor and the CPU time per review is the figure to compare).
+
+    .venv/bin/python bench/webhook.py [--reviews 5000] [--concurrency 8] [--rounds 3] [--plain]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.controlplane import free_port
+
+TARGETS = ("baseline", "webhook", "webhook + metrics")
+STARTUP_TIMEOUT = 30.0
+TARGET_TIMEOUT = 180.0
+"""Seconds one target may take before the run is abandoned."""
+
+
+# The server side: `bench/webhook.py --serve TARGET --port N --cpu C [--cert-dir D]`.
+
+
+def _baseline_app() -> Any:
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    answer = json.dumps(
+        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": "x", "allowed": True}}
+    ).encode()
+
+    @app.post("/validate/{plural}")
+    async def validate(plural: str, request: Request) -> Response:
+        await request.body()
+        return Response(answer, media_type="application/json")
+
+    return app
+
+
+def _serve(target: str, port: int, cpu: int, cert_dir: Path | None) -> None:
+    import uvicorn
+
+    from app.server import Listener
+    from app.tls import ReloadingTLS
+
+    os.sched_setaffinity(0, {cpu})
+    if target == "baseline":
+        app = _baseline_app()
+    else:
+        from webhooks import create_app
+
+        app = create_app()
+        if target == "webhook + metrics":
+            from app.metrics import instrument
+
+            app = instrument(app, "webhook")
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="off", access_log=False)
+    if cert_dir is not None:
+        ReloadingTLS(cert_dir, ["127.0.0.1"]).apply(config)
+    asyncio.run(Listener(config).serve())
+
+
+# The driver.
+
+
+def _reviews(count: int) -> list[tuple[bytes, bool]]:
+    """`count` AdmissionReview bodies for /validate/dnsrecords and whether each should be allowed."""
+
+    def record(**spec: Any) -> dict[str, Any]:
+        base = {"zoneRef": {"name": "example-com"}, "name": "www.example.com", "type": "A", "content": "192.0.2.10"}
+        return {
+            "apiVersion": "kflare.dev/v1alpha1",
+            "kind": "DNSRecord",
+            "metadata": {"name": "www", "namespace": "bench", "uid": str(uuid.uuid4()), "generation": 1},
+            "spec": {**base, **spec},
+        }
+
+    cases: list[tuple[str, dict[str, Any], dict[str, Any] | None, bool]] = [
+        ("CREATE", record(proxied=True, ttl=300, comment="web front", tags=["team:web"]), None, True),
+        ("CREATE", record(type="MX", content="mx.example.com", priority=10), None, True),
+        ("CREATE", record(type="TXT", content="v=spf1 -all", proxied=True), None, False),
+        ("CREATE", record(ttl=5), None, False),
+        ("UPDATE", record(content="192.0.2.11"), record(), True),
+        ("UPDATE", record(type="AAAA", content="2001:db8::1"), record(), False),
+    ]
+    out = []
+    for n in range(count):
+        operation, obj, old, allowed = cases[n % len(cases)]
+        request: dict[str, Any] = {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": "kflare.dev", "version": "v1alpha1", "kind": "DNSRecord"},
+            "resource": {"group": "kflare.dev", "version": "v1alpha1", "resource": "dnsrecords"},
+            "namespace": "bench",
+            "name": "www",
+            "operation": operation,
+            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+            "object": obj,
+            "oldObject": old,
+            "dryRun": False,
+        }
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+        out.append((json.dumps(review).encode(), allowed))
+    return out
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Figures:
+    target: str
+    reviews: int
+    seconds: float
+    latencies: list[float]
+    server_cpu: float
+    denied: int
+
+    @property
+    def rate(self) -> float:
+        return self.reviews / self.seconds
+
+    @property
+    def cpu_per_review(self) -> float:
+        return max(self.server_cpu, 1e-9) / self.reviews
+
+    def percentile(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+async def _drive(
+    url: str, bodies: list[tuple[bytes, bool]], concurrency: int, verify: Any, check: bool
+) -> tuple[float, list[float], int]:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    latencies: list[float] = []
+    denied = 0
+    queue = list(reversed(bodies))
+    async with httpx.AsyncClient(verify=verify, limits=limits, timeout=30) as http:
+
+        async def worker() -> None:
+            nonlocal denied
+            while queue:
+                body, allowed = queue.pop()
+                start = time.perf_counter()
+                reply = await http.post(url, content=body, headers={"content-type": "application/json"})
+                latencies.append(time.perf_counter() - start)
+                reply.raise_for_status()
+                if check:
+                    response = reply.json()["response"]
+                    if response["allowed"] != allowed:
+                        raise AssertionError(f"expected allowed={allowed}: {response}")
+                    denied += not response["allowed"]
+
+        wall = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return time.perf_counter() - wall, latencies, denied
+
+
+def _wait_listening(proc: subprocess.Popen[bytes], url: str, verify: Any) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}")
+        try:
+            httpx.post(url, content=b"{}", verify=verify, timeout=2)
+            return
+        except httpx.TransportError:
+            time.sleep(0.05)
+    raise RuntimeError(f"the server did not listen within {STARTUP_TIMEOUT:.0f}s")
+
+
+def measure(target: str, args: argparse.Namespace, cert_dir: Path | None, verify: Any) -> Figures:
+    port = free_port()
+    argv = [sys.executable, __file__, "--serve", target, "--port", str(port), "--cpu", str(args.server_cpu)]
+    if cert_dir is not None:
+        argv += ["--cert-dir", str(cert_dir)]
+    scheme = "https" if cert_dir is not None else "http"
+    url = f"{scheme}://127.0.0.1:{port}/validate/dnsrecords"
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_listening(proc, url, verify)
+        check = target != "baseline"
+        warmup = _reviews(min(300, args.reviews))
+        asyncio.run(asyncio.wait_for(_drive(url, warmup, args.concurrency, verify, check), TARGET_TIMEOUT))
+        bodies = _reviews(args.reviews)
+        cpu = _cpu_seconds(proc.pid)
+        seconds, latencies, denied = asyncio.run(
+            asyncio.wait_for(_drive(url, bodies, args.concurrency, verify, check), TARGET_TIMEOUT)
+        )
+        server_cpu = _cpu_seconds(proc.pid) - cpu
+        return Figures(target, args.reviews, seconds, latencies, server_cpu, denied)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--reviews", type=int, default=5000, help="reviews per target (default: %(default)s)")
+    parser.add_argument("--concurrency", type=int, default=8, help="connections in flight (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per target, the best shown (default: 3)")
+    parser.add_argument("--plain", action="store_true", help="plain HTTP instead of HTTPS")
+    parser.add_argument("--server-cpu", type=int, default=None, help="core of the server (default: the first)")
+    parser.add_argument("--serve", choices=TARGETS, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--cpu", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--cert-dir", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        _serve(args.serve, args.port, args.cpu, args.cert_dir)
+        return 0
+    args.reviews = max(1, min(args.reviews, 100_000))
+    args.rounds = max(1, min(args.rounds, 10))
+    cores = sorted(os.sched_getaffinity(0))
+    args.server_cpu = args.server_cpu if args.server_cpu is not None else cores[0]
+    driver = [c for c in cores if c != args.server_cpu] or cores
+    os.sched_setaffinity(0, set(driver[:1]))
+    if driver[0] == args.server_cpu:
+        print("warning: one core only: the driver shares the server's core", file=sys.stderr)
+
+    with tempfile.TemporaryDirectory(prefix="kflare-bench-") as tmp:
+        cert_dir: Path | None = None
+        verify: Any = True
+        if not args.plain:
+            from app.tls import self_signed
+
+            cert, key = self_signed(["127.0.0.1"])
+            cert_dir = Path(tmp)
+            (cert_dir / "tls.crt").write_bytes(cert)
+            (cert_dir / "tls.key").write_bytes(key)
+            verify = ssl.create_default_context(cadata=cert.decode())
+        print(
+            f"{args.reviews} AdmissionReviews of DNSRecords per target (1/2 invalid), {args.concurrency} keep-alive"
+            f" connections, {'HTTP' if args.plain else 'HTTPS'}; server on core {args.server_cpu},"
+            f" driver on core {driver[0]}; best of {args.rounds} rounds (least server CPU per review)"
+        )
+        print(
+            f"{'target':<20} {'reviews/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'server CPU us/review':>21}"
+            f" {'1-core capacity/s':>18}"
+        )
+        rounds: dict[str, list[Figures]] = {target: [] for target in TARGETS}
+        for _ in range(args.rounds):  # interleaved, so that a noisy neighbour does not hit one target only
+            for target in TARGETS:
+                rounds[target].append(measure(target, args, cert_dir, verify))
+        results = [min(runs, key=lambda f: f.cpu_per_review) for runs in rounds.values()]
+        for figures in results:
+            print(
+                f"{figures.target:<20} {figures.rate:>10.0f} {figures.percentile(0.50):>8.2f}"
+                f" {figures.percentile(0.99):>8.2f} {figures.cpu_per_review * 1e6:>21.0f}"
+                f" {1 / figures.cpu_per_review:>18.0f}"
+            )
+        base = results[0]
+        for figures in results[1:]:
+            print(
+                f"{figures.target}: {figures.cpu_per_review / base.cpu_per_review:.1f}x the baseline's server CPU"
+                f" per review, {figures.rate / base.rate:.0%} of its rate,"
+                f" p50 {statistics.median(figures.latencies) / statistics.median(base.latencies):.1f}x;"
+                f" {figures.denied} of {figures.reviews} denied as expected"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""The package as it ships: a wheel built from what the Docker build context holds, installed into a clean
+virtualenv the way the Dockerfile installs it, runs; and the Dockerfile keeps the shape the deployment relies on
+(it cannot be built here: there is no container engine)."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from app import __version__
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("app", "webhooks", "reconcilers")
+RUN_FLAGS = (
+    "--kubeconfig",
+    "--namespace",
+    "--leader-elect",
+    "--drift-check-interval",
+    "--reconcile-timeout",
+    "--default-deletion-policy",
+    "--cloudflare-api-url",
+    "--cloudflare-budget-share",
+    "--health-probe-bind-address",
+    "--metrics-bind-address",
+    "--metrics-secure",
+    "--metrics-cert-path",
+    "--webhook-port",
+    "--webhook-cert-dir",
+    "--log-level",
+    "--log-format",
+)
+
+
+def _run(*argv: str | Path, env: dict[str, str] | None = None, timeout: float = 600) -> str:
+    done = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout, check=False, env=env)
+    assert done.returncode == 0, (
+        f"{shlex.join(str(a) for a in argv)} failed ({done.returncode}):\n{done.stderr[-4000:]}"
+    )
+    return done.stdout
+
+
+def docker_context(destination: Path) -> list[str]:
+    """Copy what `.dockerignore` lets into the build context (its `*` then `!path` allow-list) to `destination`."""
+    patterns = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()]
+    patterns = [p for p in patterns if p and not p.startswith("#")]
+    assert patterns[0] == "*", ".dockerignore is an allow-list: it starts with `*`"
+    allowed = [p[1:].rstrip("/") for p in patterns if p.startswith("!")]
+    excluded = [p for p in patterns[1:] if not p.startswith("!")]
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        rel = Path(directory).relative_to(REPO)
+        return {
+            name
+            for name in names
+            if any(fnmatch.fnmatch(str(rel / name), p) or fnmatch.fnmatch(name, p.split("/")[-1]) for p in excluded)
+        }
+
+    for entry in allowed:
+        source = REPO / entry
+        if source.is_dir():
+            shutil.copytree(source, destination / entry, ignore=ignore)
+        else:
+            shutil.copy2(source, destination / entry)
+    return allowed
+
+
+@dataclass
+class Installed:
+    wheel: Path
+    venv: Path
+
+    @property
+    def kflare(self) -> Path:
+        return self.venv / "bin" / "kflare"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """Build the wheel from the Docker context with pip (build isolation, as `pip wheel .` in the image), then
+    install it with its dependencies from the package index into a virtualenv without pip of its own, through
+    the outer pip's `--python` (as the Dockerfile does; pip's cache keeps repeated runs quick)."""
+    root = tmp_path_factory.mktemp("packaging")
+    context, wheels, venv = root / "context", root / "wheels", root / "venv"
+    context.mkdir()
+    docker_context(context)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV"))}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", wheels, context, env=env)
+    (wheel,) = wheels.glob("kflare-*.whl")
+    _run(sys.executable, "-m", "venv", "--without-pip", venv)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # as in the image: pip still compiles what it installs
+    _run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--quiet", wheel, env=env)
+    return Installed(wheel, venv)
+
+
+def test_wheel_holds_the_packages_and_no_tests(installed: Installed) -> None:
+    with zipfile.ZipFile(installed.wheel) as archive:
+        names = archive.namelist()
+    for package in PACKAGES:
+        assert f"{package}/__init__.py" in names
+        assert f"{package}/py.typed" in names
+    assert "app/cli.py" in names
+    assert "app/emulator/__init__.py" in names
+    assert not [n for n in names if n.startswith(("tests/", "bench/", "hack/", "chart/", "examples/"))]
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    with zipfile.ZipFile(installed.wheel) as archive:
+        assert "kflare = app.cli:main" in archive.read(entry_points).decode()
+
+
+def test_installed_kflare_runs(installed: Installed, tmp_path: Path) -> None:
+    clean = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)}
+    assert _run(installed.kflare, "version", env=clean).strip() == __version__
+    help_text = _run(installed.kflare, "run", "--help", env=clean)
+    missing = [flag for flag in RUN_FLAGS if flag not in help_text]
+    assert not missing, f"`kflare run --help` lacks {missing}"
+    # Runs from anywhere, not only from this checkout, and reaches the apps' modules.
+    out = tmp_path / "openapi"
+    _run(installed.kflare, "openapi", "--out", out, env=clean)
+    assert {p.name for p in out.glob("*.json")} >= {"probes.json", "metrics.json", "emulator.json"}
+
+
+def test_installed_package_has_bytecode(installed: Installed) -> None:
+    """Compiled at install time, so a read-only root filesystem costs nothing at start."""
+    (site,) = installed.venv.glob("lib/python3.*/site-packages")
+    tag = sys.implementation.cache_tag
+    for package in PACKAGES:
+        assert (site / package / "__pycache__" / f"__init__.{tag}.pyc").is_file(), package
+    assert (site / "app" / "__pycache__" / f"server.{tag}.pyc").is_file()
+
+
+# -- the Dockerfile, read (cannot be built here) ------------------------------------------------------------------
+
+
+@dataclass
+class Instruction:
+    stage: int
+    keyword: str
+    args: str
+
+
+def dockerfile() -> list[Instruction]:
+    text = (REPO / "Dockerfile").read_text()
+    logical = re.sub(r"\\\n\s*", " ", text)  # join continuation lines
+    instructions, stage = [], -1
+    for line in logical.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        keyword, _, args = line.partition(" ")
+        if keyword.upper() == "FROM":
+            stage += 1
+        instructions.append(Instruction(stage, keyword.upper(), args.strip()))
+    return instructions
+
+
+def final_stage() -> list[Instruction]:
+    steps = dockerfile()
+    last = max(i.stage for i in steps)
+    return [i for i in steps if i.stage == last]
+
+
+def test_dockerfile_base_user_and_entrypoint() -> None:
+    froms = [i.args.split() for i in dockerfile() if i.keyword == "FROM"]
+    stages = {words[2] for words in froms if len(words) == 3 and words[1].upper() == "AS"}
+    assert {words[0] for words in froms} - stages == {"python:3.11-slim"}
+    final = final_stage()
+    users = [i.args for i in final if i.keyword == "USER"]
+    assert users, "the image must not run as root"
+    uid = users[-1].split(":")[0]
+    assert uid == "65532", "numeric, so that runAsNonRoot can check it"
+    entrypoint = [i.args for i in final if i.keyword == "ENTRYPOINT"]
+    assert [json.loads(e) for e in entrypoint] == [["kflare", "run"]]
+    # Nothing after USER switches back to root.
+    after_user = final[[i.keyword for i in final].index("USER") :]
+    assert all(i.keyword != "RUN" for i in after_user)
+
+
+def test_dockerfile_read_only_root_filesystem() -> None:
+    env = " ".join(i.args for i in dockerfile() if i.keyword == "ENV")
+    assert "PYTHONDONTWRITEBYTECODE=1" in env
+    runs = " ".join(i.args for i in final_stage() if i.keyword == "RUN")
+    assert "--no-compile" not in runs, "bytecode is compiled at build time"
+    assert "compileall" in runs
+
+
+def test_dockerfile_installs_dependencies_before_the_source() -> None:
+    final = final_stage()
+    copies = [(n, i.args) for n, i in enumerate(final) if i.keyword == "COPY"]
+    installs = [n for n, i in enumerate(final) if i.keyword == "RUN" and "install -r" in i.args]
+    assert installs, "a layer that installs the dependencies alone"
+    deps = installs[0]
+    before = [args for n, args in copies if n < deps]
+    assert before, "pyproject.toml is copied in before the dependencies are installed"
+    assert all("pyproject.toml" in args and "app" not in args.split() for args in before), before
+    source = [n for n, i in enumerate(final) if "/wheels" in i.args or any(p in i.args.split() for p in PACKAGES)]
+    assert source, "the source (or its wheel) comes in after the dependencies"
+    assert min(source) > deps
+
+
+def test_dockerignore_keeps_the_context_small(tmp_path: Path) -> None:
+    allowed = docker_context(tmp_path)
+    assert set(allowed) == {"pyproject.toml", "README.md", *PACKAGES}
+    copied = {p.relative_to(tmp_path).parts[0] for p in tmp_path.rglob("*")}
+    assert "tests" not in copied
+    assert ".venv" not in copied
+    assert not list(tmp_path.rglob("__pycache__"))

@@ -1,0 +1,113 @@
+"""AdmissionReview (`admission.k8s.io/v1`): the request the API server sends, parsed strictly enough to trust its
+frame and loosely enough to take whatever fields later Kubernetes versions add; and the response it expects."""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+ADMISSION_API_VERSION: Final = "admission.k8s.io/v1"
+REVIEW_KIND: Final = "AdmissionReview"
+MAX_UID = 256
+
+
+class ReviewError(ValueError):
+    """The body is no AdmissionReview this webhook can answer; `status_code` is the HTTP status to reply with."""
+
+    def __init__(self, message: str, status_code: int = 400) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+
+class GroupVersionKind(_Wire):
+    group: str = ""
+    version: str
+    kind: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} ({self.group}/{self.version})" if self.group else f"{self.kind} ({self.version})"
+
+
+class GroupVersionResource(_Wire):
+    group: str = ""
+    version: str
+    resource: str
+
+
+class AdmissionRequest(_Wire):
+    """`request` of an AdmissionReview. `object` and `oldObject` stay raw JSON: what to make of them (and of their
+    absence) is the decision's business, so a bad one is refused with a reason rather than a parse error."""
+
+    uid: str = Field(min_length=1, max_length=MAX_UID)
+    kind: GroupVersionKind
+    resource: GroupVersionResource | None = None
+    sub_resource: str = Field("", alias="subResource")
+    name: str = ""
+    namespace: str = ""
+    operation: str
+    object: Any = None
+    old_object: Any = Field(None, alias="oldObject")
+    dry_run: bool | None = Field(None, alias="dryRun")
+
+
+class AdmissionReview(_Wire):
+    api_version: Literal["admission.k8s.io/v1"] = Field(alias="apiVersion")
+    kind: Literal["AdmissionReview"]
+    request: AdmissionRequest
+
+
+def _explain(exc: ValidationError) -> str:
+    parts: list[str] = []
+    for error in exc.errors(include_url=False, include_input=False)[:5]:
+        where = ".".join(str(p) for p in error["loc"])
+        if error["type"] == "literal_error" and where in ("apiVersion", "kind"):
+            expected = ADMISSION_API_VERSION if where == "apiVersion" else REVIEW_KIND
+            parts.append(f"{where}: must be {expected}")
+        elif error["type"] == "missing":
+            parts.append(f"{where}: required")
+        else:
+            parts.append(f"{where}: {error['msg']}" if where else error["msg"])
+    return "; ".join(parts)
+
+
+def parse_review(body: bytes) -> AdmissionReview:
+    """The AdmissionReview in `body` (JSON); `ReviewError` says what is wrong with anything else."""
+    if not body.strip():
+        raise ReviewError("empty body: expected an admission.k8s.io/v1 AdmissionReview")
+    try:
+        return AdmissionReview.model_validate_json(body)
+    except ValidationError as exc:
+        invalid = [e for e in exc.errors(include_url=False) if e["type"] == "json_invalid"]
+        if invalid:
+            why = str((invalid[0].get("ctx") or {}).get("error", ""))[:200]
+            raise ReviewError(f"the body is not valid JSON: {why}" if why else "the body is not valid JSON") from None
+        if any(e["type"] == "model_type" and not e["loc"] for e in exc.errors()):
+            raise ReviewError("the body must be a JSON object: an admission.k8s.io/v1 AdmissionReview") from None
+        raise ReviewError(f"not an admission.k8s.io/v1 AdmissionReview: {_explain(exc)}") from None
+
+
+class ResponseStatus(_Wire):
+    """The `metav1.Status` of a denial: the API server returns it to the client, `code` as the HTTP status and
+    `message` after `admission webhook "<name>" denied the request: `."""
+
+    code: int
+    reason: str
+    message: str
+    status: str = "Failure"
+
+
+def review_response(
+    uid: str, allowed: bool, status: ResponseStatus | None = None, warnings: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The AdmissionReview answering request `uid`, as JSON."""
+    response: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    if status is not None:
+        response["status"] = status.model_dump()
+    if warnings:
+        response["warnings"] = list(warnings)
+    return {"apiVersion": ADMISSION_API_VERSION, "kind": REVIEW_KIND, "response": response}

@@ -1,0 +1,145 @@
+"""The decision: allow or deny one admission request for one kflare kind. Pure: no I/O, no clock, no globals.
+
+Denied:
+- on CREATE and on an UPDATE that changes the spec: every schema violation and cross-field rule of the kind's
+  model (`app.api.validation.validate_object`), each with the path of its field;
+- on UPDATE: every change to an immutable field (`immutable_violations`), naming the old and the new value;
+- a request this webhook should never have been sent (another kind) or that lacks what it needs to decide
+  (`object`, `oldObject` on UPDATE).
+
+Never denied: DELETE, CONNECT and operations Kubernetes may add later, requests on a subresource (`status`), and
+updates that leave the spec as it was (status, labels, annotations, finalizers), so an object stored before a rule
+existed can always be finalised and deleted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from app.api import GROUP, VERSION, FieldError, ResourceClass, immutable_violations, validate_object
+from webhooks.review import AdmissionRequest, ResponseStatus
+
+MAX_ERRORS: Final = 20
+"""Reasons listed in one denial; the rest are counted."""
+MAX_ERROR_LENGTH: Final = 400
+MAX_VALUE_LENGTH: Final = 80
+
+INVALID: Final = 422
+BAD_REQUEST: Final = 400
+INTERNAL: Final = 500
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    errors: tuple[FieldError, ...] = ()
+    code: int = 200
+    reason: str = ""
+    """`Invalid` (422: the object breaks a rule) or `BadRequest` (400: the request itself is wrong)."""
+
+    @property
+    def message(self) -> str:
+        """`<path>: <reason>; <path>: <reason>`, what the API server shows after `... denied the request: `."""
+        shown = [_clip(str(error), MAX_ERROR_LENGTH) for error in self.errors[:MAX_ERRORS]]
+        hidden = len(self.errors) - len(shown)
+        if hidden > 0:
+            shown.append(f"and {hidden} more")
+        return "; ".join(shown)
+
+    @property
+    def status(self) -> ResponseStatus | None:
+        if self.allowed:
+            return None
+        return ResponseStatus(code=self.code, reason=self.reason, message=self.message)
+
+
+ALLOW: Final = Decision(allowed=True)
+
+
+def deny(errors: Iterable[FieldError], *, code: int = INVALID) -> Decision:
+    unique = tuple(dict.fromkeys(errors))
+    reason = {INVALID: "Invalid", BAD_REQUEST: "BadRequest"}.get(code, "InternalError")
+    return Decision(allowed=False, errors=unique, code=code, reason=reason)
+
+
+def bad_request(path: str, message: str) -> Decision:
+    return deny([FieldError(path, message)], code=BAD_REQUEST)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _show(value: Any) -> str:
+    if value is _ABSENT:
+        return "unset"
+    return _clip(json.dumps(value, sort_keys=True, separators=(",", ":"), default=str), MAX_VALUE_LENGTH)
+
+
+_ABSENT: Final = object()
+
+
+def _lookup(spec: Any, dotted: str) -> Any:
+    value = spec
+    for part in dotted.split("."):
+        if not isinstance(value, Mapping) or value.get(part) is None:
+            return _ABSENT
+        value = value[part]
+    return value
+
+
+def explain_immutable(model: ResourceClass, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
+    """`immutable_violations`, each message saying what the value was and what the update makes it."""
+    out: list[FieldError] = []
+    for error in immutable_violations(model, old, new):
+        dotted = error.path.removeprefix("spec.")
+        was, now = _lookup(old.get("spec"), dotted), _lookup(new.get("spec"), dotted)
+        message = (
+            f"{error.message}, it cannot change from {_show(was)} to {_show(now)}"
+            f" (delete the {model.info.kind} and create it again instead)"
+        )
+        out.append(FieldError(error.path, message))
+    return out
+
+
+def _wrong_kind(model: ResourceClass, request: AdmissionRequest) -> Decision | None:
+    kind = request.kind
+    if (kind.group, kind.version, kind.kind) == (GROUP, VERSION, model.info.kind):
+        return None
+    return bad_request(
+        "request.kind",
+        f"this webhook validates {model.info.kind} ({GROUP}/{VERSION}), not {kind}:"
+        f" point the webhook configuration's rule for it at /validate/<its plural>",
+    )
+
+
+def decide(model: ResourceClass, request: AdmissionRequest) -> Decision:
+    """Allow or deny `request` for objects of `model`."""
+    operation = request.operation.upper()
+    if operation not in ("CREATE", "UPDATE"):
+        return ALLOW  # DELETE is never blocked; CONNECT and anything new is not ours to judge
+    if request.sub_resource:
+        return ALLOW  # status (and any other subresource) carries no spec change
+    wrong = _wrong_kind(model, request)
+    if wrong is not None:
+        return wrong
+    new = request.object
+    if new is None:
+        return bad_request("request.object", f"required on {operation}")
+    if not isinstance(new, Mapping):
+        return bad_request("request.object", "must be a JSON object")
+    if operation == "CREATE":
+        errors = validate_object(model, new)
+        return deny(errors) if errors else ALLOW
+    old = request.old_object
+    if old is None:
+        return bad_request("request.oldObject", "required on UPDATE")
+    if not isinstance(old, Mapping):
+        return bad_request("request.oldObject", "must be a JSON object")
+    if old.get("spec") == new.get("spec"):
+        return ALLOW  # status-only or metadata-only
+    errors = [*validate_object(model, new), *explain_immutable(model, old, new)]
+    return deny(errors) if errors else ALLOW
