@@ -16,7 +16,8 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 
 from app.api import KINDS, FieldError, ResourceClass
-from webhooks.review import AdmissionRequest, ReviewError, parse_review, review_response
+from app.api.schema import structural_schema
+from webhooks.review import AdmissionRequest, AdmissionReview, ReviewError, parse_review, review_response
 from webhooks.validate import INTERNAL, Decision, decide, deny
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,12 @@ def create_app(*, max_body: int = MAX_BODY, body_timeout: float = BODY_TIMEOUT) 
     plurals = ", ".join(sorted(by_plural))
     app = FastAPI(title="kflare admission webhooks", version="v1", docs_url=None, redoc_url=None, openapi_url=None)
 
-    @app.post("/validate/{plural}")
+    # The route reads the body itself (bounded in size and time), so FastAPI cannot derive its schema: declare it,
+    # so that the OpenAPI document (and the fuzzing driven by it) knows what an AdmissionReview looks like.
+    body_schema = {"type": "object", **structural_schema(AdmissionReview)}
+    review_body = {"requestBody": {"required": True, "content": {"application/json": {"schema": body_schema}}}}
+
+    @app.post("/validate/{plural}", openapi_extra=review_body)
     async def validate(plural: str, request: Request) -> JSONResponse:
         model = by_plural.get(plural)
         if model is None:

@@ -147,14 +147,18 @@ async def test_drift_in_cloudflare_is_corrected(
         return bool(current["content"] == "192.0.2.7" and current["ttl"] == 120)
 
     await eventually(corrected, timeout=20, what="drift to be corrected")
-    # The checks list the zone's records; they do not read records one by one.
+    # A drift round reads the zone's records in one listing; it does not GET records one by one.
+    for i in range(5):
+        await kflare.make_record(f"more{i}", "zone", name=f"m{i}.drift.example", type="TXT", content="x")
+        await kflare.ready("DNSRecord", f"more{i}")
     since = time.time()
-    await asyncio.sleep(0)
 
-    async def a_listing() -> bool:
-        return any(c["path"].endswith("/dns_records") for c in fresh_emulator.calls(since=since, method="GET"))
+    async def a_round() -> list[dict[str, Any]]:
+        calls = fresh_emulator.calls(since=since, method="GET", path="/dns_records")
+        return calls if any(c["path"].endswith("/dns_records") for c in calls) else []
 
-    await eventually(a_listing, timeout=20, what="a drift round listing the zone")
+    calls = await eventually(a_round, timeout=20, what="a drift round listing the zone")
+    assert [c["path"] for c in calls if not c["path"].endswith("/dns_records")] == []
 
 
 async def test_record_deleted_in_cloudflare_is_recreated(

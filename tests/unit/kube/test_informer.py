@@ -1,0 +1,133 @@
+"""Informers list, then watch from that version; 410 Gone relists and reports what vanished meanwhile; a broken
+watch reconnects. Driven by a scripted API instead of a server, so each failure happens exactly when wanted."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+
+from app.kube.client import JSON, SECRETS, KubeError, ResourceType
+from app.kube.informer import Informer
+from app.kube.secrets import SecretWatcher
+
+WIDGETS = ResourceType("test.kflare.dev", "v1", "widgets", "Widget")
+
+
+def obj(name: str, rv: str, namespace: str = "ns") -> JSON:
+    return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": rv}}
+
+
+class ScriptedKube:
+    """LIST answers from `lists` in turn; each WATCH plays the next script: a list of events, or an exception."""
+
+    def __init__(self, lists: list[list[JSON]], watches: list[list[JSON] | BaseException]) -> None:
+        self.lists = lists
+        self.watches = watches
+        self.list_calls: list[dict[str, Any]] = []
+        self.watch_calls: list[dict[str, Any]] = []
+        self.idle = asyncio.Event()
+
+    async def list(self, rt: ResourceType, namespace: str | None = None, **query: Any) -> JSON:
+        self.list_calls.append({"namespace": namespace, **query})
+        items = self.lists.pop(0)
+        rv = max((int(i["metadata"]["resourceVersion"]) for i in items), default=1)
+        return {"items": items, "metadata": {"resourceVersion": str(rv)}}
+
+    async def watch(self, rt: ResourceType, **kwargs: Any) -> AsyncIterator[JSON]:
+        self.watch_calls.append(kwargs)
+        if not self.watches:
+            self.idle.set()
+            await asyncio.Event().wait()  # a quiet, healthy watch
+        script = self.watches.pop(0)
+        if isinstance(script, BaseException):
+            raise script
+        for event in script:
+            yield event
+
+
+async def run_until_idle(informer: Informer, kube: ScriptedKube) -> None:
+    informer.start()
+    try:
+        await asyncio.wait_for(kube.idle.wait(), 10)
+    finally:
+        await informer.stop()
+
+
+async def test_list_then_watch_from_its_version_with_bookmarks() -> None:
+    kube = ScriptedKube(
+        lists=[[obj("a", "5")]],
+        watches=[
+            [
+                {"type": "ADDED", "object": obj("b", "6")},
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}},
+            ]
+        ],
+    )
+    seen: list[tuple[str, str]] = []
+    informer = Informer(kube, WIDGETS)  # type: ignore[arg-type]
+    informer.add_handler(lambda kind, o: seen.append((kind, o["metadata"]["name"])))
+    await run_until_idle(informer, kube)
+    assert seen == [("ADDED", "a"), ("ADDED", "b")]
+    assert kube.watch_calls[0]["resource_version"] == "5"
+    assert kube.watch_calls[1]["resource_version"] == "9", "resumes from the bookmark, not from the list"
+    assert set(informer.cache) == {("ns", "a"), ("ns", "b")}
+    assert informer.get("a", "ns")["kind"] == "Widget"  # type: ignore[index]
+
+
+async def test_gone_relists_and_reports_what_vanished_meanwhile() -> None:
+    kube = ScriptedKube(
+        lists=[[obj("a", "5"), obj("b", "5")], [obj("a", "12"), obj("c", "12")]],
+        watches=[[{"type": "ERROR", "object": {"code": 410, "reason": "Expired", "message": "too old"}}]],
+    )
+    seen: list[tuple[str, str]] = []
+    informer = Informer(kube, WIDGETS)  # type: ignore[arg-type]
+    informer.add_handler(lambda kind, o: seen.append((kind, o["metadata"]["name"])))
+    await run_until_idle(informer, kube)
+    assert len(kube.list_calls) == 2
+    assert seen[2:] == [("MODIFIED", "a"), ("ADDED", "c"), ("DELETED", "b")]
+    assert set(informer.cache) == {("ns", "a"), ("ns", "c")}
+    assert informer.relists == 2
+
+
+async def test_a_broken_watch_reconnects_from_the_last_version() -> None:
+    kube = ScriptedKube(
+        lists=[[obj("a", "5")]],
+        watches=[
+            [{"type": "MODIFIED", "object": obj("a", "7")}],
+            aiohttp.ClientConnectionError("connection reset"),
+            KubeError(500, "InternalError", "etcd is restarting"),
+            [{"type": "DELETED", "object": obj("a", "8")}],
+        ],
+    )
+    seen: list[tuple[str, str]] = []
+    informer = Informer(kube, WIDGETS)  # type: ignore[arg-type]
+    informer.add_handler(lambda kind, o: seen.append((kind, o["metadata"]["resourceVersion"])))
+    await run_until_idle(informer, kube)
+    assert [c["resource_version"] for c in kube.watch_calls] == ["5", "7", "7", "7", "8"]
+    assert len(kube.list_calls) == 1, "two failures in a row are retried without a relist"
+    assert seen == [("ADDED", "5"), ("MODIFIED", "7"), ("DELETED", "8")]
+    assert informer.cache == {}
+
+
+async def test_only_referenced_secrets_are_watched_each_by_name() -> None:
+    kube = ScriptedKube(lists=[[obj("token", "3", "a")], [obj("other", "4", "b")]], watches=[])
+    changed: list[tuple[str, str]] = []
+    watcher = SecretWatcher(kube, changed.append)  # type: ignore[arg-type]
+    watcher.reference("account-1", ("a", "token"))
+    watcher.reference("account-2", ("a", "token"))
+    await watcher.wait_synced(("a", "token"))
+    assert watcher.watched == {("a", "token")}
+    assert kube.list_calls[0] == {"namespace": "a", "limit": 500, "fieldSelector": "metadata.name=token"}
+    assert watcher.get(("a", "token")) is not None
+    assert changed == [("a", "token")]
+
+    watcher.reference("account-1", ("b", "other"))  # account-1 moved to another Secret
+    assert watcher.watched == {("a", "token"), ("b", "other")}
+    watcher.reference("account-2", None)  # the last reference to a/token went away
+    assert watcher.watched == {("b", "other")}
+    await watcher.stop()
+    assert watcher.watched == set()
+    assert SECRETS.path("a", "token") == "/api/v1/namespaces/a/secrets/token"
