@@ -32,7 +32,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-import aiohttp
 import uvicorn
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -262,7 +261,7 @@ class KubeReviewer:
             raise ReviewUnavailable(f"{what} refused: {exc.status} {exc.reason}: {exc.message}") from None
         except TimeoutError:
             raise ReviewUnavailable(f"{what} timed out after {self.timeout:g} s") from None
-        except (aiohttp.ClientError, OSError) as exc:
+        except OSError as exc:
             raise ReviewUnavailable(f"{what} failed: {type(exc).__name__}: {exc}") from None
 
     async def authenticate(self, token: str) -> UserInfo | None:

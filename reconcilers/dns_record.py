@@ -152,6 +152,9 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.listings = ZoneListings()
+        # Records this process created, by the UID of the resource that owns each: another worker creating a
+        # member of the same record set must not take one for unclaimed before its owner has labelled it.
+        self.created_for: dict[str, str] = {}
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
@@ -215,6 +218,7 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
             label = (meta.get("labels") or {}).get(RECORD_ID_LABEL)
             status_id = ((other.get("status") or {}).get("cloudflareMetadata") or {}).get("recordID")
             claimed.update(i for i in (label, status_id) if i)
+        claimed.update(record_id for record_id, uid in self.created_for.items() if uid != obj.metadata.uid)
         return claimed
 
     async def find(self, link: RecordLink, obj: DNSRecord) -> CloudflareRecord | None:
@@ -262,6 +266,7 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         if not body["comment"]:
             del body["comment"]
         created = await link.client.create_dns_record(link.zone_id, body)
+        self.created_for[created.id] = obj.metadata.uid or ""
         self.listings.update(link.zone_id, created, created.id)
         return created
 
@@ -303,6 +308,7 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
     async def delete(self, link: RecordLink, obj: DNSRecord, object_id: str) -> None:
         await link.client.delete_dns_record(link.zone_id, object_id)
         self.listings.update(link.zone_id, None, object_id)
+        self.created_for.pop(object_id, None)
 
     def record(self, obj: DNSRecord, observed: CloudflareRecord | None, link: RecordLink | None) -> None:
         if observed is None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from app.api import GROUP, VERSION, FieldError, ResourceClass, immutable_violations, validate_object
+from app.api.validation import MISSING, spec_value
 from webhooks.review import AdmissionRequest, ResponseStatus
 
 MAX_ERRORS: Final = 20
@@ -74,21 +75,9 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _show(value: Any) -> str:
-    if value is _ABSENT:
+    if value is MISSING:
         return "unset"
     return _clip(json.dumps(value, sort_keys=True, separators=(",", ":"), default=str), MAX_VALUE_LENGTH)
-
-
-_ABSENT: Final = object()
-
-
-def _lookup(spec: Any, dotted: str) -> Any:
-    value = spec
-    for part in dotted.split("."):
-        if not isinstance(value, Mapping) or value.get(part) is None:
-            return _ABSENT
-        value = value[part]
-    return value
 
 
 def explain_immutable(model: ResourceClass, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
@@ -96,7 +85,7 @@ def explain_immutable(model: ResourceClass, old: Mapping[str, Any], new: Mapping
     out: list[FieldError] = []
     for error in immutable_violations(model, old, new):
         dotted = error.path.removeprefix("spec.")
-        was, now = _lookup(old.get("spec"), dotted), _lookup(new.get("spec"), dotted)
+        was, now = spec_value(old.get("spec"), dotted), spec_value(new.get("spec"), dotted)
         message = (
             f"{error.message}, it cannot change from {_show(was)} to {_show(now)}"
             f" (delete the {model.info.kind} and create it again instead)"

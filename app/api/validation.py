@@ -20,7 +20,8 @@ from app.api.base import API_VERSION, FieldError, Loc, format_path
 from app.api.registry import kind_for
 from app.api.resource import ResourceClass
 
-_MISSING: Final = object()
+MISSING: Final = object()
+"""What `spec_value` returns for a field the spec does not set."""
 
 _MESSAGES: Final = {
     "missing": "required value",
@@ -121,11 +122,12 @@ def validate_object(kind_or_plural: KindRef, obj: Mapping[str, Any]) -> list[Fie
     return errors
 
 
-def _lookup(spec: Any, path: str) -> Any:
+def spec_value(spec: Any, path: str) -> Any:
+    """The value at a dotted path of a spec (as JSON), or MISSING."""
     value = spec
     for part in path.split("."):
         if not isinstance(value, Mapping) or value.get(part) is None:
-            return _MISSING
+            return MISSING
         value = value[part]
     return value
 
@@ -140,7 +142,7 @@ def immutable_violations(kind: KindRef, old: Mapping[str, Any], new: Mapping[str
     new_spec = new.get("spec") if isinstance(new, Mapping) else None
     errors: list[FieldError] = []
     for path in model.info.immutable:
-        if _lookup(old_spec, path) != _lookup(new_spec, path):
+        if spec_value(old_spec, path) != spec_value(new_spec, path):
             errors.append(FieldError(f"spec.{path}", f"{path} is immutable"))
     return errors
 

@@ -1,30 +1,36 @@
-"""A thin JSON client of the Kubernetes API on top of kubernetes_asyncio's connection handling.
+"""A JSON client of the Kubernetes API on httpx.
 
-kubernetes_asyncio's generated methods turn every reply into model objects; the controller keeps plain dicts instead
-(cheaper to parse and to hold in the cache), so it calls the API by path and parses JSON itself. kubernetes_asyncio
-still does what it does well: kubeconfig and in-cluster configuration, TLS, token refresh.
+The controller keeps objects as plain dicts (cheap to parse and to hold in the cache), so it calls the API by path
+and parses JSON itself. In a Pod it needs nothing but the ServiceAccount's token and CA; outside a cluster (kflare
+dev, tests, a laptop) it reads the kubeconfig with kubernetes_asyncio's loader, which knows every way a kubeconfig
+authenticates (client certificates, tokens, exec plugins). That library is imported only then: its generated models
+cost about 60 MiB of memory, more than the rest of the controller.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
-import logging
-from collections.abc import AsyncIterator, Mapping
+import os
+import ssl
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import aiohttp
-from kubernetes_asyncio import client, config
-from kubernetes_asyncio.client.api_client import ApiClient
-
-log = logging.getLogger(__name__)
+import httpx
+import yaml
 
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 REQUEST_TIMEOUT = 30.0
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+TOKEN_REREAD = 60.0  # kubelet rotates projected tokens well before they expire; re-reading each minute keeps up
 
 
 @dataclass(frozen=True)
@@ -81,58 +87,169 @@ class KubeError(Exception):
         return self.status == 410
 
 
-async def _error(response: aiohttp.ClientResponse) -> KubeError:
-    raw = await response.read()
+def _error(response: httpx.Response) -> KubeError:
     try:
-        status = json.loads(raw)
-        return KubeError(response.status, str(status.get("reason", "")), str(status.get("message", "")))
+        status = json.loads(response.content)
+        return KubeError(response.status_code, str(status.get("reason", "")), str(status.get("message", "")))
     except (ValueError, AttributeError):
-        return KubeError(response.status, response.reason or "", raw[:500].decode(errors="replace"))
+        return KubeError(response.status_code, response.reason_phrase, response.content[:500].decode(errors="replace"))
+
+
+def unreachable(exc: Exception) -> KubeError:
+    """A call that got no answer: status 0, so callers treat it like any other failed call."""
+    return KubeError(0, "Unreachable", f"{type(exc).__name__}: {exc}")
+
+
+AuthHeaders = Callable[[], Awaitable[dict[str, str]]]
+
+
+class _ServiceAccountToken:
+    """The Pod's projected token, re-read as kubelet rotates it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._token = ""
+        self._read_at = 0.0
+
+    async def __call__(self) -> dict[str, str]:
+        if time.monotonic() - self._read_at > TOKEN_REREAD:
+            self._token = (await asyncio.to_thread(self.path.read_text)).strip()
+            self._read_at = time.monotonic()
+        return {"Authorization": f"Bearer {self._token}"}
+
+
+async def _no_auth() -> dict[str, str]:
+    return {}
+
+
+def in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (SERVICE_ACCOUNT / "token").exists()
+
+
+def _named(entries: list[JSON], name: str, field: str) -> JSON:
+    found = next((e.get(field) or {} for e in entries if e.get("name") == name), None)
+    if found is None:
+        raise ValueError(f"the kubeconfig has no {field} named {name!r}")
+    return dict(found)
+
+
+def _pem(entry: JSON, key: str, base: Path) -> bytes | None:
+    """`<key>-data` (base64) or `<key>` (a file, relative to the kubeconfig) of a kubeconfig entry."""
+    if entry.get(f"{key}-data"):
+        return base64.b64decode(str(entry[f"{key}-data"]))
+    if entry.get(key):
+        return (base / str(entry[key])).expanduser().read_bytes()
+    return None
+
+
+def _simple_kubeconfig(path: Path) -> KubeClient | None:
+    """A client for a kubeconfig whose user is a client certificate or a token (kind, k3d, kflare dev and the tests);
+    None for the rest (exec plugins, auth providers, several files), which the library reads."""
+    if not path.is_file():
+        return None
+    document = yaml.safe_load(path.read_text()) or {}
+    context = _named(document.get("contexts") or [], document.get("current-context", ""), "context")
+    cluster = _named(document.get("clusters") or [], context.get("cluster", ""), "cluster")
+    user = _named(document.get("users") or [], context.get("user", ""), "user")
+    if set(user) - {
+        "client-certificate",
+        "client-certificate-data",
+        "client-key",
+        "client-key-data",
+        "token",
+        "tokenFile",
+    }:
+        return None
+    base = path.parent
+    ca = _pem(cluster, "certificate-authority", base)
+    tls = ssl.create_default_context(cadata=ca.decode() if ca else None)
+    if cluster.get("insecure-skip-tls-verify"):
+        tls.check_hostname = False
+        tls.verify_mode = ssl.CERT_NONE
+    cert, key = _pem(user, "client-certificate", base), _pem(user, "client-key", base)
+    if cert and key:
+        # ssl loads a key pair only from files: write them where only this process can read, then remove them.
+        with tempfile.TemporaryDirectory(prefix="kflare-kubeconfig-") as tmp:
+            os.chmod(tmp, 0o700)
+            (Path(tmp) / "c").write_bytes(cert)
+            (Path(tmp) / "k").write_bytes(key)
+            tls.load_cert_chain(Path(tmp) / "c", Path(tmp) / "k")
+    auth: AuthHeaders = _no_auth
+    if user.get("tokenFile"):
+        auth = _ServiceAccountToken(base / user["tokenFile"])
+    elif user.get("token"):
+        token = str(user["token"])
+
+        async def static() -> dict[str, str]:
+            return {"Authorization": f"Bearer {token}"}
+
+        auth = static
+    return KubeClient(str(cluster["server"]), tls, auth, sni=cluster.get("tls-server-name"))
 
 
 class KubeClient:
     """JSON requests by path. One per process; safe to share between tasks."""
 
-    def __init__(self, api: ApiClient) -> None:
-        self.api = api
+    def __init__(
+        self, host: str, verify: ssl.SSLContext, auth: AuthHeaders = _no_auth, *, sni: str | None = None
+    ) -> None:
+        self.host = host.rstrip("/")
+        self._auth = auth
+        # A kubeconfig's tls-server-name: the name the server's certificate is checked against.
+        self._extensions = {"sni_hostname": sni} if sni else {}
+        # Every watch holds a connection for minutes: the pool must outnumber watches plus concurrent requests.
+        limits = httpx.Limits(max_connections=512, max_keepalive_connections=64)
+        self.http = httpx.AsyncClient(verify=verify, limits=limits, timeout=REQUEST_TIMEOUT, trust_env=False)
 
     @classmethod
     async def connect(cls, kubeconfig: Path | None = None) -> KubeClient:
+        if kubeconfig is None and in_cluster():
+            host = os.environ["KUBERNETES_SERVICE_HOST"]
+            port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+            if ":" in host:
+                host = f"[{host}]"
+            context = ssl.create_default_context(cafile=str(SERVICE_ACCOUNT / "ca.crt"))
+            return cls(f"https://{host}:{port}", context, _ServiceAccountToken(SERVICE_ACCOUNT / "token"))
+        return await cls._from_kubeconfig(kubeconfig)
+
+    @classmethod
+    async def _from_kubeconfig(cls, kubeconfig: Path | None) -> KubeClient:
+        path = kubeconfig or Path(os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config")
+        simple = _simple_kubeconfig(path.expanduser())
+        if simple is not None:
+            return simple
+        return await cls._from_library(kubeconfig)
+
+    @classmethod
+    async def _from_library(cls, kubeconfig: Path | None) -> KubeClient:
+        from kubernetes_asyncio import client, config
+
         configuration = client.Configuration()
-        if kubeconfig is None:
-            try:
-                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            except config.ConfigException:
-                await config.load_kube_config(client_configuration=configuration)
-        else:
-            await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
-        return cls(ApiClient(configuration))
+        path = str(kubeconfig) if kubeconfig is not None else None
+        await config.load_kube_config(config_file=path, client_configuration=configuration)
+        context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+        if not configuration.verify_ssl:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        if configuration.cert_file:
+            context.load_cert_chain(configuration.cert_file, configuration.key_file)
+
+        async def auth() -> dict[str, str]:
+            # Exec plugins and expiring tokens refresh through the loader's hook, called here as the library does.
+            key = await configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+            return {"Authorization": str(key)} if key else {}
+
+        return cls(str(configuration.host), context, auth, sni=configuration.tls_server_name or None)
 
     async def close(self) -> None:
-        await self.api.close()
+        await self.http.aclose()
 
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str | int | bool] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-        timeout: float | aiohttp.ClientTimeout = REQUEST_TIMEOUT,
-    ) -> aiohttp.ClientResponse:
-        params = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()]
-        response: aiohttp.ClientResponse = await self.api.call_api(
-            path,
-            method,
-            query_params=params,
-            header_params={"Content-Type": content_type, "Accept": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=timeout,
-        )
-        return response
+    def _url(self, path: str) -> str:
+        return self.host + path
+
+    @staticmethod
+    def _params(query: Mapping[str, str | int | bool] | None) -> list[tuple[str, str | int | float | bool | None]]:
+        return [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()]
 
     async def request(
         self,
@@ -144,12 +261,26 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: float = REQUEST_TIMEOUT,
     ) -> JSON:
-        response = await self._send(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
-        async with response:
-            if not 200 <= response.status < 300:
-                raise await _error(response)
-            raw = await response.read()
-        result: JSON = json.loads(raw) if raw else {}
+        headers = {"Accept": "application/json", **(await self._auth())}
+        content = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            content = json.dumps(body).encode()
+        try:
+            response = await self.http.request(
+                method,
+                self._url(path),
+                params=self._params(query),
+                content=content,
+                headers=headers,
+                timeout=timeout,
+                extensions=self._extensions,
+            )
+        except httpx.HTTPError as exc:
+            raise unreachable(exc) from None
+        if not 200 <= response.status_code < 300:
+            raise _error(response)
+        result: JSON = response.json() if response.content else {}
         return result
 
     async def get(self, rt: ResourceType, name: str, namespace: str | None = None) -> JSON:
@@ -197,19 +328,34 @@ class KubeClient:
         }
         if field_selector:
             query["fieldSelector"] = field_selector
-        # The server closes the watch after timeout_seconds; a read that stays silent well past any bookmark
-        # interval means the connection died without a word.
-        timeout = aiohttp.ClientTimeout(total=timeout_seconds + 30, sock_connect=REQUEST_TIMEOUT, sock_read=90)
-        response = await self._send("GET", rt.path(namespace), query=query, timeout=timeout)
-        async with response:
-            if response.status != 200:
-                raise await _error(response)
-            # Split lines ourselves: aiohttp's readline refuses lines longer than 64 KiB, and a Secret is up to 1 MiB.
+        headers = {"Accept": "application/json", **(await self._auth())}
+        # A read that stays silent well past any bookmark interval means the connection died without a word.
+        timeout = httpx.Timeout(REQUEST_TIMEOUT, read=90.0)
+        request = self.http.build_request(
+            "GET",
+            self._url(rt.path(namespace)),
+            params=self._params(query),
+            headers=headers,
+            timeout=timeout,
+            extensions=self._extensions,
+        )
+        try:
+            response = await self.http.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise unreachable(exc) from None
+        try:
+            if response.status_code != 200:
+                await response.aread()
+                raise _error(response)
             buffer = b""
-            async for chunk in response.content.iter_any():
+            async for chunk in response.aiter_bytes():
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
                 for line in lines:
                     if line.strip():
                         event: JSON = json.loads(line)
                         yield event
+        except httpx.HTTPError as exc:
+            raise unreachable(exc) from None
+        finally:
+            await response.aclose()

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-import aiohttp
+import httpx
 
 from app.kube.client import JSON, KubeClient, KubeError, ResourceType
 
@@ -161,7 +161,7 @@ class Informer:
                     continue
                 failures += 1
                 log.warning("watch failed: %s", exc, extra={"resource": self.rt.plural, "failures": failures})
-            except (aiohttp.ClientError, TimeoutError, ValueError, OSError) as exc:
+            except (httpx.HTTPError, TimeoutError, ValueError, OSError) as exc:
                 failures += 1
                 log.warning("watch connection broke: %r", exc, extra={"resource": self.rt.plural, "failures": failures})
             if failures:

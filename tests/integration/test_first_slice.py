@@ -373,3 +373,19 @@ async def test_leader_failover(
         new_holder = (await coordination.read_namespaced_lease(f"failover-{kflare.namespace}", "kflare-system")).spec
         assert new_holder.holder_identity != holder.holder_identity
         await kflare.cleanup()
+
+
+async def test_a_reconcile_that_hangs_is_cut_by_the_reconcile_timeout(
+    control_plane: ControlPlane, fresh_emulator: EmulatorProcess, kflare_crds: None, kflare: Kflare, tmp_path: Path
+) -> None:
+    with controller_process(control_plane, fresh_emulator, tmp_path, "--reconcile-timeout=2s"):
+        await kflare.ready_zone("hang.example")
+        fault = fresh_emulator.fault(r"^POST /client/v4/zones/\w+/dns_records$", "hang")
+        await kflare.make_record("slow", "zone", name="slow.hang.example", type="A", content="192.0.2.1")
+        record = await kflare.ready("DNSRecord", "slow", reason="APIError", status="False")
+        assert "did not finish within 2s" in record["status"]["conditions"][0]["message"]
+        fresh_emulator.delete_fault(fault)
+        await kflare.ready("DNSRecord", "slow", timeout=40)  # retried with back-off once Cloudflare answers
+        zone_id = (await kflare.get("Zone", "zone"))["status"]["cloudflareMetadata"]["zoneID"]
+        assert [r["name"] for r in records(fresh_emulator, zone_id)] == ["slow.hang.example"]
+        await kflare.cleanup()

@@ -172,7 +172,7 @@ async def test_secure_metrics_need_a_token_allowed_to_get_metrics(
 async def test_unreachable_api_server_is_503(control_plane: ControlPlane, namespace: str, kube: ApiClient) -> None:
     token = await service_account_token(kube, namespace, "scraper")
     kube_client = await KubeClient.connect(control_plane.kubeconfig_path)
-    kube_client.api.configuration.host = f"https://127.0.0.1:{free_port()}"  # nothing listens there
+    kube_client.host = f"https://127.0.0.1:{free_port()}"  # nothing listens there
     try:
         endpoint = listener(Settings(), View(kube=kube_client), "127.0.0.1", free_port())
         async with serving(endpoint) as url, http_client(endpoint) as http:

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -304,7 +303,7 @@ async def test_kube_reviewer_passes_audiences_and_reads_a_refusal() -> None:
     [
         KubeError(403, "Forbidden", "cannot create resource tokenreviews"),
         KubeError(500, "InternalError", "etcd unavailable"),
-        aiohttp.ClientConnectionError("connection refused"),
+        KubeError(0, "Unreachable", "ConnectError: connection refused"),
         ConnectionRefusedError(111, "refused"),
         asyncio.Event(),  # never answers: the reviewer's own timeout ends it
     ],

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
+import httpx
 
 from app.kube.client import JSON, SECRETS, KubeError, ResourceType
 from app.kube.informer import Informer
@@ -97,7 +97,7 @@ async def test_a_broken_watch_reconnects_from_the_last_version() -> None:
         lists=[[obj("a", "5")]],
         watches=[
             [{"type": "MODIFIED", "object": obj("a", "7")}],
-            aiohttp.ClientConnectionError("connection reset"),
+            httpx.RemoteProtocolError("connection reset"),
             KubeError(500, "InternalError", "etcd is restarting"),
             [{"type": "DELETED", "object": obj("a", "8")}],
         ],

@@ -77,3 +77,29 @@ def test_merge_patch_writes_only_what_differs() -> None:
     new = {"a": 1, "b": {"c": 2, "d": 4}, "added": [1]}
     assert merge_patch(old, new) == {"b": {"d": 4}, "added": [1], "gone": None}
     assert merge_patch(new, new) == {}
+
+
+def test_a_record_just_created_for_one_resource_is_claimed_for_the_others() -> None:
+    """Two members of one record set created at once: neither may take the other's record for unclaimed."""
+
+    class Ctx:
+        def cached_all(self, kind: str) -> list[dict[str, Any]]:
+            return []  # the owner has not labelled its record yet
+
+    kind = DNSRecordKind.__new__(DNSRecordKind)
+    kind.ctx = Ctx()  # type: ignore[assignment]
+    kind.created_for = {"rec-1": "uid-a"}
+    mine = DNSRecord.model_validate(
+        {
+            "metadata": {"name": "mx1", "uid": "uid-a"},
+            "spec": {"zoneRef": {"name": "z"}, "name": "a", "type": "MX", "content": "m"},
+        }
+    )
+    other = DNSRecord.model_validate(
+        {
+            "metadata": {"name": "mx2", "uid": "uid-b"},
+            "spec": {"zoneRef": {"name": "z"}, "name": "a", "type": "MX", "content": "m"},
+        }
+    )
+    assert kind._claimed_elsewhere(other) == {"rec-1"}
+    assert kind._claimed_elsewhere(mine) == set()
