@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -230,6 +231,20 @@ def kubectl_apply(plane: ControlPlane, directory: Path, extra: str = "") -> None
 
 
 async def run(bin_dir: Path, apply: Path, *, once: bool, timeout: float, drift: str, keep: bool) -> int:
+    """Run until every resource is Ready (`once`), or until SIGINT or SIGTERM; either way stop every process."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        return await _run(bin_dir, apply, once=once, timeout=timeout, drift=drift, keep=keep)
+    except asyncio.CancelledError:
+        print("\nstopped: API server, emulator and controller are gone", flush=True)
+        return 0
+
+
+async def _run(bin_dir: Path, apply: Path, *, once: bool, timeout: float, drift: str, keep: bool) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="kflare-dev-"))
     try:
         async with environment(bin_dir, workdir, drift) as (plane, emulator, _):

@@ -18,9 +18,6 @@ from app.kube.index import Ref
 from reconcilers.credentials import AccountLink, ready_account
 from reconcilers.lifecycle import ManagedKind
 
-# Cloudflare's rate plan IDs for the plan names of the spec.
-RATE_PLANS = {"free": "CF_FREE", "pro": "CF_PRO", "business": "CF_BIZ", "enterprise": "CF_ENT"}
-
 
 @dataclass(frozen=True)
 class ZoneLink:
@@ -88,7 +85,7 @@ class ZoneKind(ManagedKind[Zone, ZoneLink, CloudflareZone]):
             await client.request(
                 "PUT" if subscribed else "POST",
                 f"/zones/{observed.id}/subscription",
-                json={"rate_plan": {"id": RATE_PLANS[changes["plan"]]}, "frequency": "monthly"},
+                json={"rate_plan": {"id": changes["plan"]}, "frequency": "monthly"},
             )
             zone = await client.get_zone(observed.id)
         return zone

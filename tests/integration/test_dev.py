@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -66,3 +68,35 @@ spec:
     assert done.returncode == 1
     assert "wrong-account" in done.stdout
     assert "not all resources were Ready" in done.stderr
+
+
+def test_kflare_dev_stops_everything_on_sigterm(control_plane: ControlPlane) -> None:
+    kflare = Path(sys.executable).with_name("kflare")
+    proc = subprocess.Popen(
+        [str(kflare), "dev", "--bin-dir", str(control_plane.bin_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert proc.stdout is not None
+    workdir = ""
+    deadline = time.monotonic() + 120
+    for line in proc.stdout:  # read until the examples are Ready; the pipe never blocks the child for long
+        if "--kubeconfig" in line and not workdir:
+            workdir = line.split("--kubeconfig ")[1].split("/plane/")[0]
+        if ("www" in line and "Synced" in line) or time.monotonic() > deadline:
+            break
+    assert workdir, "kflare dev did not print its kubeconfig"
+    assert running_under(workdir), "the API server and etcd run from the working directory"
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
+    assert "stopped" in rest
+    assert running_under(workdir) == []
+    assert not Path(workdir).exists()
+
+
+def running_under(workdir: str) -> list[str]:
+    found = subprocess.run(["pgrep", "-f", workdir], capture_output=True, text=True, check=False)
+    return found.stdout.split()

@@ -389,3 +389,26 @@ async def test_a_reconcile_that_hangs_is_cut_by_the_reconcile_timeout(
         zone_id = (await kflare.get("Zone", "zone"))["status"]["cloudflareMetadata"]["zoneID"]
         assert [r["name"] for r in records(fresh_emulator, zone_id)] == ["slow.hang.example"]
         await kflare.cleanup()
+
+
+async def test_zone_plan_upgrade_applies_and_a_pending_downgrade_counts_as_applied(
+    controller: ControllerProcess, kflare: Kflare, fresh_emulator: EmulatorProcess
+) -> None:
+    zone_id = await kflare.ready_zone("plan.example")
+    await kflare.patch("Zone", "zone", {"spec": {"plan": "pro"}})
+    zone = await kflare.ready("Zone", "zone")
+    assert zone["status"]["cloudflareMetadata"]["plan"] == "pro"
+    assert cf(fresh_emulator, "GET", f"/zones/{zone_id}")["plan"]["legacy_id"] == "pro"
+
+    await kflare.patch("Zone", "zone", {"spec": {"plan": "free"}})
+    zone = await kflare.ready("Zone", "zone")
+    assert zone["status"]["cloudflareMetadata"]["plan"] == "pro"
+    assert zone["status"]["cloudflareMetadata"]["pendingPlan"] == "free"
+    since = time.time()
+    await kflare.patch("Zone", "zone", {"metadata": {"annotations": {"example.com/touched": "1"}}})
+
+    async def checked() -> bool:
+        return bool(fresh_emulator.calls(since=since, path=f"/zones/{zone_id}$"))
+
+    await eventually(checked, timeout=20, what="the zone to be read again")
+    assert fresh_emulator.calls(since=since, path="subscription") == [], "a pending plan is not bought again"

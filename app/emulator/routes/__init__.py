@@ -2,6 +2,6 @@
 
 from fastapi import APIRouter
 
-from app.emulator.routes import accounts, dns, tokens, zones
+from app.emulator.routes import accounts, dns, subscriptions, tokens, zones
 
-ROUTERS: tuple[APIRouter, ...] = (tokens.router, accounts.router, zones.router, dns.router)
+ROUTERS: tuple[APIRouter, ...] = (tokens.router, accounts.router, zones.router, subscriptions.router, dns.router)
