@@ -14,7 +14,7 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from app.controlplane import ControlPlane
-from tests.fixtures.kube import api_client_for
+from tests.fixtures.kube import api_client_for, metrics_reader, service_account_token
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
@@ -184,17 +184,9 @@ async def test_finalizer_holds_deletion_until_removed(widgets: client.CustomObje
 
 
 async def test_service_account_token_review_and_access_review(kube: ApiClient, namespace: str) -> None:
-    core, rbac = client.CoreV1Api(kube), client.RbacAuthorizationV1Api(kube)
-    await core.create_namespaced_service_account(
-        namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="scraper"))
-    )
-    issued = await core.create_namespaced_service_account_token(
-        "scraper",
-        namespace,
-        client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600)),
-    )
+    token = await service_account_token(kube, namespace, "scraper")
     review = await client.AuthenticationV1Api(kube).create_token_review(
-        client.V1TokenReview(spec=client.V1TokenReviewSpec(token=issued.status.token))
+        client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
     )
     assert review.status.authenticated is True
     user = review.status.user
@@ -213,25 +205,8 @@ async def test_service_account_token_review_and_access_review(kube: ApiClient, n
         return bool(sar.status.allowed)
 
     assert await may_get_metrics() is False
-    role = f"metrics-reader-{namespace}"
-    await rbac.create_cluster_role(
-        client.V1ClusterRole(
-            metadata=client.V1ObjectMeta(name=role),
-            rules=[client.V1PolicyRule(non_resource_urls=["/metrics"], verbs=["get"])],
-        )
-    )
-    await rbac.create_cluster_role_binding(
-        client.V1ClusterRoleBinding(
-            metadata=client.V1ObjectMeta(name=role),
-            role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=role),
-            subjects=[client.RbacV1Subject(kind="ServiceAccount", name="scraper", namespace=namespace)],
-        )
-    )
-    try:
-        await eventually(may_get_metrics, what="RBAC to allow get /metrics")
-    finally:
-        await rbac.delete_cluster_role_binding(role)
-        await rbac.delete_cluster_role(role)
+    async with metrics_reader(kube, namespace, "scraper"):  # waits until the authorizer agrees
+        assert await may_get_metrics() is True
 
 
 async def test_unprivileged_user_is_forbidden(control_plane: ControlPlane, namespace: str) -> None:

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import ssl
 import time
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 
 from app.controlplane import ControlPlane, free_port
@@ -25,7 +23,7 @@ from app.server import Listener
 from app.settings import Settings
 from tests.fixtures.controller import controller_process
 from tests.fixtures.emulator import EmulatorProcess
-from tests.helpers import eventually
+from tests.fixtures.kube import metrics_reader, service_account_token
 
 pytestmark = pytest.mark.integration
 
@@ -73,61 +71,6 @@ async def kube_client(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
         yield kube
     finally:
         await kube.close()
-
-
-async def service_account_token(api: ApiClient, namespace: str, name: str) -> str:
-    core = client.CoreV1Api(api)
-    with contextlib.suppress(client.exceptions.ApiException):
-        await core.create_namespaced_service_account(
-            namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=name))
-        )
-    issued = await core.create_namespaced_service_account_token(
-        name,
-        namespace,
-        client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600)),
-    )
-    token: str = issued.status.token
-    return token
-
-
-@contextlib.asynccontextmanager
-async def metrics_reader(api: ApiClient, namespace: str, service_account: str) -> AsyncIterator[None]:
-    """Bind the ServiceAccount to a ClusterRole that may get /metrics (as the chart's kflare-metrics-reader), and
-    wait until the authorizer says so."""
-    rbac = client.RbacAuthorizationV1Api(api)
-    role = f"metrics-reader-{namespace}-{uuid.uuid4().hex[:6]}"
-    await rbac.create_cluster_role(
-        client.V1ClusterRole(
-            metadata=client.V1ObjectMeta(name=role),
-            rules=[client.V1PolicyRule(non_resource_urls=["/metrics"], verbs=["get"])],
-        )
-    )
-    await rbac.create_cluster_role_binding(
-        client.V1ClusterRoleBinding(
-            metadata=client.V1ObjectMeta(name=role),
-            role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=role),
-            subjects=[client.RbacV1Subject(kind="ServiceAccount", name=service_account, namespace=namespace)],
-        )
-    )
-    try:
-
-        async def allowed() -> bool:
-            review = await client.AuthorizationV1Api(api).create_subject_access_review(
-                client.V1SubjectAccessReview(
-                    spec=client.V1SubjectAccessReviewSpec(
-                        user=f"system:serviceaccount:{namespace}:{service_account}",
-                        groups=["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
-                        non_resource_attributes=client.V1NonResourceAttributes(path="/metrics", verb="get"),
-                    )
-                )
-            )
-            return bool(review.status.allowed)
-
-        await eventually(allowed, what="RBAC to allow get /metrics")
-        yield
-    finally:
-        await rbac.delete_cluster_role_binding(role)
-        await rbac.delete_cluster_role(role)
 
 
 def bearer(token: str) -> dict[str, str]:
