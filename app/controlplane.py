@@ -12,6 +12,7 @@ import base64
 import datetime as dt
 import ipaddress
 import json
+import os
 import shutil
 import signal
 import socket
@@ -32,6 +33,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 BINARIES = ("kube-apiserver", "etcd", "kubectl", "helm")
+
+
+def bin_dir_from_env() -> Path | None:
+    """The directory of kube-apiserver and etcd named by K8S_TEST_BIN (what `make` passes) or KUBEBUILDER_ASSETS."""
+    for var in ("K8S_TEST_BIN", "KUBEBUILDER_ASSETS"):
+        value = os.environ.get(var)
+        if value and (Path(value) / "kube-apiserver").exists():
+            return Path(value)
+    return None
 
 
 class ControlPlaneError(RuntimeError):

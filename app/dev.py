@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import json
-import os
 import shutil
 import signal
 import subprocess
@@ -20,15 +18,15 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import yaml
 
 from app.api.crds import render_crds
 from app.api.registry import KINDS
-from app.controlplane import ControlPlane, ControlPlaneError
+from app.controlplane import ControlPlane, ControlPlaneError, bin_dir_from_env
+from app.emulator.process import EmulatorError, EmulatorProcess
 from app.kube.client import JSON, NAMESPACES, KubeClient, KubeError, ResourceType
 from app.server import Runtime
 from app.settings import Settings
@@ -41,10 +39,10 @@ CRDS = ResourceType(CRD_GROUP, "v1", "customresourcedefinitions", "CustomResourc
 
 
 def default_bin_dir() -> Path | None:
-    for var in ("K8S_TEST_BIN", "KUBEBUILDER_ASSETS"):
-        value = os.environ.get(var)
-        if value and (Path(value) / "kube-apiserver").exists():
-            return Path(value)
+    """The binaries from the environment, else from `hack/test-bins.sh` (which builds them the first time)."""
+    found = bin_dir_from_env()
+    if found is not None:
+        return found
     script = REPO / "hack" / "test-bins.sh"
     if script.exists():
         done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False, timeout=3600)
@@ -54,45 +52,13 @@ def default_bin_dir() -> Path | None:
     return None
 
 
-@dataclass
-class Emulator:
-    process: subprocess.Popen[str]
-    url: str
-    log: IO[str]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
-
-
-def start_emulator(workdir: Path) -> Emulator:
+def dev_emulator(workdir: Path) -> EmulatorProcess:
+    """The emulator, seeded with the account and token the examples use."""
     state = {
         "accounts": [{"id": DEV_ACCOUNT_ID, "name": "kflare dev account"}],
         "tokens": [{"name": "kflare-dev", "value": DEV_TOKEN, "permissions": ["*"]}],
     }
-    state_file = workdir / "emulator-state.json"
-    state_file.write_text(json.dumps(state))
-    log = (workdir / "emulator.log").open("w")
-    argv = [sys.executable, "-m", "app.cli", "emulator", "--port", "0", "--state", str(state_file)]
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True, cwd=REPO)
-    assert process.stdout is not None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        with contextlib.suppress(ValueError):
-            message = json.loads(line)
-            if "listening" in message:
-                return Emulator(process, f"{message['listening']}/client/v4", log)
-    process.kill()
-    raise RuntimeError(f"the emulator did not start; see {workdir / 'emulator.log'}")
+    return EmulatorProcess(state, workdir=workdir / "emulator")
 
 
 async def install_crds(kube: KubeClient) -> None:
@@ -186,13 +152,13 @@ def format_table(rows: list[tuple[str, str, str, str, str, str]]) -> str:
 @contextlib.asynccontextmanager
 async def environment(
     bin_dir: Path, workdir: Path, drift: str
-) -> AsyncIterator[tuple[ControlPlane, Emulator, Runtime]]:
+) -> AsyncIterator[tuple[ControlPlane, EmulatorProcess, Runtime]]:
     plane = ControlPlane(bin_dir=bin_dir, workdir=workdir / "plane")
     await asyncio.to_thread(plane.start)
-    emulator: Emulator | None = None
+    emulator: EmulatorProcess | None = None
     runtime: Runtime | None = None
     try:
-        emulator = await asyncio.to_thread(start_emulator, workdir)
+        emulator = await asyncio.to_thread(dev_emulator(workdir).start)
         kube = await KubeClient.connect(plane.kubeconfig_path)
         try:
             await install_crds(kube)
@@ -201,7 +167,7 @@ async def environment(
             await kube.close()
         settings = Settings(
             kubeconfig=plane.kubeconfig_path,
-            cloudflare_api_url=emulator.url,
+            cloudflare_api_url=emulator.base_url,
             health_probe_bind_address="0",
             metrics_bind_address="0",
             drift_check_interval=drift,
@@ -249,15 +215,14 @@ async def _run(bin_dir: Path, apply: Path, *, once: bool, timeout: float, drift:
     try:
         async with environment(bin_dir, workdir, drift) as (plane, emulator, _):
             print(f"kube-apiserver: {plane.host}  (kubectl --kubeconfig {plane.kubeconfig_path} get kflare -A)")
-            admin = emulator.url.removesuffix("/client/v4") + "/__emulator/calls"
-            print(f"Cloudflare emulator: {emulator.url}  (calls: {admin})")
+            print(f"Cloudflare emulator: {emulator.base_url}  (calls: {emulator.url}/__emulator/calls)")
             await asyncio.to_thread(kubectl_apply, plane, apply, dev_secret_manifest())
             kube = await KubeClient.connect(plane.kubeconfig_path)
             try:
                 return await watch(kube, once=once, timeout=timeout)
             finally:
                 await kube.close()
-    except (ControlPlaneError, RuntimeError, TimeoutError) as exc:
+    except (ControlPlaneError, EmulatorError, RuntimeError, TimeoutError) as exc:
         print(f"kflare dev: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.api.crds import render_crds
 from app.controlplane import ControlPlane, free_port
+from app.dev import default_bin_dir
 from tests.fixtures.emulator import EmulatorProcess
 
 CLOUDFLARE_SUSTAINED = 1200 / 300  # calls per second Cloudflare allows a token
@@ -126,9 +127,9 @@ def main() -> int:
     parser.add_argument("--drift", type=int, default=20, help="drift check interval in seconds")
     parser.add_argument("--secrets-mib", type=int, default=100)
     args = parser.parse_args()
-    bins = Path(
-        os.environ.get("K8S_TEST_BIN") or subprocess.check_output(["bash", "hack/test-bins.sh"], text=True).split()[-1]
-    )
+    bins = default_bin_dir()
+    if bins is None:
+        raise SystemExit("no kube-apiserver: run `make test-bins`")
     work = Path(tempfile.mkdtemp(prefix="kflare-bench-"))
     plane = ControlPlane.in_tempdir(bins)
     plane.start()

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import ValidationError
 
+from app.api.base import GROUP, VERSION
 from app.api.constants import (
     ADOPTED_ANNOTATION,
     ADOPTION_POLICY_ANNOTATION,
@@ -91,10 +92,6 @@ def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any
     return patch
 
 
-def describe_error(exc: CloudflareError) -> str:
-    return str(exc)
-
-
 class ManagedKind(ABC, Generic[R, L, ObservedT]):
     """A kind's part of the lifecycle. Subclasses set `model` and implement the Cloudflare calls."""
 
@@ -113,8 +110,6 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
 
     @classmethod
     def resource_type(cls) -> ResourceType:
-        from app.api.base import GROUP, VERSION
-
         info = cls.model.info
         return ResourceType(GROUP, VERSION, info.plural, info.kind, namespaced=info.namespaced)
 
@@ -286,22 +281,22 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         logger = self._log(key)
         if isinstance(exc, RateLimited):
             logger.warning("rate limited by Cloudflare: %s", exc)
-            await self._set_ready(raw, "False", Reason.API_ERROR, describe_error(exc))
+            await self._set_ready(raw, "False", Reason.API_ERROR, str(exc))
             return Outcome(requeue_after=max(1.0, exc.retry_after or 1.0))
         if isinstance(exc, Transient):
             logger.warning("Cloudflare call failed, will retry: %s", exc)
-            await self._set_ready(raw, "False", Reason.API_ERROR, describe_error(exc))
+            await self._set_ready(raw, "False", Reason.API_ERROR, str(exc))
             return Outcome(retry=True)
         if isinstance(exc, InvalidToken):
             logger.warning("Cloudflare rejected the token: %s", exc)
-            await self._set_ready(raw, "False", Reason.INVALID_TOKEN, describe_error(exc))
+            await self._set_ready(raw, "False", Reason.INVALID_TOKEN, str(exc))
             return Outcome.done()
         if isinstance(exc, Conflict | NotFound | Terminal):
             logger.warning("Cloudflare refused: %s", exc)
-            await self._set_ready(raw, "False", Reason.TERMINAL_ERROR, describe_error(exc))
+            await self._set_ready(raw, "False", Reason.TERMINAL_ERROR, str(exc))
             return Outcome.done()
         logger.warning("Cloudflare call failed: %s", exc)
-        await self._set_ready(raw, "False", Reason.API_ERROR, describe_error(exc))
+        await self._set_ready(raw, "False", Reason.API_ERROR, str(exc))
         return Outcome(retry=True)
 
     # ---- deletion ----------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.api import Zone
+from app.api.zone import ZoneMetadata
 from app.cloudflare.errors import NotFound
 from app.cloudflare.models import Zone as CloudflareZone
 from app.kube.client import JSON
@@ -94,8 +95,6 @@ class ZoneKind(ManagedKind[Zone, ZoneLink, CloudflareZone]):
         await link.account.client.delete_zone(object_id)
 
     def record(self, obj: Zone, observed: CloudflareZone | None, link: Any) -> None:
-        from app.api.zone import ZoneMetadata
-
         if observed is None:
             obj.status.cloudflare_metadata = None
             return

@@ -119,6 +119,12 @@ class Controller:
         metrics.WORKQUEUE_ADDS.labels(self.name, self.name).inc()
         metrics.WORKQUEUE_DEPTH.labels(self.name, self.name).set(self.queue.depth)
 
+    def _observe_queue(self) -> None:
+        busy = self.queue.processing_seconds()
+        metrics.WORKQUEUE_DEPTH.labels(self.name, self.name).set(self.queue.depth)
+        metrics.WORKQUEUE_UNFINISHED.labels(self.name, self.name).set(sum(busy))
+        metrics.WORKQUEUE_LONGEST.labels(self.name, self.name).set(max(busy, default=0.0))
+
     def start_informer(self) -> None:
         self.informer.start()
 
@@ -145,7 +151,7 @@ class Controller:
                 key = await self.queue.get()
             except ShutDown:
                 return
-            metrics.WORKQUEUE_DEPTH.labels(self.name, self.name).set(self.queue.depth)
+            self._observe_queue()
             metrics.WORKQUEUE_QUEUE_DURATION.labels(self.name, self.name).observe(self.queue.last_wait)
             metrics.ACTIVE_WORKERS.labels(self.name).inc()
             started = time.monotonic()
@@ -160,6 +166,7 @@ class Controller:
                 metrics.RECONCILE_TIME.labels(self.name).observe(elapsed)
                 metrics.WORKQUEUE_WORK_DURATION.labels(self.name, self.name).observe(elapsed)
                 self.queue.done(key)
+                self._observe_queue()
                 self._settle(key)
 
     async def _process(self, key: Key) -> None:

@@ -28,15 +28,6 @@ class ShutDown(Exception):
 
 
 @dataclass
-class QueueStats:
-    adds: int = 0
-    retries: int = 0
-    # When each queued key was added, for the queue-latency metric.
-    latency_seconds_total: float = 0.0
-    done: int = 0
-
-
-@dataclass
 class WorkQueue(Generic[K]):
     name: str
     base_delay: float = BASE_DELAY
@@ -52,7 +43,7 @@ class WorkQueue(Generic[K]):
     _getters: deque[asyncio.Future[None]] = field(default_factory=deque)
     _timer: asyncio.TimerHandle | None = None
     _shutdown: bool = False
-    stats: QueueStats = field(default_factory=QueueStats)
+    _started: dict[K, float] = field(default_factory=dict)
     last_wait: float = 0.0  # how long the key handed out by the last get() had waited
 
     def __len__(self) -> int:
@@ -62,17 +53,10 @@ class WorkQueue(Generic[K]):
     def depth(self) -> int:
         return len(self._queue)
 
-    @property
-    def in_flight(self) -> int:
-        return len(self._processing)
-
-    @property
-    def waiting(self) -> int:
-        return len(self._waiting_at)
-
-    def oldest_in_flight_age(self) -> float:
+    def processing_seconds(self) -> list[float]:
+        """How long each key handed out is being worked on (the queue's unfinished-work metrics)."""
         now = time.monotonic()
-        return max((now - self._added_at.get(k, now) for k in self._processing), default=0.0)
+        return [now - started for started in self._started.values()]
 
     def is_processing(self, key: K) -> bool:
         return key in self._processing
@@ -80,7 +64,6 @@ class WorkQueue(Generic[K]):
     def add(self, key: K) -> None:
         if self._shutdown or key in self._dirty:
             return
-        self.stats.adds += 1
         self._dirty.add(key)
         self._added_at.setdefault(key, time.monotonic())
         if key in self._processing:
@@ -106,7 +89,6 @@ class WorkQueue(Generic[K]):
         """Queue `key` after its back-off; each call before `forget` doubles it."""
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
-        self.stats.retries += 1
         delay = min(self.max_delay, self.base_delay * 2.0**failures)
         self.add_after(key, delay)
         return delay
@@ -131,15 +113,14 @@ class WorkQueue(Generic[K]):
         key = self._queue.popleft()
         self._processing.add(key)
         self._dirty.discard(key)
-        self.last_wait = time.monotonic() - self._added_at.get(key, time.monotonic())
+        now = time.monotonic()
+        self.last_wait = now - self._added_at.pop(key, now)
+        self._started[key] = now
         return key
 
     def done(self, key: K) -> None:
         self._processing.discard(key)
-        self.stats.done += 1
-        added = self._added_at.pop(key, None)
-        if added is not None:
-            self.stats.latency_seconds_total += time.monotonic() - added
+        self._started.pop(key, None)
         if key in self._dirty:
             self._added_at.setdefault(key, time.monotonic())
             self._queue.append(key)

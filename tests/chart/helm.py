@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from app.controlplane import bin_dir_from_env
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "chart" / "kflare"
 CRD_DIR = CHART / "templates" / "crds"
@@ -20,10 +22,9 @@ CRD_DIR = CHART / "templates" / "crds"
 
 def helm_binary() -> Path:
     """helm from the test binaries (K8S_TEST_BIN or KUBEBUILDER_ASSETS), as the control plane fixture finds them."""
-    for var in ("K8S_TEST_BIN", "KUBEBUILDER_ASSETS"):
-        value = os.environ.get(var)
-        if value and (Path(value) / "helm").exists():
-            return Path(value) / "helm"
+    bins = bin_dir_from_env()
+    if bins is not None and (bins / "helm").exists():
+        return bins / "helm"
     message = "no helm: set K8S_TEST_BIN (`make test` does) or KUBEBUILDER_ASSETS"
     if os.environ.get("CI"):
         pytest.fail(message)

@@ -10,7 +10,7 @@ from typing import Any
 
 import cloudflare
 
-from tests.fixtures.emulator import _kflare_command
+from app.emulator.process import kflare_command
 
 
 def _json_lines(path: Path) -> list[dict[str, Any]]:
@@ -21,7 +21,7 @@ def test_without_state_prints_its_account_and_token(tmp_path: Path) -> None:
     out = tmp_path / "out"
     with out.open("wb") as stdout:
         process = subprocess.Popen(
-            [*_kflare_command(), "emulator", "--port", "0"], stdout=stdout, stderr=subprocess.DEVNULL
+            [*kflare_command(), "emulator", "--port", "0"], stdout=stdout, stderr=subprocess.DEVNULL
         )
     try:
         deadline = time.monotonic() + 30
@@ -49,7 +49,7 @@ def test_invalid_state_is_refused(tmp_path: Path) -> None:
     state = tmp_path / "state.json"
     state.write_text(json.dumps({"tokens": [{"name": "t", "permissions": ["nope:read"]}]}))
     done = subprocess.run(
-        [*_kflare_command(), "emulator", "--port", "0", "--state", str(state)],
+        [*kflare_command(), "emulator", "--port", "0", "--state", str(state)],
         capture_output=True,
         timeout=30,
         check=False,
