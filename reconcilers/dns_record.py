@@ -1,8 +1,10 @@
 """DNSRecord: one record of a Zone, one of possibly several with the same name (a record set).
 
-Key for adoption: name and type; among several, the unclaimed one whose content (or data) matches, else the only
-one. The Cloudflare ID is recorded in status and in the `kflare.dev/record-id` label, so adoption never takes a
-record another DNSRecord owns.
+Key for adoption: name and type, and the content (or data): a record set (several MX, TXT, A... at one name) may hold
+records of others beside ours, so a record whose content differs from every existing one is created, not reported as
+already there. CNAME is the exception: a name holds at most one, so the unclaimed one is the one. The Cloudflare ID
+is recorded in the `kflare.dev/record-id` label and in status, so adoption never takes a record another DNSRecord
+owns.
 
 Compared fields and Cloudflare's defaults, so that nothing flaps: `ttl` unset means 1 (automatic, and always 1 on a
 proxied record); `proxied` unset means false and is always sent; `priority` is compared only when set; `comment`
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,10 +34,11 @@ from app.kube.client import JSON
 from app.kube.index import Ref
 from reconcilers.context import Context
 from reconcilers.credentials import AccountLink, ready_account
-from reconcilers.lifecycle import CREATE_INTENT_ANNOTATION, ManagedKind, NotReady
+from reconcilers.lifecycle import ManagedKind, NotReady
 
 HOST_TYPES = frozenset({"CNAME", "MX", "NS", "PTR"})
 PRIORITY_TYPES = frozenset({"MX", "SRV", "URI"})
+EXCLUSIVE_TYPES = frozenset({"CNAME"})  # a name holds at most one record of these types
 LISTING_TTL = 120.0  # a drift round's listing serves the records checked within this long
 FIND_TTL = 30.0  # a listing this recent answers adoption lookups (kflare's own writes keep it current)
 
@@ -208,37 +212,46 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
             self.listings.update(link.zone_id, None, object_id)
             return None
 
-    def _claimed_elsewhere(self, obj: DNSRecord) -> set[str]:
-        """IDs of records other DNSRecords own, in any namespace."""
-        claimed: set[str] = set()
-        for other in self.ctx.cached_all(self.kind):
-            meta = other["metadata"]
-            if meta.get("uid") == obj.metadata.uid:
-                continue
-            label = (meta.get("labels") or {}).get(RECORD_ID_LABEL)
-            status_id = ((other.get("status") or {}).get("cloudflareMetadata") or {}).get("recordID")
-            claimed.update(i for i in (label, status_id) if i)
-        claimed.update(record_id for record_id, uid in self.created_for.items() if uid != obj.metadata.uid)
-        return claimed
+    def _claimed_elsewhere(self, record_id: str, obj: DNSRecord) -> bool:
+        """Whether another DNSRecord (in any namespace) owns the record, or is creating it in this process."""
+        owner = self.created_for.get(record_id)
+        return (owner is not None and owner != obj.metadata.uid) or self.claimed_by_other(record_id, obj)
 
     async def find(self, link: RecordLink, obj: DNSRecord) -> CloudflareRecord | None:
         spec = obj.spec
         name = fqdn(spec.name, link.zone_name)
-        claimed = self._claimed_elsewhere(obj)
-        if CREATE_INTENT_ANNOTATION in obj.metadata.annotations:
+        intent = self.pending_intent(obj)
+        wanted = self._content_key(obj)
+        if intent is not None:
+            # What was sent then, not what the spec says now: it may have changed while the controller was down.
+            wanted = json.loads(intent["match"]) if "match" in intent else wanted
             # A create may have reached Cloudflare just before a crash or a timeout: ask Cloudflare, not a listing.
             filters = {"type": spec.type, "name.exact": name}
             candidates = [r async for r in link.client.list_dns_records(link.zone_id, filters=filters)]
         else:
             candidates = list((await self.listings.recent(link.client, link.zone_id)).values())
-        candidates = [r for r in candidates if r.id not in claimed and r.name.lower() == name and r.type == spec.type]
+        candidates = [
+            r
+            for r in candidates
+            if r.name.lower() == name and r.type == spec.type and not self._claimed_elsewhere(r.id, obj)
+        ]
         for record in candidates:
-            if spec.data is not None:
-                if _data_matches(spec.data, record.data):
+            if "data" in wanted:
+                if _data_matches(wanted["data"], record.data):
                     return record
-            elif normal_content(spec.type, record.content) == normal_content(spec.type, spec.content):
+            elif normal_content(spec.type, record.content) == wanted["content"]:
                 return record
-        return candidates[0] if len(candidates) == 1 else None
+        return candidates[0] if spec.type in EXCLUSIVE_TYPES and len(candidates) == 1 else None
+
+    @staticmethod
+    def _content_key(obj: DNSRecord) -> dict[str, Any]:
+        spec = obj.spec
+        if spec.data is not None:
+            return {"data": spec.data}
+        return {"content": normal_content(spec.type, spec.content)}
+
+    def intent_match(self, obj: DNSRecord) -> str | None:
+        return json.dumps(self._content_key(obj), sort_keys=True)
 
     def desired(self, obj: DNSRecord, zone_name: str) -> dict[str, Any]:
         spec = obj.spec

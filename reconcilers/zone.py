@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.api import Zone
+from app.api.constants import ZONE_ID_LABEL
 from app.api.zone import ZoneMetadata
 from app.cloudflare.errors import NotFound
 from app.cloudflare.models import Zone as CloudflareZone
@@ -27,6 +28,7 @@ class ZoneLink:
 
 class ZoneKind(ManagedKind[Zone, ZoneLink, CloudflareZone]):
     model = Zone
+    claim_label = ZONE_ID_LABEL
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:

@@ -21,7 +21,7 @@ from app.kube.controller import Controller, Observer, Outcome, Reconciler
 from app.kube.drift import DriftScheduler, Member
 from app.kube.events import EventRecorder
 from app.kube.index import DependencyIndex, Ref
-from app.kube.informer import EventType, Informer, Key, key_of
+from app.kube.informer import EventType, Indexer, Informer, Key, key_of
 from app.kube.leader import LeaderElector
 from app.kube.secrets import SecretWatcher
 
@@ -36,6 +36,9 @@ class KindReconciler(Reconciler, Protocol):
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]: ...
+
+    @classmethod
+    def indexes(cls) -> dict[str, Indexer]: ...
 
 
 @dataclass
@@ -86,6 +89,8 @@ class Manager:
         controller = Controller(
             self.kube, rt, registration.reconciler, workers=self.workers, reconcile_timeout=self.reconcile_timeout
         )
+        for name, indexer in registration.reconciler.indexes().items():
+            controller.informer.add_index(name, indexer)
         controller.informer.add_handler(self._indexer(rt.kind, registration))
         controller.observers.append(self._observer(rt.kind, registration))
         self.controllers[rt.kind] = controller
