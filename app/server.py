@@ -72,6 +72,7 @@ class Runtime:
             kube=self.kube,
             recorder=self.manager.recorder,
             secrets=self.manager.secrets,
+            configmaps=self.manager.configmaps,
             index=self.manager.index,
             cloudflare=lambda token: session.client(token),
             default_deletion_policy=s.default_deletion_policy.value,

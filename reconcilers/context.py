@@ -10,14 +10,15 @@ from app.kube.client import JSON, KubeClient
 from app.kube.events import EventRecorder
 from app.kube.index import DependencyIndex, Ref
 from app.kube.informer import Informer
-from app.kube.secrets import SecretWatcher
+from app.kube.referenced import ReferencedObjects
 
 
 @dataclass
 class Context:
     kube: KubeClient
     recorder: EventRecorder
-    secrets: SecretWatcher
+    secrets: ReferencedObjects
+    """The Secrets resources reference (tokens, binding values): watched one by one, and only those."""
     index: DependencyIndex
     cloudflare: Callable[[str], CloudflareClient]
     """A client for an API token; one per token, sharing the process's connection pool and the token's budget."""
@@ -27,6 +28,8 @@ class Context:
     enqueue: Callable[[Ref], None] = lambda _: None
     """Queue an object of any kind for reconciling."""
     own_write: Callable[[str, JSON], None] = lambda kind, obj: None
+    configmaps: ReferencedObjects | None = None
+    """The ConfigMaps resources reference (a Worker's script), like the Secrets."""
     """Tell the kind's controller that this object is the result of a write the current reconcile made."""
 
     def cached(self, kind: str, name: str, namespace: str | None = None) -> JSON | None:

@@ -15,7 +15,7 @@ from app.api.constants import Reason
 from app.cloudflare.client import CloudflareClient
 from app.kube.client import JSON
 from reconcilers.context import Context
-from reconcilers.lifecycle import RETRY_PARENT, NotReady
+from reconcilers.lifecycle import RETRY_PARENT, NotReady, can_serve
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,10 @@ async def ready_account(ctx: Context, name: str) -> AccountLink:
             parent_gone=True,
         )
     account = CloudflareAccount.model_validate(raw)
-    # An account being deleted waits (InUse) for its dependants, which need its token to clean up.
-    if not account.status.ready and not account.metadata.deleting:
+    # An account being deleted waits (InUse) for its dependants, which need its token to clean up. One whose last
+    # check failed for a passing reason, after it had been validated, still serves.
+    serving = can_serve(raw) and account.status.account_name is not None
+    if not (account.status.ready or serving) and not account.metadata.deleting:
         raise NotReady(Reason.ACCOUNT_NOT_READY, f"CloudflareAccount {name} is not Ready", requeue_after=RETRY_PARENT)
     try:
         token = await read_token(ctx, account)

@@ -83,6 +83,16 @@ class NotReady(Exception):
         self.parent_gone = parent_gone
 
 
+def can_serve(raw: JSON) -> bool:
+    """Whether a parent can serve its children: Ready, or not Ready only because its last look at Cloudflare failed
+    for a passing reason (a 5xx, a timeout, a 429). Children then keep going, and keep their state: a parent's
+    transient error never cascades into status writes and Events on everything below it."""
+    for condition in (raw.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return bool(condition.get("status") == "True" or condition.get("reason") == Reason.API_ERROR)
+    return False
+
+
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """The RFC 7386 merge patch that turns `old` into `new`."""
     patch: dict[str, Any] = {}
@@ -107,6 +117,8 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     ready_message: ClassVar[str] = "in sync with Cloudflare"
     creates: ClassVar[bool] = True
     """False for kinds whose Cloudflare object kflare never creates or deletes (CloudflareAccount)."""
+    concurrency: ClassVar[int | None] = None
+    """Reconciles in flight at once, when the kind needs more than the manager's default (batched writes)."""
     claim_label: ClassVar[str] = "kflare.dev/cloudflare-id"
     """A label recording the Cloudflare ID on the resource, so adoption skips objects other resources own and a
     crash between the claim and the status write loses nothing."""
@@ -125,6 +137,18 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     def parents_of(cls, raw: JSON) -> list[Ref]:
         """The objects this one references (from the raw object: called on every watch event)."""
         return []
+
+    @classmethod
+    def serving_state(cls, raw: JSON) -> Any:
+        """What children read of this object: its spec, its status but the conditions, whether it can serve them
+        and whether it is being deleted. Children are enqueued when this changes, not on every status echo."""
+        status = {k: v for k, v in (raw.get("status") or {}).items() if k != "conditions"}
+        return (
+            json.dumps(raw.get("spec"), sort_keys=True),
+            json.dumps(status, sort_keys=True),
+            can_serve(raw),
+            bool(raw["metadata"].get("deletionTimestamp")),
+        )
 
     @classmethod
     def drift_group(cls, raw: JSON) -> str | None:
@@ -248,7 +272,9 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         meta = obj.metadata
         if meta.deleting:
             return await self._delete(raw, obj, key)
-        if FINALIZER not in meta.finalizers:
+        if FINALIZER not in meta.finalizers and (not self.creates or self.current_id(obj)):
+            # A resource that holds nothing in Cloudflare yet gets its finalizer with its first write (the create
+            # intent or the claim), which saves a Kubernetes write per new resource in a bulk apply.
             raw = await self._patch_meta(raw, finalizers=[*meta.finalizers, FINALIZER])
             obj = self.model.model_validate(raw)  # type: ignore[assignment]
         if self._paused(obj):
@@ -323,20 +349,29 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         match = self.intent_match(obj)
         if match is not None:
             intent["match"] = match
-        raw = await self._patch_meta(raw, annotations={CREATE_INTENT_ANNOTATION: json.dumps(intent, sort_keys=True)})
+        raw = await self._patch_meta(
+            raw,
+            finalizers=self._with_finalizer(raw),
+            annotations={CREATE_INTENT_ANNOTATION: json.dumps(intent, sort_keys=True)},
+        )
         created = await self.create(link, obj)
         logger.info("created", extra={"id": self.id_of(created)})
         return await self._claim(raw, obj, created, link, adopted=False), created
 
     async def _claim(self, raw: JSON, obj: R, observed: ObservedT, link: L, *, adopted: bool) -> JSON:
-        """Make the object this resource's: the claim and how it was made in one metadata write, then the status."""
-        raw = await self._patch_meta(
+        """Make the object this resource's: the claim and how it was made, in one metadata write. The status
+        (the ID, Ready) follows at the end of the reconcile; until then the label is the record of the claim."""
+        return await self._patch_meta(
             raw,
+            finalizers=self._with_finalizer(raw),
             labels={self.claim_label: self.id_of(observed)},
             annotations={CREATE_INTENT_ANNOTATION: None, ADOPTED_ANNOTATION: "true" if adopted else None},
         )
-        self.record(obj, observed, link)
-        return await self._write_status(raw, obj.status.to_wire())
+
+    @staticmethod
+    def _with_finalizer(raw: JSON) -> list[str] | None:
+        finalizers = list(raw["metadata"].get("finalizers") or [])
+        return None if FINALIZER in finalizers else [*finalizers, FINALIZER]
 
     async def _cloudflare_failed(self, raw: JSON, key: Key, exc: CloudflareError) -> Outcome:
         logger = self._log(key)

@@ -16,5 +16,10 @@ def register_all(manager: Manager, ctx: Context) -> None:
     for kind in KINDS:
         reconciler = kind(ctx)
         manager.register(
-            Registration(reconciler, drift_group=reconciler.drift_group, open_drift_round=reconciler.open_drift_round)
+            Registration(
+                reconciler,
+                drift_group=reconciler.drift_group,
+                open_drift_round=reconciler.open_drift_round,
+                workers=reconciler.concurrency,
+            )
         )

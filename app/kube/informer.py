@@ -71,7 +71,9 @@ class Informer:
         return [self.cache[k] for k in sorted(keys) if k in self.cache]
 
     def put(self, obj: JSON) -> None:
-        """Store `obj` in the cache (a watch event, or the reply of the controller's own write)."""
+        """Store `obj` in the cache (a watch event, or the reply of the controller's own write), without its
+        `managedFields`: nothing reads them, and they are often the larger part of an object."""
+        obj.get("metadata", {}).pop("managedFields", None)
         key = key_of(obj)
         self._unindex(key)
         self.cache[key] = obj
@@ -142,6 +144,7 @@ class Informer:
                 # LIST items carry no kind; handlers and reconcilers want self-describing objects.
                 obj.setdefault("kind", self.rt.kind)
                 obj.setdefault("apiVersion", self.rt.api_version)
+                obj.get("metadata", {}).pop("managedFields", None)
                 items[key_of(obj)] = obj
             cont = page.get("metadata", {}).get("continue") or ""
             if not cont:
