@@ -141,12 +141,19 @@ async def test_an_echo_that_arrives_before_the_writes_reply_calls_for_no_reconci
 def create_with_intent() -> list[JSON]:
     """What one reconcile of a create writes, in order: the finalizer, the intent annotation, the status with the
     Cloudflare ID, the intent's removal. Each echo but the last differs from the object the reconcile ends with."""
-    finalizer = {"finalizers": ["kflare.dev/finalizer"]}
+    finalizers = ["kflare.dev/finalizer"]
     return [
-        obj("a", 5, generation=2, **finalizer),
-        obj("a", 6, generation=2, annotations={"kflare.dev/create-intent": "1"}, **finalizer),
-        obj("a", 7, generation=2, annotations={"kflare.dev/create-intent": "1"}, status={"id": "r1"}, **finalizer),
-        obj("a", 8, generation=2, annotations={}, status={"id": "r1"}, **finalizer),
+        obj("a", 5, generation=2, finalizers=finalizers),
+        obj("a", 6, generation=2, annotations={"kflare.dev/create-intent": "1"}, finalizers=finalizers),
+        obj(
+            "a",
+            7,
+            generation=2,
+            annotations={"kflare.dev/create-intent": "1"},
+            status={"id": "r1"},
+            finalizers=finalizers,
+        ),
+        obj("a", 8, generation=2, annotations={}, status={"id": "r1"}, finalizers=finalizers),
     ]
 
 
