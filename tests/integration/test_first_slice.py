@@ -3,7 +3,6 @@ the real API server, the emulator."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import subprocess
@@ -153,12 +152,16 @@ async def test_drift_in_cloudflare_is_corrected(
         await kflare.ready("DNSRecord", f"more{i}")
     since = time.time()
 
-    async def a_round() -> list[dict[str, Any]]:
-        calls = fresh_emulator.calls(since=since, method="GET", path="/dns_records")
-        return calls if any(c["path"].endswith("/dns_records") for c in calls) else []
+    async def rounds() -> list[dict[str, Any]]:
+        calls = fresh_emulator.calls(since=since, path="/dns_records")
+        listings = [i for i, c in enumerate(calls) if c["method"] == "GET" and c["path"].endswith("/dns_records")]
+        return calls[: listings[2] + 1] if len(listings) >= 3 else []
 
-    calls = await eventually(a_round, timeout=20, what="a drift round listing the zone")
-    assert [c["path"] for c in calls if not c["path"].endswith("/dns_records")] == []
+    # Everything up to the third listing: two whole rounds and whatever went before the first.
+    calls = await eventually(rounds, timeout=30, what="three drift rounds listing the zone")
+    assert {(c["method"], c["path"]) for c in calls} == {("GET", f"/client/v4/zones/{zone_id}/dns_records")}, (
+        "a drift round reads the zone's records in one listing; it neither GETs records one by one nor writes"
+    )
 
 
 async def test_record_deleted_in_cloudflare_is_recreated(
@@ -310,22 +313,39 @@ async def test_cloudflare_faults_map_to_reasons(
     controller: ControllerProcess, kflare: Kflare, fresh_emulator: EmulatorProcess
 ) -> None:
     zone_id = await kflare.ready_zone("faults.example")
-    fault = fresh_emulator.fault(r"^POST /client/v4/zones/\w+/dns_records$", "status", status=503)
+    # Every way a record reaches Cloudflare: one at a time or in a batch.
+    fault = fresh_emulator.fault(r"^POST /client/v4/zones/\w+/dns_records(/batch)?$", "status", status=503)
     await kflare.make_record("flaky", "zone", name="flaky.faults.example", type="A", content="192.0.2.1")
     await kflare.ready("DNSRecord", "flaky", reason="APIError", status="False")
+    assert [f["fired"] > 0 for f in fresh_emulator.faults() if f["id"] == fault] == [True], "the 503 was answered"
+    assert records(fresh_emulator, zone_id) == []
     fresh_emulator.delete_fault(fault)
     await kflare.ready("DNSRecord", "flaky", reason="Synced")  # retried with back-off until the fault ran out
 
-    await kflare.make_record("bad", "zone", name="bad.faults.example", type="A", content="192.0.2.300")
-    await kflare.ready("DNSRecord", "bad", reason="TerminalError", status="False")
+    # The model accepts a TTL of 30 s (paid plans allow it); Cloudflare refuses it on a Free zone, whose TTLs
+    # start at 60 s. Only Cloudflare can say no here.
     since = time.time()
-    await asyncio.sleep(0)
+    await kflare.make_record("bad", "zone", name="bad.faults.example", type="A", content="192.0.2.2", ttl=30)
+    bad = await kflare.ready("DNSRecord", "bad", reason="TerminalError", status="False")
+    assert "9021" in bad["status"]["conditions"][0]["message"], "Cloudflare's refusal (invalid TTL) is in the status"
+    refused_at = time.time()
+    refusals = [c for c in fresh_emulator.calls(since=since, method="POST") if c["status"] == 400]
+    assert len(refusals) >= 1, "Cloudflare was asked, and refused"
 
-    async def settled() -> bool:
-        return len(fresh_emulator.calls(since=since, path="bad")) == 0
+    # Not retried: while the controller goes on creating another record and drift rounds pass, Cloudflare is not
+    # asked again for the refused one (a retry with back-off would be, within milliseconds).
+    await kflare.make_record("after", "zone", name="after.faults.example", type="A", content="192.0.2.3")
+    await kflare.ready("DNSRecord", "after", reason="Synced")
 
-    await eventually(settled, timeout=5, what="no retries of a terminal error")
-    assert [r["name"] for r in records(fresh_emulator, zone_id)] == ["flaky.faults.example"]
+    async def two_rounds() -> bool:
+        listings = fresh_emulator.calls(since=refused_at, method="GET", path=r"/dns_records$")
+        return len(listings) >= 2
+
+    await eventually(two_rounds, timeout=20, what="two drift rounds after the refusal")
+    assert [c for c in fresh_emulator.calls(since=refused_at) if c["status"] == 400] == []
+    held = sorted(r["name"] for r in records(fresh_emulator, zone_id))
+    assert held == ["after.faults.example", "flaky.faults.example"]
+    assert (await kflare.get("DNSRecord", "bad"))["status"]["conditions"][0]["reason"] == "TerminalError"
 
 
 async def test_deleting_everything_at_once_cleans_up_in_any_order(
