@@ -11,7 +11,7 @@ import pytest
 from app.kube.client import JSON, SECRETS, ResourceType
 from app.kube.controller import Outcome
 from app.kube.index import Ref
-from app.kube.informer import Key
+from app.kube.informer import Indexer, Key
 from app.kube.manager import Manager, Registration
 from tests.unit.kube.feed import FeedKube, obj, until
 
@@ -40,6 +40,15 @@ class Kind:
         if "secret" in spec:
             refs.append(Ref("Secret", namespace, spec["secret"]))
         return refs
+
+    @classmethod
+    def indexes(cls) -> dict[str, Indexer]:
+        return {}
+
+    @classmethod
+    def serving_state(cls, raw: JSON) -> object:
+        """What children read: here its generation and spec, not its status."""
+        return raw["metadata"].get("generation"), repr(raw.get("spec"))
 
     async def reconcile(self, key: Key) -> Outcome:
         self.log.append((self.rt.kind, key))
@@ -92,6 +101,25 @@ async def test_a_parents_change_reaches_its_children_only(
     kube.push(PARENTS, "MODIFIED", obj("p", 5, generation=2))
     await until(lambda: len(log) >= 3, "the parent and its children")
     assert sorted(log) == [("Child", ("ns", "c1")), ("Child", ("ns", "c2")), ("Parent", ("ns", "p"))]
+
+
+async def test_a_parents_status_echo_reaches_no_child(world: tuple[FeedKube, Manager, list[tuple[str, Key]]]) -> None:
+    """A parent's status write (its Ready flipping for a passing Cloudflare error, or the echo of its own write)
+    changes nothing its children read: they are not enqueued."""
+    kube, _, log = world
+    del log[:]
+    changed = obj("p", 6)
+    changed["status"] = {"conditions": [{"type": "Ready", "status": "False", "reason": "APIError"}]}
+    kube.push(PARENTS, "MODIFIED", changed)
+    # A change of an unrelated child, queued after anything the status change would have enqueued (one worker).
+    unrelated = obj("o", 8, generation=2)
+    unrelated["spec"] = {}
+    kube.push(CHILDREN, "MODIFIED", unrelated)
+    await until(lambda: ("Child", ("ns", "o")) in log, "the unrelated child's reconcile")
+    assert log == [("Child", ("ns", "o"))]
+    kube.push(PARENTS, "MODIFIED", obj("p", 9, generation=3))
+    await until(lambda: len(log) >= 3, "the children, for the parent's generation change")
+    assert sorted(key for kind, key in log[1:] if kind == "Child") == [("ns", "c1"), ("ns", "c2")]
 
 
 async def test_a_childs_deletion_reaches_its_parent(world: tuple[FeedKube, Manager, list[tuple[str, Key]]]) -> None:
