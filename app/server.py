@@ -76,6 +76,7 @@ class Runtime:
             index=self.manager.index,
             cloudflare=lambda token: session.client(token),
             default_deletion_policy=s.default_deletion_policy.value,
+            dns_batch_size=s.dns_batch_size,
             informer_of=self.manager.informer_of,
             enqueue=self.manager.enqueue,
             own_write=self.manager.note_own_write,

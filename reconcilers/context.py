@@ -23,6 +23,8 @@ class Context:
     cloudflare: Callable[[str], CloudflareClient]
     """A client for an API token; one per token, sharing the process's connection pool and the token's budget."""
     default_deletion_policy: str = "delete"
+    dns_batch_size: int = 0
+    """DNS writes of a zone per call; 0: the plan's cap."""
     informer_of: Callable[[str], Informer | None] = lambda _: None
     """The cache of a kind, by kind name (the manager makes new ones each time this process becomes leader)."""
     enqueue: Callable[[Ref], None] = lambda _: None

@@ -223,7 +223,7 @@ class Batches:
 
     applied: Callable[[str, OpKind, Mapping[str, Any], DNSRecord | None], None] = lambda zone, kind, body, rec: None
 
-    def of(self, client: CloudflareClient, zone_id: str, plan: str | None) -> ZoneBatcher:
+    def of(self, client: CloudflareClient, zone_id: str, plan: str | None, size: int | None = None) -> ZoneBatcher:
         key = (zone_id, client.fingerprint)
         batcher = self.batchers.get(key)
         if batcher is None:
@@ -233,5 +233,5 @@ class Batches:
 
             batcher = self.batchers[key] = ZoneBatcher(client, zone_id, applied)
         batcher.client = client  # the newest client of the token (the session may have been renewed)
-        batcher.limit = ops_per_call(plan)
+        batcher.limit = min(size, ops_per_call(plan)) if size else ops_per_call(plan)
         return batcher

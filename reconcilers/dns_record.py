@@ -253,7 +253,7 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         return created
 
     def _batcher(self, link: RecordLink) -> ZoneBatcher:
-        return self.batches.of(link.client, link.zone_id, link.plan)
+        return self.batches.of(link.client, link.zone_id, link.plan, self.ctx.dns_batch_size or None)
 
     def _applied(self, zone_id: str, kind: str, body: Mapping[str, Any], record: CloudflareRecord | None) -> None:
         """Cloudflare applied a write, perhaps after its reconcile stopped waiting: the listing shows it at once."""

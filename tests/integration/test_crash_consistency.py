@@ -6,6 +6,10 @@ in flight: between "sent to Cloudflare" and its answer, between "created in Clou
 between a delete and the finalizer's removal, and everywhere else. Every kill is checked to have landed so: the
 process it ended had written to Cloudflare, and work was left for the next one. After a last, undisturbed run, the
 emulator must hold exactly the records the manifests describe.
+
+Two variants: writes sent one by one (`--dns-batch-size=1`), killed after a random number of them; and writes
+batched per zone, killed while a batch is in flight at Cloudflare, or while the claims and statuses of its records
+are being written to Kubernetes (after its answer, or after the recovery that finds what a killed batch created).
 """
 
 from __future__ import annotations
@@ -38,6 +42,12 @@ def write_count(emulator: EmulatorProcess, since: float) -> int:
     return sum(c["status"] is not None for c in writes)
 
 
+async def interrupted_creates(kflare: Kflare) -> int:
+    """DNSRecords whose create intent is still on them: a kill came between the intent and the claim."""
+    listing = await kflare.objects.list_namespaced_custom_object(GROUP, VERSION, kflare.namespace, "dnsrecords")
+    return sum("kflare.dev/create-intent" in (i["metadata"].get("annotations") or {}) for i in listing["items"])
+
+
 async def unfinished(kflare: Kflare) -> int:
     """DNSRecords the controller still has work on: deleted but not gone, or not Ready for their generation."""
     listing = await kflare.objects.list_namespaced_custom_object(GROUP, VERSION, kflare.namespace, "dnsrecords")
@@ -53,34 +63,55 @@ async def unfinished(kflare: Kflare) -> int:
     return left
 
 
+def in_flight(emulator: EmulatorProcess, since: float) -> int:
+    """Cloudflare writes sent since `since` and not answered yet."""
+    writes = [c for c in emulator.calls(since=since) if c["method"] in ("POST", "PATCH", "PUT", "DELETE")]
+    return sum(c["status"] is None for c in writes)
+
+
 async def run_with_kills(
-    plane: ControlPlane, emulator: EmulatorProcess, workdir: Path, rng: random.Random, kflare: Kflare
-) -> None:
-    """Start and SIGKILL the controller KILLS_PER_PHASE times, each after a random number of Cloudflare writes,
-    drawn so that the work left outlasts the kills. Fails if a kill landed on a controller that had not written to
-    Cloudflare, or that had finished its work: every kill interrupts writes in progress."""
+    plane: ControlPlane, emulator: EmulatorProcess, workdir: Path, rng: random.Random, kflare: Kflare, batched: bool
+) -> int:
+    """Start and SIGKILL the controller KILLS_PER_PHASE times, drawn so that the work left outlasts the kills.
+    One by one: each kill after a random number of Cloudflare writes. Batched: a kill while a batch is in flight,
+    or once a random number of its records have been written back. Fails if a kill landed on a controller that had
+    not written to Cloudflare, or that had finished its work: every kill interrupts writes in progress."""
+    interrupted = 0
     for kill in range(KILLS_PER_PHASE):
         before = await unfinished(kflare)
         assert before > 0, f"kill {kill}: no work left before it"
         target = rng.randint(1, max(1, before // (2 * (KILLS_PER_PHASE - kill))))
         since = time.time()
-        proc = ControllerProcess(plane, emulator, workdir).start()
+        proc = ControllerProcess(plane, emulator, workdir, *([] if batched else ["--dns-batch-size=1"])).start()
         try:
+            if not batched:
 
-            async def written(target: int = target, since: float = since) -> bool:
-                return write_count(emulator, since) >= target
+                async def landed(target: int = target, since: float = since) -> bool:
+                    return write_count(emulator, since) >= target
 
-            await eventually(written, timeout=30, interval=0.02, what=f"kill {kill}: {target} Cloudflare writes")
+                what = f"kill {kill}: {target} Cloudflare writes"
+            else:
+                # A batch in flight, or part of the work written back (after a batch's answer; or recovered with no
+                # write at all, when an earlier kill's batch had reached Cloudflare), whichever comes first.
+                async def landed(target: int = target, since: float = since, before: int = before) -> bool:
+                    return in_flight(emulator, since) > 0 or before - await unfinished(kflare) >= target
+
+                what = f"kill {kill}: a batch in flight or {target} records written back"
+            await eventually(landed, timeout=30, interval=0.02, what=what)
             proc.kill()
         finally:
             proc.stop()
-        made = write_count(emulator, since)
+        made = write_count(emulator, since) + in_flight(emulator, since)
         after = await unfinished(kflare)
-        assert made >= target >= 1, f"kill {kill}: the controller made {made} writes, not {target}"
+        assert made >= 1 or batched, f"kill {kill}: the controller had not written to Cloudflare"
         assert after > 0, f"kill {kill} after {made} writes landed on an idle controller: its work was done"
+        interrupted += await interrupted_creates(kflare)
+    return interrupted
 
 
+@pytest.mark.parametrize("batched", [False, True], ids=["one-by-one", "batched"])
 async def test_sigkill_while_creating_updating_and_deleting(
+    batched: bool,
     control_plane: ControlPlane,
     fresh_emulator: EmulatorProcess,
     kflare_crds: None,
@@ -99,19 +130,21 @@ async def test_sigkill_while_creating_updating_and_deleting(
     for i in range(RECORDS):
         await kflare.make_record(f"r{i}", "zone", name=name(i), type="A", content=f"192.0.2.{i + 1}")
 
-    await run_with_kills(control_plane, fresh_emulator, tmp_path, rng, kflare)
+    interrupted = await run_with_kills(control_plane, fresh_emulator, tmp_path, rng, kflare, batched)
+    # The window that matters most was hit: killed after the create was sent, before its claim was written.
+    assert interrupted > 0, "no kill landed between a create intent and its claim"
 
     updated = range(0, RECORDS, 2)
     for i in updated:
         await kflare.patch("DNSRecord", f"r{i}", {"spec": {"content": f"198.51.100.{i + 1}"}})
 
-    await run_with_kills(control_plane, fresh_emulator, tmp_path, rng, kflare)
+    await run_with_kills(control_plane, fresh_emulator, tmp_path, rng, kflare, batched)
 
     deleted = set(range(1, RECORDS, 2))
     for i in deleted:
         await kflare.delete("DNSRecord", f"r{i}")
 
-    await run_with_kills(control_plane, fresh_emulator, tmp_path, rng, kflare)
+    await run_with_kills(control_plane, fresh_emulator, tmp_path, rng, kflare, batched)
 
     expected = sorted(
         (name(i), f"198.51.100.{i + 1}" if i % 2 == 0 else f"192.0.2.{i + 1}")
