@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Request
 
@@ -14,10 +14,13 @@ from app.emulator.ratelimit import Limits, RateLimiter
 from app.emulator.seed import DEFAULT_STATE, apply_seed, dump_state
 from app.emulator.state import Store
 
+if TYPE_CHECKING:
+    from app.emulator.collection import Kind
+
 
 class Emulator:
-    def __init__(self, limits: Limits) -> None:
-        self.store = Store()
+    def __init__(self, limits: Limits, kinds: Sequence[Kind]) -> None:
+        self.store = Store(kinds)
         self.limiter = RateLimiter(limits)
         self.faults = Faults()
         self.calls = CallLog()

@@ -1,0 +1,11 @@
+"""Every object type the emulator serves, one module each (see :mod:`app.emulator.collection`).
+
+:data:`KINDS` is ordered parents first; the store makes a table per kind and the app serves each kind's router.
+"""
+
+from __future__ import annotations
+
+from app.emulator.collection import Kind
+from app.emulator.kinds import accounts, dns, zones
+
+KINDS: tuple[Kind, ...] = (accounts.KIND, zones.KIND, dns.KIND)
