@@ -27,9 +27,10 @@ token cannot reach), the permission, the object, and last the body's content.
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar
 
 from fastapi import APIRouter, Request
@@ -81,6 +82,47 @@ class SinglePage(Paging):
         return ok([render(item) for item in items])
 
 
+@dataclass(frozen=True)
+class Cursor(Paging):
+    """Opaque-cursor lists: ``cursor`` and a page size (``size_param``, clamped into bounds); ``result_info``
+    ``{count, cursor, per_page}`` with an empty cursor on the last page, which is where the SDK stops. ``wrap`` puts
+    the page under one key of an object result, as R2 does (``{"buckets": [...]}``)."""
+
+    default: int
+    minimum: int
+    maximum: int
+    size_param: str = "per_page"
+    wrap: str | None = None
+
+    def respond(self, items: Sequence[Obj], query: QueryParams, render: Render) -> JSONResponse:
+        raw_size = query.get(self.size_param)
+        try:
+            size = int(float(raw_size)) if raw_size else self.default
+        except ValueError:
+            raise invalid_body(f"{self.size_param} must be a number", pointer=f"/{self.size_param}") from None
+        size = min(self.maximum, max(self.minimum, size))
+        start = _decode_cursor(query.get("cursor") or "")
+        chunk = list(items[start : start + size])
+        more = start + size < len(items)
+        info: JSON = {"count": len(chunk), "cursor": _encode_cursor(start + size) if more else "", "per_page": size}
+        rendered = [render(item) for item in chunk]
+        return ok({self.wrap: rendered} if self.wrap else rendered, result_info=info)
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"offset:{offset}".encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> int:
+    if not cursor:
+        return 0
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        return max(0, int(text.removeprefix("offset:")))
+    except (ValueError, UnicodeDecodeError):
+        raise invalid_body("cursor is not a cursor this endpoint gave out", pointer="/cursor") from None
+
+
 # Uniqueness
 
 
@@ -109,6 +151,8 @@ class Ctx:
     request: Request
     parent: Obj | None = None
     parent_key: str | None = None
+    #: Every object the URL went through, by kind name (an account, then its KV namespace...).
+    scopes: dict[str, Obj] = field(default_factory=dict)
 
     @property
     def store(self) -> Store:
@@ -200,11 +244,19 @@ class Kind:
 
     def context(self, emulator: Emulator, principal: Principal, request: Request) -> Ctx:
         ctx = Ctx(emulator, principal, request)
-        if self.scope_param is not None and self.parent is not None:
-            parent_kind = emulator.store.kind(self.parent)
-            ctx.parent = parent_kind.reach(ctx, request.path_params[self.scope_param])
-            ctx.parent_key = parent_kind.key_of(ctx.parent, None)
+        self.enter(ctx)
         return ctx
+
+    def enter(self, ctx: Ctx) -> None:
+        """Resolve the URL's scopes, outermost first, leaving the innermost as the context's parent."""
+        if self.scope_param is None or self.parent is None:
+            return
+        parent_kind = ctx.store.kind(self.parent)
+        parent_kind.enter(ctx)
+        grandparent_key = ctx.parent_key
+        parent = parent_kind.reach(ctx, ctx.param(self.scope_param))
+        ctx.parent, ctx.parent_key = parent, parent_kind.key_of(parent, grandparent_key)
+        ctx.scopes[parent_kind.name] = parent
 
     def reach(self, ctx: Ctx, ident: str) -> Obj:
         """The object ``ident`` names in the context's scope, or Cloudflare's refusal."""
@@ -477,7 +529,7 @@ def check_stamp(value: Any, name: str, where: str) -> Any:
 
 def _parameters(path: str) -> JSON:
     """OpenAPI path parameters of a templated path, which the generic endpoints read from the request."""
-    names = [part[1:-1] for part in path.split("/") if part.startswith("{") and part.endswith("}")]
+    names = [part[1:-1].split(":")[0] for part in path.split("/") if part.startswith("{") and part.endswith("}")]
     return {"parameters": [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in names]}
 
 

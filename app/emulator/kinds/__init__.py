@@ -6,6 +6,6 @@
 from __future__ import annotations
 
 from app.emulator.collection import Kind
-from app.emulator.kinds import accounts, dns, zones
+from app.emulator.kinds import accounts, dns, kv, zones
 
-KINDS: tuple[Kind, ...] = (accounts.KIND, zones.KIND, dns.KIND)
+KINDS: tuple[Kind, ...] = (accounts.KIND, zones.KIND, dns.KIND, kv.NAMESPACES, kv.VALUES)
