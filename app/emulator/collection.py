@@ -203,6 +203,8 @@ class Kind:
     stamps: ClassVar[tuple[str, ...]] = ("created_on", "modified_on")
     #: The field of a dumped or top-level seeded entry that names its parent, e.g. ``"account_id"``.
     parent_field: ClassVar[str | None] = None
+    #: Fields the store and the state file keep but the API never shows (a secret, a hint Cloudflare does not return).
+    hidden: ClassVar[tuple[str, ...]] = ()
     #: Summary fields of a seeded object in the seed's answer.
     summary_fields: ClassVar[tuple[str, ...]] = ("name",)
 
@@ -308,7 +310,8 @@ class Kind:
 
     def admit(self, store: Store, parent: Obj | None, parent_key: str | None, obj: Obj, previous: Obj | None) -> None:
         """Refuse ``obj`` if it clashes with a sibling or is one too many."""
-        others = [o for o in self.siblings(store, parent_key) if o[self.id_field] != obj[self.id_field]]
+        replaced = None if previous is None else self.key_of(previous, parent_key)
+        others = [o for o in self.siblings(store, parent_key) if self.key_of(o, parent_key) != replaced]
         for rule in self.unique:
             value = rule.value(obj)
             if any(rule.value(other) == value for other in others):
@@ -317,7 +320,7 @@ class Kind:
             raise self.over_limit(parent, self.limit)
 
     def render(self, ctx: Ctx, obj: Obj) -> Any:
-        return copy.deepcopy(obj)
+        return {key: copy.deepcopy(value) for key, value in obj.items() if key not in self.hidden}
 
     def deleted(self, obj: Obj) -> Any:
         return {"id": obj[self.id_field]}
@@ -418,7 +421,8 @@ class Kind:
         ident = entry.get(self.id_field)
         if ident is not None and not (isinstance(ident, str) and self.valid_id(ident)):
             raise SeedError(f"{where}: {self.id_field} {ident!r} is not a valid identifier")
-        body = parse_model(self.seed_body(), self.seed_fields(entry), self.body_error)
+        fields = {key: value for key, value in self.seed_fields(entry).items() if key not in self.stamps}
+        body = parse_model(self.seed_body(), fields, self.body_error)
         table = self.table(store)
         obj = self.build(store, parent, body, None, False)
         if ident is not None:

@@ -6,6 +6,15 @@
 from __future__ import annotations
 
 from app.emulator.collection import Kind
-from app.emulator.kinds import accounts, dns, kv, zones
+from app.emulator.kinds import accounts, d1, dns, kv, r2, zones
 
-KINDS: tuple[Kind, ...] = (accounts.KIND, zones.KIND, dns.KIND, kv.NAMESPACES, kv.VALUES)
+KINDS: tuple[Kind, ...] = (
+    accounts.KIND,
+    zones.KIND,
+    dns.KIND,
+    kv.NAMESPACES,
+    kv.VALUES,
+    r2.BUCKETS,
+    r2.OBJECTS,
+    d1.KIND,
+)
