@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from app.emulator.collection import Kind
-from app.emulator.kinds import accounts, d1, dns, kv, r2, zones
+from app.emulator.kinds import accounts, d1, dns, kv, r2, workers, zones
 
 KINDS: tuple[Kind, ...] = (
     accounts.KIND,
@@ -17,4 +17,6 @@ KINDS: tuple[Kind, ...] = (
     r2.BUCKETS,
     r2.OBJECTS,
     d1.KIND,
+    workers.SCRIPTS,
+    workers.ROUTES,
 )
