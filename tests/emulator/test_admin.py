@@ -154,6 +154,8 @@ def test_state_dump_seed_and_reset(fresh_emulator: EmulatorProcess) -> None:
         fresh_emulator.seed({"dns_records": [{"zone_id": zone.id, "type": "A", "name": "x", "content": "bad"}]})
     with pytest.raises(EmulatorError, match="unknown resource"):
         fresh_emulator.add_token(["zones:read"])
+    with pytest.raises(EmulatorError, match="unknown section"):
+        fresh_emulator.seed({"kv_namespace": [{"title": "typo in the section's name"}]})
     assert fresh_emulator.state_dump() == dump  # a refused seed changes nothing
 
 
