@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from app.emulator.collection import Kind
-from app.emulator.kinds import accounts, d1, dns, kv, r2, workers, zones
+from app.emulator.kinds import accounts, d1, dns, kv, r2, rulesets, workers, zones
 
 KINDS: tuple[Kind, ...] = (
     accounts.KIND,
@@ -19,4 +19,5 @@ KINDS: tuple[Kind, ...] = (
     d1.KIND,
     workers.SCRIPTS,
     workers.ROUTES,
+    rulesets.KIND,
 )
