@@ -205,6 +205,8 @@ class Kind:
     parent_field: ClassVar[str | None] = None
     #: Fields the store and the state file keep but the API never shows (a secret, a hint Cloudflare does not return).
     hidden: ClassVar[tuple[str, ...]] = ()
+    #: Knobs of this kind's simulation, with their defaults, set through ``PUT /__emulator/options`` (whole numbers).
+    options: ClassVar[dict[str, int]] = {}
     #: Summary fields of a seeded object in the seed's answer.
     summary_fields: ClassVar[tuple[str, ...]] = ("name",)
 

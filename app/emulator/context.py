@@ -27,6 +27,8 @@ class Emulator:
         self._startup_limits = limits
         self._baseline: JSON = {}
         self.bootstrap: JSON = {}
+        self.defaults: dict[str, int] = {name: value for kind in kinds for name, value in kind.options.items()}
+        self.options: dict[str, int] = dict(self.defaults)
 
     def boot(self, state: Mapping[str, Any] | None) -> JSON:
         """Seed the starting state (the default account and token without one); ``reset`` comes back to it."""
@@ -44,12 +46,14 @@ class Emulator:
         return self.bootstrap
 
     def reset(self) -> None:
-        """Back to the starting state: same objects, IDs and token values; no faults, no calls, fresh limits."""
+        """Back to the starting state: same objects, IDs and token values; no faults, no calls, fresh limits, the
+        default options."""
         self.store.clear()
         apply_seed(self.store, self._baseline)
         self.limiter.configure(self._startup_limits)
         self.faults.clear()
         self.calls.clear()
+        self.options = dict(self.defaults)
 
 
 def emulator_of(request: Request) -> Emulator:

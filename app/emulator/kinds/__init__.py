@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from app.emulator.collection import Kind
-from app.emulator.kinds import accounts, d1, dns, kv, r2, rulesets, workers, zones
+from app.emulator.kinds import accounts, d1, dns, kv, lists, r2, rulesets, workers, zones
 
 KINDS: tuple[Kind, ...] = (
     accounts.KIND,
@@ -20,4 +20,7 @@ KINDS: tuple[Kind, ...] = (
     workers.SCRIPTS,
     workers.ROUTES,
     rulesets.KIND,
+    lists.LISTS,
+    lists.ITEMS,
+    lists.OPERATIONS,
 )
