@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from app.emulator.collection import Kind
-from app.emulator.kinds import accounts, d1, dns, kv, lists, r2, rulesets, workers, zones
+from app.emulator.kinds import accounts, d1, dns, kv, lists, managed_headers, r2, rulesets, workers, zones
 
 KINDS: tuple[Kind, ...] = (
     accounts.KIND,
@@ -23,4 +23,5 @@ KINDS: tuple[Kind, ...] = (
     lists.LISTS,
     lists.ITEMS,
     lists.OPERATIONS,
+    managed_headers.KIND,
 )
