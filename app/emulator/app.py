@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
@@ -51,6 +51,10 @@ def create_app(
     for kind in KINDS:
         app.include_router(kind.router(), prefix=API_PREFIX)
     app.include_router(admin.router)
+    simulations = APIRouter(prefix=admin.ADMIN_PREFIX, tags=["admin"])
+    for kind in KINDS:
+        kind.admin_routes(simulations)
+    app.include_router(simulations)
     _install_handlers(app)
     return app
 

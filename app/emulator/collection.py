@@ -487,6 +487,9 @@ class Kind:
     def extra_routes(self, router: APIRouter) -> None:
         """Endpoints beyond the six verbs (a batch, settings, values...)."""
 
+    def admin_routes(self, router: APIRouter) -> None:
+        """Endpoints of the admin API (under ``/__emulator``) that simulate what no API call can (a connector...)."""
+
     def item_path(self) -> str:
         return f"{self.path}/{{{self.item_param}}}"
 

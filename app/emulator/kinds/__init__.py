@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from app.emulator.collection import Kind
-from app.emulator.kinds import accounts, d1, dns, kv, lists, managed_headers, r2, rulesets, workers, zones
+from app.emulator.kinds import accounts, d1, dns, kv, lists, managed_headers, r2, rulesets, tunnels, workers, zones
 
 KINDS: tuple[Kind, ...] = (
     accounts.KIND,
@@ -24,4 +24,5 @@ KINDS: tuple[Kind, ...] = (
     lists.ITEMS,
     lists.OPERATIONS,
     managed_headers.KIND,
+    tunnels.KIND,
 )
