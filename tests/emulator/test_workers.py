@@ -137,6 +137,20 @@ def test_settings_patch_keeps_secrets_and_shows_as_a_change(
     assert listed.etag == uploaded.etag, "the code did not change"
 
 
+def test_keep_bindings_carries_secrets_over_a_reupload(
+    cf: cloudflare.Cloudflare, fresh_emulator: EmulatorProcess
+) -> None:
+    account = fresh_emulator.account_id
+    upload(cf, account, "app", bindings=[{"type": "secret_text", "name": "TOKEN", "text": "kept"}])
+    upload(
+        cf, account, "app", keep_bindings=["secret_text"], bindings=[{"type": "plain_text", "name": "A", "text": "1"}]
+    )
+    settings = cf.workers.scripts.script_and_version_settings.get(script_name="app", account_id=account)
+    assert sorted((b.name, b.type) for b in settings.bindings or []) == [("A", "plain_text"), ("TOKEN", "secret_text")]
+    upload(cf, account, "app", bindings=[])
+    assert cf.workers.scripts.script_and_version_settings.get(script_name="app", account_id=account).bindings == []
+
+
 def test_refused_uploads(cf: cloudflare.Cloudflare, fresh_emulator: EmulatorProcess) -> None:
     account = fresh_emulator.account_id
     with pytest.raises(cloudflare.BadRequestError) as no_module:
