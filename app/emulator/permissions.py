@@ -18,6 +18,10 @@ three things together:
     ``workers_kv``       Workers KV Storage (read / edit)
     ``workers_r2``       Workers R2 Storage (read / edit)
     ``d1``               D1 (read / edit)
+    ``rulesets``         the zone's rules of every phase: WAF, rate limiting, transforms, redirects, cache,
+                         configuration and origin rules (read / edit)
+    ``lists``            Account Filter Lists (read / edit)
+    ``tunnels``          Cloudflare Tunnel (read / edit)
     ===================  ==========================================
 
     Object types register their resource with :func:`register_resource` (see each module of
