@@ -127,6 +127,17 @@ def test_items_page_with_cursors(cf: cloudflare.Cloudflare, fresh_emulator: Emul
     assert len(list(cf.rules.lists.items.list(list_id=lst.id, account_id=account, per_page=20))) == 30
 
 
+def test_a_rule_may_only_use_lists_the_account_has(
+    cf: cloudflare.Cloudflare, zone: Any, fresh_emulator: EmulatorProcess
+) -> None:
+    rule = {"action": "block", "expression": "ip.src in $later"}
+    with pytest.raises(cloudflare.BadRequestError) as missing:
+        cf.rulesets.phases.update(ruleset_phase="http_request_firewall_custom", zone_id=zone.id, rules=[rule])
+    assert "$later" in missing.value.errors[0].message
+    cf.rules.lists.create(account_id=fresh_emulator.account_id, kind="ip", name="later")
+    assert cf.rulesets.phases.update(ruleset_phase="http_request_firewall_custom", zone_id=zone.id, rules=[rule])
+
+
 def test_a_list_in_use_cannot_be_deleted(cf: cloudflare.Cloudflare, zone: Any, fresh_emulator: EmulatorProcess) -> None:
     account = fresh_emulator.account_id
     lst = cf.rules.lists.create(account_id=account, kind="ip", name="blocked")
@@ -147,6 +158,12 @@ def test_dump_seeds_back(cf: cloudflare.Cloudflare, fresh_emulator: EmulatorProc
     account = fresh_emulator.account_id
     lst = cf.rules.lists.create(account_id=account, kind="ip", name="kept")
     cf.rules.lists.items.create(list_id=lst.id, account_id=account, body=[{"ip": "192.0.2.1", "comment": "c"}])
+    zone = cf.zones.create(name="example.com", account={"id": account})
+    cf.rulesets.phases.update(
+        ruleset_phase="http_request_firewall_custom",
+        zone_id=zone.id,
+        rules=[{"action": "block", "expression": "ip.src in $kept"}],
+    )
     dump = fresh_emulator.state_dump()
     fresh_emulator.reset()
     fresh_emulator.seed(dump)

@@ -1,6 +1,8 @@
 """Every object type the emulator serves, one module each (see :mod:`app.emulator.collection`).
 
-:data:`KINDS` is ordered parents first; the store makes a table per kind and the app serves each kind's router.
+:data:`KINDS` is ordered parents first, and what an object refers to before it (a Worker's bindings, the lists a
+rule names), so that a state file seeds in this order; the store makes a table per kind and the app serves each
+kind's router.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ KINDS: tuple[Kind, ...] = (
     d1.KIND,
     workers.SCRIPTS,
     workers.ROUTES,
-    rulesets.KIND,
     lists.LISTS,
     lists.ITEMS,
     lists.OPERATIONS,
+    rulesets.KIND,
     managed_headers.KIND,
     tunnels.KIND,
 )

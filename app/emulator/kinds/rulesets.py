@@ -34,7 +34,8 @@ period and mitigation timeout of 10 s, no counting expression and ``block``; on 
 (``matches``, ``~``, ``regex_replace``) in custom, transform and redirect rules; configuration rules refuse
 ``polish`` other than ``off``, ``ssl: origin_pull`` and ``security_level: off``; origin rules override the port only.
 Rule counts per plan (Free): custom 5, rate limiting 1, the three transform phases 10 together, redirects, cache,
-configuration and origin rules 10 each. Expressions are at most 4,096 characters.
+configuration and origin rules 10 each. Expressions are at most 4,096 characters and may name (``$name``) only custom
+lists the zone's account holds.
 
 Unverified: every code but 10003 and 20217 (rule refused: 400/20021; over the plan's count: 400/20216; ruleset or rule
 not found: 404/10003), the counts on paid plans (Pro 20/2/25, Business 100/5/50, Enterprise 1000/100/300 for custom,
@@ -238,6 +239,20 @@ def _check_rule(zone: Obj, phase: str, rule: Obj) -> None:
             raise _refused("only the destination port can be overridden on this plan", "/action_parameters")
 
 
+_LIST_REFERENCE = re.compile(r"\$([a-z0-9_]+)")
+
+
+def _check_lists(store: Store, zone: Obj, rule: Obj) -> None:
+    """A rule may only name (``$name``) custom lists its zone's account holds."""
+    names = set(_LIST_REFERENCE.findall(str(rule.get("expression") or "")))
+    if not names:
+        return
+    held = {lst["name"] for lst in store.table("lists").under(zone["account"]["id"])}
+    missing = sorted(names - held)
+    if missing:
+        raise _refused(f"the expression uses the list ${missing[0]}, which the account does not have", "/expression")
+
+
 def _strings(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
@@ -337,6 +352,7 @@ class Rulesets(Kind):
             raise _refused("rule ids must be unique within a ruleset", "/rules")
         for rule in inputs:
             _check_rule(zone, phase, rule)
+            _check_lists(store, zone, rule)
         if phase == MANAGED_PHASE:
             deployed = [r["action_parameters"]["id"] for r in inputs if r["action"] == "execute"]
             if len(set(deployed)) != len(deployed):
