@@ -324,6 +324,10 @@ class Kind:
     def render(self, ctx: Ctx, obj: Obj) -> Any:
         return {key: copy.deepcopy(value) for key, value in obj.items() if key not in self.hidden}
 
+    def created(self, ctx: Ctx, obj: Obj) -> Any:
+        """The answer to a create: the object, and whatever Cloudflare shows only then (a tunnel's token)."""
+        return self.render(ctx, obj)
+
     def deleted(self, obj: Obj) -> Any:
         return {"id": obj[self.id_field]}
 
@@ -373,7 +377,7 @@ class Kind:
         self.admit(ctx.store, ctx.parent, ctx.parent_key, obj, None)
         self.table(ctx.store).add(obj, ctx.parent_key, key=self.key_of(obj, ctx.parent_key))
         self.after_write(ctx, obj, None)
-        return ok(self.render(ctx, obj))
+        return ok(self.created(ctx, obj))
 
     async def _found(self, request: Request, level: Level) -> tuple[Ctx, Obj]:
         emulator, principal = await self.principal(request)

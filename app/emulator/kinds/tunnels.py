@@ -267,14 +267,8 @@ class Tunnels(Kind):
     def order(self, ctx: Ctx, items: Any) -> list[Obj]:
         return sort_by(items, lambda t: (t["created_at"], t["id"]), "asc")
 
-    async def create(self, request: Request) -> JSONResponse:
-        answer = await super().create(request)
-        body = json.loads(bytes(answer.body))
-        tunnel = body["result"]
-        stored = self.table(emulator_of(request).store).get(tunnel["id"])
-        assert stored is not None
-        tunnel["token"] = token_of(stored)
-        return ok(tunnel)
+    def created(self, ctx: Ctx, obj: Obj) -> Obj:
+        return {**self.render(ctx, obj), "token": token_of(obj)}
 
     # Connectors
 
