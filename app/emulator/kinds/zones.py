@@ -250,6 +250,9 @@ class Zones(Kind):
     verbs = frozenset({"list", "create", "get", "patch", "delete"})
     patch_body = ZoneEdit
 
+    def not_found(self) -> CloudflareError:
+        return zone_not_found()
+
     def reach(self, ctx: Ctx, ident: str) -> Obj:
         """Used by every route under ``/zones/{zone_id}``."""
         require_id(ident, ctx.path, is_id)
