@@ -380,10 +380,10 @@ class Tunnels(Kind):
         return tunnel
 
     async def connect(self, tunnel_id: str, request: Request) -> JSONResponse:
+        raw = await request.body()
         tunnel = self._admin_tunnel(request, tunnel_id)
         if not tunnel["live"]:
             raise AdminError(f"tunnel {tunnel_id} is deleted")
-        raw = await request.body()
         try:
             spec = ConnectorSpec.model_validate(json.loads(raw) if raw.strip() else {})
         except ValueError as exc:
