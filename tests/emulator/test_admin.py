@@ -175,6 +175,8 @@ def test_state_dump_seed_and_reset(fresh_emulator: EmulatorProcess) -> None:
         fresh_emulator.seed({"dns_records": [{"zone_id": zone.id, "type": "A", "name": "x", "content": "bad"}]})
     with pytest.raises(EmulatorError, match="unknown resource"):
         fresh_emulator.add_token(["zones:read"])
+    with pytest.raises(EmulatorError, match="unknown section"):
+        fresh_emulator.seed({"kv_namespace": [{"title": "typo in the section's name"}]})
     assert fresh_emulator.state_dump() == dump  # a refused seed changes nothing
 
 
@@ -183,3 +185,15 @@ def test_admin_routes_are_not_logged_or_limited(fresh_emulator: EmulatorProcess)
     for _ in range(3):
         fresh_emulator.faults()
     assert fresh_emulator.calls() == []
+
+
+def test_options_are_known_whole_numbers_and_reset_restores_them(fresh_emulator: EmulatorProcess) -> None:
+    defaults = fresh_emulator.set_options()
+    assert defaults["lists_per_account"] == 1
+    assert fresh_emulator.set_options(lists_per_account=5)["lists_per_account"] == 5
+    with pytest.raises(EmulatorError, match="unknown options"):
+        fresh_emulator.set_options(no_such_option=1)
+    with pytest.raises(EmulatorError, match="whole number"):
+        fresh_emulator.set_options(lists_per_account=-1)
+    fresh_emulator.reset()
+    assert fresh_emulator.set_options() == defaults
