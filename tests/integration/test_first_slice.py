@@ -345,3 +345,46 @@ async def test_zone_plan_upgrade_applies_and_a_pending_downgrade_counts_as_appli
 
     await eventually(checked, timeout=20, what="the zone to be read again")
     assert fresh_emulator.calls(since=since, path="subscription") == [], "a pending plan is not bought again"
+
+
+@pytest.mark.parametrize(
+    ("parent", "route"),
+    [("CloudflareAccount", r"^GET /client/v4/accounts/\w+$"), ("Zone", r"^GET /client/v4/zones(/\w+)?$")],
+    ids=["account", "zone"],
+)
+async def test_a_parents_transient_error_does_not_cascade(
+    controller: ControllerProcess, kflare: Kflare, fresh_emulator: EmulatorProcess, parent: str, route: str
+) -> None:
+    """The parent's reads answer 503 for several drift rounds: the parent reports APIError, but nothing below it
+    is written to (no status write, no Event), and it comes back by itself once Cloudflare does."""
+    await kflare.ready_zone("cascade.example")
+    for i in range(5):
+        await kflare.make_record(f"r{i}", "zone", name=f"r{i}.cascade.example", type="A", content=f"192.0.2.{i + 1}")
+    children = ["Zone", "DNSRecord"] if parent == "CloudflareAccount" else ["DNSRecord"]
+    names = {"Zone": ["zone"], "DNSRecord": [f"r{i}" for i in range(5)]}
+    for kind in children:
+        for name in names[kind]:
+            await kflare.ready(kind, name)
+    before = {(k, n): (await kflare.get(k, n))["metadata"]["resourceVersion"] for k in children for n in names[k]}
+    parent_name = kflare.account if parent == "CloudflareAccount" else "zone"
+    earlier = {e.metadata.uid for e in (await kflare.core.list_namespaced_event(kflare.namespace)).items}
+
+    fault = fresh_emulator.fault(route, "status", status=503)
+    await kflare.ready(parent, parent_name, reason="APIError", status="False")
+
+    async def three_failures() -> bool:
+        return sum(c["status"] == 503 for c in fresh_emulator.calls(path=route.split(" ", 1)[1])) >= 3
+
+    await eventually(three_failures, timeout=30, what="three failed reads of the parent (drift every 2 s)")
+    fresh_emulator.delete_fault(fault)
+    await kflare.ready(parent, parent_name, timeout=40)
+
+    after = {(k, n): (await kflare.get(k, n))["metadata"]["resourceVersion"] for k in children for n in names[k]}
+    assert after == before, "a child was written to during its parent's outage"
+    events = await kflare.core.list_namespaced_event(kflare.namespace)
+    warned = [
+        (e.involved_object.kind, e.involved_object.name, e.reason)
+        for e in events.items
+        if e.metadata.uid not in earlier and e.type == "Warning" and e.involved_object.kind in children
+    ]
+    assert warned == [], "a child got a Warning for its parent's outage"
