@@ -21,6 +21,7 @@ from app.kube.client import KubeClient
 from app.kube.manager import Manager
 from app.listener import Limits
 from app.listener import config as listener_config
+from app.memory import pin_mmap_threshold
 from app.metrics import instrument
 from app.metrics import listener as metrics_listener
 from app.settings import Settings, split_bind_address
@@ -201,6 +202,7 @@ class Process:
 
     async def start(self, *, timeout: float = 30.0) -> None:
         """Start the runtime and the listeners, and return once every listener accepts connections."""
+        pin_mmap_threshold()
         await self.runtime.start()
         for served in self.listeners:
             self._tasks.append(asyncio.create_task(served.server.serve(), name=f"listener-{served.name}"))
