@@ -7,8 +7,9 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import uvicorn
@@ -19,7 +20,7 @@ from app.cloudflare.http import HttpConfig
 from app.cloudflare.session import CloudflareSession
 from app.kube.client import KubeClient
 from app.kube.manager import Manager
-from app.listener import Limits
+from app.listener import Limits, TLSAccept
 from app.listener import config as listener_config
 from app.memory import pin_mmap_threshold
 from app.metrics import instrument
@@ -118,6 +119,14 @@ class Listener(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    def _log_started_message(self, listeners: Sequence[socket.SocketType]) -> None:
+        # uvicorn would say http:// for a listener whose TLS is done by its protocol (app.listener.TLSAccept).
+        http = self.config.http
+        tls = isinstance(http, type) and issubclass(http, TLSAccept)
+        for sock in listeners:
+            host, port = sock.getsockname()[:2]
+            log.info("listening on %s://%s:%d", "https" if tls or self.config.ssl else "http", host, port)
 
 
 def probes_app(runtime: Runtime) -> FastAPI:
