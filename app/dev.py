@@ -1,9 +1,12 @@
 """`kflare dev`: the whole system on one machine, with no cluster and no Cloudflare account.
 
 It starts a local Kubernetes API server (etcd + kube-apiserver from `hack/test-bins.sh`), the Cloudflare emulator
-seeded with an account and a token, installs the CRDs, applies the manifests of a directory (`examples/` by
-default) with kubectl, runs the controller in this process, and prints every kflare resource with its READY and
-reason as they converge.
+seeded with an account and a token, installs the CRDs, runs in this process what `kflare run` runs (the manager and
+the three listeners, through `app.server.Process`, on loopback), registers the admission webhooks with the API
+server (so `kubectl apply` of a bad manifest is refused as in a cluster), applies the manifests of a directory
+(`examples/` by default) with kubectl, and prints every kflare resource with its READY and reason as they converge.
+It also prints how to scrape the metrics listener with a ServiceAccount token (TokenRequest), which the listener
+checks with TokenReview and SubjectAccessReview like in a cluster.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import shlex
 import shutil
 import signal
 import subprocess
@@ -25,17 +29,35 @@ import yaml
 
 from app.api.crds import render_crds
 from app.api.registry import KINDS
-from app.controlplane import ControlPlane, ControlPlaneError, bin_dir_from_env
+from app.controlplane import ControlPlane, ControlPlaneError, bin_dir_from_env, free_port
 from app.emulator.process import EmulatorError, EmulatorProcess
 from app.kube.client import JSON, NAMESPACES, KubeClient, KubeError, ResourceType
-from app.server import Runtime
+from app.server import Process
 from app.settings import Settings
+from webhooks.configuration import configuration as webhook_configuration
+from webhooks.configuration import url_client_config
 
 DEV_ACCOUNT_ID = "0123456789abcdef0123456789abcdef"
 DEV_TOKEN = "kflare-dev-token"  # the emulator's token for the examples; it opens nothing outside this machine
 REPO = Path(__file__).resolve().parent.parent
 CRD_GROUP = "apiextensions.k8s.io"
 CRDS = ResourceType(CRD_GROUP, "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
+WEBHOOKS = ResourceType(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration",
+    namespaced=False,
+)
+SERVICE_ACCOUNTS = ResourceType("", "v1", "serviceaccounts", "ServiceAccount")
+CLUSTER_ROLES = ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
+CLUSTER_ROLE_BINDINGS = ResourceType(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
+)
+SYSTEM_NAMESPACE = "kflare-system"
+WEBHOOK_CONFIGURATION = "kflare"
+METRICS_READER = "kflare-metrics-reader"
+"""The ClusterRole (as the chart's) and the ServiceAccount `kflare dev` makes to scrape the metrics with."""
 
 
 def default_bin_dir() -> Path | None:
@@ -149,40 +171,142 @@ def format_table(rows: list[tuple[str, str, str, str, str, str]]) -> str:
     return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in shown)
 
 
+async def _create_or_replace(kube: KubeClient, rt: ResourceType, body: JSON, namespace: str | None = None) -> None:
+    try:
+        await kube.create(rt, body, namespace)
+    except KubeError as exc:
+        if not exc.conflict:
+            raise
+        current = await kube.get(rt, body["metadata"]["name"], namespace)
+        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        await kube.replace(rt, body, namespace)
+
+
+async def register_webhooks(kube: KubeClient, url: str, ca_pem: bytes) -> None:
+    """Register the webhooks served at `url`, and return once the API server calls them (it picks a new
+    configuration up within a moment, not at once)."""
+    body = webhook_configuration(WEBHOOK_CONFIGURATION, url_client_config(url, ca_pem))
+    await _create_or_replace(kube, WEBHOOKS, body)
+    probe: JSON = {
+        "apiVersion": "kflare.dev/v1alpha1",
+        "kind": "DNSRecord",
+        "metadata": {"name": "webhook-probe", "namespace": SYSTEM_NAMESPACE},
+        "spec": {
+            "zoneRef": {"name": "none"},
+            "name": "probe.example.com",
+            "type": "TXT",
+            "content": "x",
+            "proxied": True,
+        },
+    }
+    record = ResourceType("kflare.dev", "v1alpha1", "dnsrecords", "DNSRecord")
+
+    async def refused() -> bool:
+        try:
+            await kube.request("POST", record.path(SYSTEM_NAMESPACE), query={"dryRun": "All"}, body=probe)
+        except KubeError as exc:
+            if "denied the request" in exc.message:
+                return True
+            raise
+        return False
+
+    await _until(refused, 60, "the API server to call the admission webhooks")
+
+
+async def metrics_reader(kube: KubeClient) -> None:
+    """A ServiceAccount bound to a ClusterRole that may get /metrics, as the chart's kflare-metrics-reader."""
+    await _create_or_replace(
+        kube,
+        SERVICE_ACCOUNTS,
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": METRICS_READER}},
+        SYSTEM_NAMESPACE,
+    )
+    await _create_or_replace(
+        kube,
+        CLUSTER_ROLES,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": METRICS_READER},
+            "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+        },
+    )
+    await _create_or_replace(
+        kube,
+        CLUSTER_ROLE_BINDINGS,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": METRICS_READER},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": METRICS_READER},
+            "subjects": [{"kind": "ServiceAccount", "name": METRICS_READER, "namespace": SYSTEM_NAMESPACE}],
+        },
+    )
+
+
+def dev_settings(plane: ControlPlane, emulator: EmulatorProcess, drift: str) -> Settings:
+    """`kflare run`'s settings against the local API server and emulator, every listener on a free loopback port."""
+    return Settings(
+        kubeconfig=plane.kubeconfig_path,
+        namespace=SYSTEM_NAMESPACE,
+        cloudflare_api_url=emulator.base_url,
+        health_probe_bind_address=f"127.0.0.1:{free_port()}",
+        metrics_bind_address=f"127.0.0.1:{free_port()}",
+        webhook_bind_address=f"127.0.0.1:{free_port()}",
+        drift_check_interval=drift,
+        log_format="text",
+        log_level="warning",
+    )
+
+
 @contextlib.asynccontextmanager
 async def environment(
     bin_dir: Path, workdir: Path, drift: str
-) -> AsyncIterator[tuple[ControlPlane, EmulatorProcess, Runtime]]:
+) -> AsyncIterator[tuple[ControlPlane, EmulatorProcess, Process]]:
     plane = ControlPlane(bin_dir=bin_dir, workdir=workdir / "plane")
     await asyncio.to_thread(plane.start)
     emulator: EmulatorProcess | None = None
-    runtime: Runtime | None = None
+    process: Process | None = None
     try:
         emulator = await asyncio.to_thread(dev_emulator(workdir).start)
         kube = await KubeClient.connect(plane.kubeconfig_path)
         try:
             await install_crds(kube)
-            await ensure_namespace(kube, "kflare-system")
+            await ensure_namespace(kube, SYSTEM_NAMESPACE)
+            process = Process(dev_settings(plane, emulator, drift))
+            await process.start()
+            webhook = process.listener("webhook")
+            if webhook is None or webhook.tls is None:
+                raise RuntimeError("the webhook listener is off")  # dev_settings turns it on: a bug
+            await register_webhooks(kube, webhook.url, webhook.tls.cert_pem)
+            await metrics_reader(kube)
         finally:
             await kube.close()
-        settings = Settings(
-            kubeconfig=plane.kubeconfig_path,
-            cloudflare_api_url=emulator.base_url,
-            health_probe_bind_address="0",
-            metrics_bind_address="0",
-            drift_check_interval=drift,
-            log_format="text",
-            log_level="warning",
-        )
-        runtime = Runtime(settings)
-        await runtime.start()
-        yield plane, emulator, runtime
+        yield plane, emulator, process
     finally:
-        if runtime is not None:
-            await runtime.stop()
+        if process is not None:
+            await process.stop()
         if emulator is not None:
             emulator.stop()
         await asyncio.to_thread(plane.stop)
+
+
+def metrics_command(plane: ControlPlane, process: Process, workdir: Path) -> str | None:
+    """A shell command that scrapes the metrics listener with a ServiceAccount token (TokenRequest), checking the
+    listener's certificate; None when metrics are off."""
+    metrics = process.listener("metrics")
+    if metrics is None:
+        return None
+    url = f"{metrics.url}/metrics"
+    token = (
+        f"$({shlex.quote(str(plane.binary('kubectl')))} --kubeconfig {shlex.quote(str(plane.kubeconfig_path))}"
+        f" create token {METRICS_READER} -n {SYSTEM_NAMESPACE})"
+    )
+    if metrics.tls is None:
+        return f'curl -sS -H "Authorization: Bearer {token}" {url}'
+    cert = workdir / "metrics.crt"
+    cert.write_bytes(metrics.tls.cert_pem)
+    return f'curl -sS --cacert {shlex.quote(str(cert))} -H "Authorization: Bearer {token}" {url}'
 
 
 def kubectl_apply(plane: ControlPlane, directory: Path, extra: str = "") -> None:
@@ -213,9 +337,19 @@ async def run(bin_dir: Path, apply: Path, *, once: bool, timeout: float, drift: 
 async def _run(bin_dir: Path, apply: Path, *, once: bool, timeout: float, drift: str, keep: bool) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="kflare-dev-"))
     try:
-        async with environment(bin_dir, workdir, drift) as (plane, emulator, _):
+        async with environment(bin_dir, workdir, drift) as (plane, emulator, process):
             print(f"kube-apiserver: {plane.host}  (kubectl --kubeconfig {plane.kubeconfig_path} get kflare -A)")
             print(f"Cloudflare emulator: {emulator.base_url}  (calls: {emulator.url}/__emulator/calls)")
+            webhook = process.listener("webhook")
+            if webhook is not None:
+                print(f"admission webhooks: {webhook.url}/validate/<plural>  (ValidatingWebhookConfiguration kflare)")
+            metrics = process.listener("metrics")
+            command = metrics_command(plane, process, workdir)
+            if metrics is not None and command is not None:
+                print(
+                    f"metrics: {metrics.url}/metrics  (a token of ServiceAccount {SYSTEM_NAMESPACE}/{METRICS_READER})"
+                )
+                print(f"  {command}", flush=True)
             await asyncio.to_thread(kubectl_apply, plane, apply, dev_secret_manifest())
             kube = await KubeClient.connect(plane.kubeconfig_path)
             try:

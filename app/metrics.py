@@ -48,6 +48,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.cloudflare.budget import BudgetStats
 from app.kube.client import KubeClient, KubeError
 from app.kube.metrics import REGISTRY
+from app.listener import Limits
+from app.listener import config as listener_config
 from app.settings import Settings
 from app.tls import ReloadingTLS
 
@@ -546,7 +548,9 @@ class MetricsListener:
             await self.tls.watch()
 
 
-def listener(settings: Settings, runtime: RuntimeView, host: str, port: int) -> MetricsListener:
+def listener(
+    settings: Settings, runtime: RuntimeView, host: str, port: int, *, limits: Limits | None = None
+) -> MetricsListener:
     """The metrics listener of `kflare run` on (host, port), per `--metrics-secure` and `--metrics-cert-path`."""
 
     def budgets() -> list[BudgetStats]:
@@ -555,11 +559,11 @@ def listener(settings: Settings, runtime: RuntimeView, host: str, port: int) -> 
 
     authorizer = Authorizer(KubeReviewer(lambda: runtime.kube)) if settings.metrics_secure else None
     app = create_app(authorizer, collectors=[CloudflareCollector(budgets)])
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, lifespan="off")
     tls: ReloadingTLS | None = None
     if settings.metrics_secure:
         tls = ReloadingTLS(settings.metrics_cert_path, hosts=_self_signed_hosts(host))
-        tls.apply(config)
+    context = tls.ssl_context if tls is not None else None
+    config = listener_config(app, host, port, limits or Limits(), context=context)
     return MetricsListener(config, tls)
 
 

@@ -7,8 +7,9 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import uvicorn
@@ -19,6 +20,9 @@ from app.cloudflare.http import HttpConfig
 from app.cloudflare.session import CloudflareSession
 from app.kube.client import KubeClient
 from app.kube.manager import Manager
+from app.listener import Limits, TLSAccept
+from app.listener import config as listener_config
+from app.memory import pin_mmap_threshold
 from app.metrics import instrument
 from app.metrics import listener as metrics_listener
 from app.settings import Settings, split_bind_address
@@ -118,6 +122,14 @@ class Listener(uvicorn.Server):
     def capture_signals(self) -> Iterator[None]:
         yield
 
+    def _log_started_message(self, listeners: Sequence[socket.SocketType]) -> None:
+        # uvicorn would say http:// for a listener whose TLS is done by its protocol (app.listener.TLSAccept).
+        http = self.config.http
+        tls = isinstance(http, type) and issubclass(http, TLSAccept)
+        for sock in listeners:
+            host, port = sock.getsockname()[:2]
+            log.info("listening on %s://%s:%d", "https" if tls or self.config.ssl else "http", host, port)
+
 
 def probes_app(runtime: Runtime) -> FastAPI:
     app = FastAPI(title="kflare probes", version="v1", docs_url=None, redoc_url=None)
@@ -135,47 +147,107 @@ def probes_app(runtime: Runtime) -> FastAPI:
     return app
 
 
-async def serve(settings: Settings) -> int:
-    """Run the manager and the listeners until SIGTERM or SIGINT."""
-    runtime = Runtime(settings)
-    servers: list[uvicorn.Server] = []
+@dataclass
+class Served:
+    """One listener of the process: its uvicorn server, where it listens, and its certificate when it serves TLS."""
+
+    name: str
+    server: Listener
+    host: str
+    port: int
+    tls: ReloadingTLS | None = None
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self.tls is not None else "http"
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host  # noqa: S104 (comparing, not binding)
+        return f"{scheme}://{host}:{self.port}"
+
+
+def limits(settings: Settings) -> Limits:
+    return Limits(
+        header_timeout=settings.http_header_timeout.total_seconds(),
+        max_connections=settings.http_max_connections,
+    )
+
+
+def webhook_listener(settings: Settings, host: str, port: int) -> Served:
+    """The webhook listener: TLS from --webhook-cert-dir (tls.crt, tls.key), reloaded on change; a self-signed
+    certificate for localhost without one."""
+    tls = ReloadingTLS(settings.webhook_cert_dir, hosts=["localhost", "127.0.0.1"])
+    app = instrument(webhook_app(), "webhook")
+    config = listener_config(app, host, port, limits(settings), context=tls.ssl_context)
+    return Served("webhook", Listener(config), host, port, tls)
+
+
+def listeners(settings: Settings, runtime: Runtime) -> list[Served]:
+    """Every listener `settings` turns on, in the order they start."""
+    out: list[Served] = []
     probes = split_bind_address(settings.health_probe_bind_address)
     if probes is not None:
         app = instrument(probes_app(runtime), "probes")
-        config = uvicorn.Config(app, host=probes[0], port=probes[1], log_config=None, lifespan="off")
-        servers.append(Listener(config))
+        config = listener_config(app, *probes, limits(settings))
+        out.append(Served("probes", Listener(config), *probes))
     metrics = split_bind_address(settings.metrics_bind_address)
-    endpoint = metrics_listener(settings, runtime, *metrics) if metrics is not None else None
-    if endpoint is not None:
-        servers.append(Listener(endpoint.config))
-    webhook_tls: ReloadingTLS | None = None
-    if settings.webhook_port > 0:  # TLS from --webhook-cert-dir (tls.crt, tls.key), reloaded on change
-        webhook_tls = ReloadingTLS(settings.webhook_cert_dir, hosts=["localhost", "127.0.0.1"])
-        app = instrument(webhook_app(), "webhook")
-        config = uvicorn.Config(app, host="0.0.0.0", port=settings.webhook_port, log_config=None, lifespan="off")  # noqa: S104
-        webhook_tls.apply(config)
-        servers.append(Listener(config))
+    if metrics is not None:
+        endpoint = metrics_listener(settings, runtime, *metrics, limits=limits(settings))
+        out.append(Served("metrics", Listener(endpoint.config), *metrics, endpoint.tls))
+    webhook = settings.webhook_address
+    if webhook is not None:
+        out.append(webhook_listener(settings, *webhook))
+    return out
+
+
+class Process:
+    """What `kflare run` runs: the runtime (manager, clients) and the listeners, in one event loop."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.runtime = Runtime(settings)
+        self.listeners = listeners(settings, self.runtime)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._background: list[asyncio.Task[None]] = []
+
+    def listener(self, name: str) -> Served | None:
+        return next((served for served in self.listeners if served.name == name), None)
+
+    async def start(self, *, timeout: float = 30.0) -> None:
+        """Start the runtime and the listeners, and return once every listener accepts connections."""
+        pin_mmap_threshold()
+        await self.runtime.start()
+        for served in self.listeners:
+            self._tasks.append(asyncio.create_task(served.server.serve(), name=f"listener-{served.name}"))
+            if served.tls is not None:
+                self._background.append(asyncio.create_task(served.tls.watch(), name=f"{served.name}-cert-reload"))
+        async with asyncio.timeout(timeout):
+            for served, task in zip(self.listeners, self._tasks, strict=True):
+                while not served.server.started:
+                    if task.done():  # it could not bind, say: uvicorn has logged why
+                        raise RuntimeError(f"the {served.name} listener on {served.host}:{served.port} did not start")
+                    await asyncio.sleep(0.02)
+
+    async def stop(self) -> None:
+        for served in self.listeners:
+            served.server.should_exit = True
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
+        await self.runtime.stop()
+
+
+async def serve(settings: Settings) -> int:
+    """Run the manager and the listeners until SIGTERM or SIGINT."""
+    process = Process(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await runtime.start()
-    tasks = []
-    for server in servers:
-        tasks.append(asyncio.create_task(server.serve(), name="listener"))
-    background = [asyncio.create_task(endpoint.watch(), name="metrics-cert-reload")] if endpoint else []
-    if webhook_tls is not None:
-        background.append(asyncio.create_task(webhook_tls.watch(), name="webhook-cert-reload"))
     try:
+        await process.start()
         await stop.wait()
     finally:
         log.info("shutting down")
-        for server in servers:
-            server.should_exit = True
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*tasks, *background, return_exceptions=True)
-        await runtime.stop()
+        await process.stop()
     return 0
 
 

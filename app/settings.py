@@ -12,7 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
@@ -89,23 +89,68 @@ class Settings(BaseSettings):
     cloudflare_budget_share: float = Field(
         0.8, gt=0, le=1, description="share of each token's 1,200 calls per 5 minutes that kflare may use"
     )
-    health_probe_bind_address: str = ":8081"
-    metrics_bind_address: str = ":8080"
-    webhook_port: int = 9443
+    health_probe_bind_address: str = Field(":8081", description="host:port of the probes (plain HTTP); 0 is off")
+    metrics_bind_address: str = Field(":8080", description="host:port of the metrics listener; 0 is off")
+    webhook_bind_address: str = Field(
+        ":9443", description="host:port of the webhook listener (TLS); a host alone keeps the port; 0 is off"
+    )
+    webhook_port: int | None = Field(
+        None, ge=0, le=65535, description="port of the webhook listener, replacing the bind address's; 0 is off"
+    )
     webhook_cert_dir: Path | None = None
+    http_header_timeout: Duration = Field(
+        timedelta(seconds=10),
+        description="a listener closes a connection that has not sent a whole request's headers (and done its TLS"
+        " handshake) within this long",
+    )
+    http_max_connections: int = Field(256, gt=0, description="open connections each listener accepts at most")
     metrics_secure: bool = True
     metrics_cert_path: Path | None = None
     log_level: str = "info"
     log_format: LogFormat = LogFormat.JSON
 
+    @field_validator("health_probe_bind_address", "metrics_bind_address", "webhook_bind_address")
+    @classmethod
+    def _check_address(cls, address: str, info: ValidationInfo) -> str:
+        if info.field_name == "webhook_bind_address" and ":" not in address and address != "0":
+            return address  # a host alone: the port comes from --webhook-port or the default
+        split_bind_address(address)
+        return address
+
     @property
     def drift_checks_enabled(self) -> bool:
         return self.drift_check_interval > timedelta(0)
 
+    @property
+    def webhook_address(self) -> tuple[str, int] | None:
+        """Where the webhook listens, or None when it is off. `--webhook-port` (the older flag, which the chart
+        and the Go controller's manifests pass) replaces the port of `--webhook-bind-address`."""
+        address = self.webhook_bind_address
+        if ":" not in address and address != "0":
+            address = f"{address}:{WEBHOOK_PORT}"
+        found = split_bind_address(address)
+        if self.webhook_port is None:
+            return found
+        if self.webhook_port == 0:
+            return None
+        host = found[0] if found is not None else ALL_ADDRESSES
+        return host, self.webhook_port
+
+
+WEBHOOK_PORT = 9443
+ALL_ADDRESSES = "0.0.0.0"  # noqa: S104 (a Pod listens on all its addresses)
+
 
 def split_bind_address(address: str) -> tuple[str, int] | None:
-    """`:8080` or `127.0.0.1:8080` as (host, port); `0` turns a listener off, as in controller-runtime."""
+    """`:8080`, `127.0.0.1:8080` or `[::1]:8080` as (host, port); `0` turns a listener off, as in
+    controller-runtime. A bad address raises ValueError."""
     if address in ("0", ""):
         return None
-    host, _, port = address.rpartition(":")
-    return (host or "0.0.0.0", int(port))  # noqa: S104 (a Pod listens on all its addresses)
+    host, colon, port = address.rpartition(":")
+    if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"invalid bind address {address!r}: use host:port, :port or 0")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"invalid bind address {address!r}: write an IPv6 address in brackets, as [::1]:8080")
+    return (host or ALL_ADDRESSES, int(port))

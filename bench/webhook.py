@@ -14,7 +14,13 @@ Printed per target: reviews per second, p50 and p99 latency, the server's CPU ti
 per second one core could answer at that cost (the driver, httpx on one core, usually saturates first, so the
 measured rate is a floor and the CPU time per review is the figure to compare).
 
-    .venv/bin/python bench/webhook.py [--reviews 5000] [--concurrency 8] [--rounds 3] [--plain]
+Then memory under hostile clients, on the webhook listener exactly as `kflare run` builds it
+(`app.server.webhook_listener`): the server's RSS once started, after `--hostile` valid reviews (the baseline), after
+as many hostile requests (3 MiB reviews with 25,000 unknown fields, 3 MiB reviews of padding, deep nesting, bodies
+over the limit with and without Content-Length, broken chunked encoding, 1 MiB of headers, requests whose headers
+never end), `--concurrency` x 4 at a time, and again after a few idle seconds.
+
+    .venv/bin/python bench/webhook.py [--reviews 5000] [--concurrency 8] [--rounds 3] [--plain] [--hostile 200]
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.controlplane import free_port
 
 TARGETS = ("baseline", "webhook", "webhook + metrics")
+HOSTILE_TARGET = "kflare run's webhook listener"
 STARTUP_TIMEOUT = 30.0
 TARGET_TIMEOUT = 180.0
 """Seconds one target may take before the run is abandoned."""
@@ -72,6 +79,15 @@ def _serve(target: str, port: int, cpu: int, cert_dir: Path | None) -> None:
     from app.tls import ReloadingTLS
 
     os.sched_setaffinity(0, {cpu})
+    if target == HOSTILE_TARGET:
+        from app.memory import pin_mmap_threshold
+        from app.server import webhook_listener
+        from app.settings import Settings
+
+        pin_mmap_threshold()  # as `kflare run` does when it starts
+        served = webhook_listener(Settings(webhook_cert_dir=cert_dir), "127.0.0.1", port)
+        asyncio.run(served.server.serve())
+        return
     if target == "baseline":
         app = _baseline_app()
     else:
@@ -228,6 +244,106 @@ def measure(target: str, args: argparse.Namespace, cert_dir: Path | None, verify
             proc.wait()
 
 
+IDLE_SECONDS = 5.0
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _hostile_requests(count: int) -> list[bytes]:
+    """`count` raw HTTP requests to /validate/dnsrecords, every kind of abuse in turn."""
+
+    def post(body: bytes, headers: bytes = b"") -> bytes:
+        return (
+            b"POST /validate/dnsrecords HTTP/1.1\r\nHost: kflare\r\nContent-Type: application/json\r\n"
+            + headers
+            + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+            + body
+        )
+
+    def review(spec: dict[str, Any]) -> bytes:
+        request = {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": "kflare.dev", "version": "v1alpha1", "kind": "DNSRecord"},
+            "operation": "CREATE",
+            "object": {"apiVersion": "kflare.dev/v1alpha1", "kind": "DNSRecord", "spec": spec},
+        }
+        return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode()
+
+    base = {"zoneRef": {"name": "z"}, "name": "www.example.com", "type": "A", "content": "192.0.2.1"}
+    fields = review({**base, **{f"field{i:05d}" + "x" * 100: i for i in range(25_000)}})
+    padding = review({**base, "data": {"pad": "x" * (3 * 1024 * 1024 - 400)}})
+    nested = b"[" * 1_000_000 + b"]" * 1_000_000
+    over = b" " * (4 * 1024 * 1024)
+    kinds = [
+        post(fields),
+        post(padding),
+        post(nested),
+        post(over),
+        b"POST /validate/dnsrecords HTTP/1.1\r\nHost: kflare\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"".join(b"10000\r\n" + b"x" * 65536 + b"\r\n" for _ in range(64)),  # 4 MiB, no length
+        b"POST /validate/dnsrecords HTTP/1.1\r\nHost: kflare\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab\r\nzz\r\n",
+        post(b"{}", b"X-Pad: " + b"a" * (1024 * 1024) + b"\r\n"),
+        b"POST /validate/dnsrecords HTTP/1.1\r\nHost: kflare\r\nContent-Ty",  # never ends
+    ]
+    return [kinds[n % len(kinds)] for n in range(count)]
+
+
+async def _hostile(port: int, context: ssl.SSLContext, requests: list[bytes], concurrency: int) -> None:
+    turns = asyncio.Semaphore(concurrency)
+
+    async def one(data: bytes) -> None:
+        async with turns:
+            try:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname="127.0.0.1"), 30
+                )
+            except (OSError, ssl.SSLError, TimeoutError):
+                return
+            try:
+                writer.write(data)
+                await asyncio.wait_for(writer.drain(), 60)
+                await asyncio.wait_for(reader.read(), 60)  # until the server answers and closes
+            except (OSError, ssl.SSLError, TimeoutError):
+                pass
+            finally:
+                writer.close()
+
+    await asyncio.gather(*(one(data) for data in requests))
+
+
+def measure_hostile(args: argparse.Namespace, cert_dir: Path, verify: Any) -> dict[str, float]:
+    """The hostile-clients RSS figures of `kflare run`'s webhook listener, with valid reviews as the baseline."""
+    port = free_port()
+    argv = [sys.executable, __file__, "--serve", HOSTILE_TARGET, "--port", str(port), "--cpu", str(args.server_cpu)]
+    argv += ["--cert-dir", str(cert_dir)]
+    url = f"https://127.0.0.1:{port}/validate/dnsrecords"
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_listening(proc, url, verify)
+        figures = {"started": _rss_mib(proc.pid)}
+        valid = _reviews(args.hostile)
+        asyncio.run(asyncio.wait_for(_drive(url, valid, args.concurrency, verify, True), TARGET_TIMEOUT))
+        figures["valid"] = _rss_mib(proc.pid)
+        requests = _hostile_requests(args.hostile)
+        asyncio.run(asyncio.wait_for(_hostile(port, verify, requests, args.concurrency * 4), TARGET_TIMEOUT))
+        figures["hostile"] = _rss_mib(proc.pid)
+        time.sleep(IDLE_SECONDS)  # a benchmark's pause, for the figure after idling: nothing to wait for
+        figures["idle"] = _rss_mib(proc.pid)
+        return figures
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--reviews", type=int, default=5000, help="reviews per target (default: %(default)s)")
@@ -235,7 +351,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds per target, the best shown (default: 3)")
     parser.add_argument("--plain", action="store_true", help="plain HTTP instead of HTTPS")
     parser.add_argument("--server-cpu", type=int, default=None, help="core of the server (default: the first)")
-    parser.add_argument("--serve", choices=TARGETS, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--hostile", type=int, default=200, help="valid, then hostile requests for the RSS figure (default: 200)"
+    )
+    parser.add_argument("--serve", choices=(*TARGETS, HOSTILE_TARGET), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--cpu", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--cert-dir", type=Path, help=argparse.SUPPRESS)
@@ -290,6 +409,15 @@ def main() -> int:
                 f" per review, {figures.rate / base.rate:.0%} of its rate,"
                 f" p50 {statistics.median(figures.latencies) / statistics.median(base.latencies):.1f}x;"
                 f" {figures.denied} of {figures.reviews} denied as expected"
+            )
+        if args.hostile > 0 and cert_dir is not None:
+            memory = measure_hostile(args, cert_dir, verify)
+            print(
+                f"\n{HOSTILE_TARGET}, RSS in MiB: {memory['started']:.0f} started,"
+                f" {memory['valid']:.0f} after {args.hostile} valid reviews (baseline),"
+                f" {memory['hostile']:.0f} after {args.hostile} hostile requests"
+                f" ({memory['hostile'] - memory['valid']:+.0f} over the baseline),"
+                f" {memory['idle']:.0f} after {IDLE_SECONDS:.0f} s idle"
             )
     return 0
 

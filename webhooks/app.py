@@ -3,7 +3,14 @@
 The API server sends an AdmissionReview and expects one back with the same `uid`. Anything else that reaches the
 port gets a plain HTTP error that says what is wrong: 404 for a plural that is no kflare kind, 413 for a body over
 `max_body` bytes (read in chunks, never buffered past the limit), 408 for a body that does not arrive within
-`body_timeout` seconds, 400 for a body that is not an AdmissionReview.
+`body_timeout` seconds, 400 for a body that is not an AdmissionReview, 503 when `max_in_flight` reviews are being
+read and decided and this one's turn does not come within `wait_timeout` (by default `body_timeout`).
+
+Memory: a review costs its body plus the objects parsed from it, a few times the body's size for as long as it is
+read and decided. Bounding how many are in flight bounds the process' peak, which is what its RSS keeps after a
+burst; a request waiting for its turn holds only what uvicorn buffers before it stops reading the connection.
+A client that goes away mid-body (or whose chunked encoding is broken, which uvicorn answers with 400 and a closed
+connection) ends its request quietly: there is nobody left to answer.
 """
 
 from __future__ import annotations
@@ -13,7 +20,8 @@ import logging
 from typing import Final
 
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.requests import ClientDisconnect
 
 from app.api import KINDS, FieldError, ResourceClass
 from app.api.schema import structural_schema
@@ -27,6 +35,12 @@ MAX_BODY: Final = 3 * 1024 * 1024
 `object` and `oldObject`, is below it)."""
 BODY_TIMEOUT: Final = 10.0
 """Seconds to receive a whole body; the API server's own deadline for a call is at most 30 s."""
+MAX_IN_FLIGHT: Final = 8
+"""Reviews read and decided at once; the API server sends a handful at a time."""
+
+
+class _Gone(Exception):
+    """The client went away before its body was read."""
 
 
 async def read_body(request: Request, limit: int, timeout: float) -> bytes:
@@ -37,16 +51,20 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
             raise HTTPException(400, f"invalid Content-Length {declared[:40]!r}")
         if int(declared) > limit:
             raise HTTPException(413, f"the body is {declared} bytes; at most {limit} are accepted")
-    body = bytearray()
+    chunks: list[bytes] = []
+    size = 0
     try:
         async with asyncio.timeout(timeout):
             async for chunk in request.stream():
-                body += chunk
-                if len(body) > limit:
+                size += len(chunk)
+                if size > limit:
                     raise HTTPException(413, f"the body is over {limit} bytes; at most {limit} are accepted")
+                chunks.append(chunk)
     except TimeoutError:
         raise HTTPException(408, f"the body did not arrive within {timeout:g}s") from None
-    return bytes(body)
+    except ClientDisconnect:
+        raise _Gone from None
+    return b"".join(chunks)
 
 
 def _decide_safely(model: ResourceClass, request: AdmissionRequest) -> Decision:
@@ -57,11 +75,24 @@ def _decide_safely(model: ResourceClass, request: AdmissionRequest) -> Decision:
         return deny([FieldError("", f"internal error while validating: {type(exc).__name__}")], code=INTERNAL)
 
 
-def create_app(*, max_body: int = MAX_BODY, body_timeout: float = BODY_TIMEOUT) -> FastAPI:
+def create_app(
+    *,
+    max_body: int = MAX_BODY,
+    body_timeout: float = BODY_TIMEOUT,
+    max_in_flight: int = MAX_IN_FLIGHT,
+    wait_timeout: float | None = None,
+) -> FastAPI:
     """The webhook app; one route serves every kind, by its plural."""
+    turn_timeout = body_timeout if wait_timeout is None else wait_timeout
     by_plural: dict[str, ResourceClass] = {model.info.plural: model for model in KINDS}
     plurals = ", ".join(sorted(by_plural))
     app = FastAPI(title="kflare admission webhooks", version="v1", docs_url=None, redoc_url=None, openapi_url=None)
+    turns = asyncio.Semaphore(max_in_flight)
+
+    @app.exception_handler(_Gone)
+    async def gone(request: Request, exc: _Gone) -> Response:
+        log.debug("a client went away before sending its whole body")
+        return Response(status_code=400)  # never sent: uvicorn drops what is sent to a closed connection
 
     # The route reads the body itself (bounded in size and time), so FastAPI cannot derive its schema: declare it,
     # so that the OpenAPI document (and the fuzzing driven by it) knows what an AdmissionReview looks like.
@@ -75,13 +106,22 @@ def create_app(*, max_body: int = MAX_BODY, body_timeout: float = BODY_TIMEOUT) 
             raise HTTPException(
                 404, f"{plural[:64]!r} is no kflare kind; the webhook serves /validate/<plural> for {plurals}"
             )
-        body = await read_body(request, max_body, body_timeout)
         try:
-            review = parse_review(body)
-        except ReviewError as exc:
-            raise HTTPException(exc.status_code, str(exc)) from None
-        admission = review.request
-        decision = _decide_safely(model, admission)
+            async with asyncio.timeout(turn_timeout):
+                await turns.acquire()
+        except TimeoutError:
+            raise HTTPException(503, "too many reviews at once; try again", headers={"Retry-After": "1"}) from None
+        try:
+            body = await read_body(request, max_body, body_timeout)
+            try:
+                review = parse_review(body)
+            except ReviewError as exc:
+                raise HTTPException(exc.status_code, str(exc)) from None
+            del body
+            admission = review.request
+            decision = _decide_safely(model, admission)
+        finally:
+            turns.release()
         if decision.allowed:
             log.debug("allowed %s %s %s/%s", admission.operation, model.info.kind, admission.namespace, admission.name)
         else:

@@ -14,13 +14,14 @@ existed can always be finalised and deleted.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from app.api import GROUP, VERSION, FieldError, ResourceClass, immutable_violations, validate_object
-from app.api.validation import MISSING, spec_value
+from app.api import GROUP, VERSION, FieldError, ResourceClass, immutable_violations
+from app.api.validation import MISSING, object_errors, spec_value
 from webhooks.review import AdmissionRequest, ResponseStatus
 
 MAX_ERRORS: Final = 20
@@ -40,12 +41,14 @@ class Decision:
     code: int = 200
     reason: str = ""
     """`Invalid` (422: the object breaks a rule) or `BadRequest` (400: the request itself is wrong)."""
+    more: int = 0
+    """Errors found beyond `errors`, counted and not kept."""
 
     @property
     def message(self) -> str:
         """`<path>: <reason>; <path>: <reason>`, what the API server shows after `... denied the request: `."""
         shown = [_clip(str(error), MAX_ERROR_LENGTH) for error in self.errors[:MAX_ERRORS]]
-        hidden = len(self.errors) - len(shown)
+        hidden = len(self.errors) - len(shown) + self.more
         if hidden > 0:
             shown.append(f"and {hidden} more")
         return "; ".join(shown)
@@ -61,9 +64,23 @@ ALLOW: Final = Decision(allowed=True)
 
 
 def deny(errors: Iterable[FieldError], *, code: int = INVALID) -> Decision:
-    unique = tuple(dict.fromkeys(errors))
+    """Refuse for `errors`; the first MAX_ERRORS different ones are kept, the rest counted."""
+    kept: dict[FieldError, None] = {}
+    more = 0
+    for error in errors:
+        if error in kept:
+            continue
+        if len(kept) < MAX_ERRORS:
+            kept[error] = None
+        else:
+            more += 1
     reason = {INVALID: "Invalid", BAD_REQUEST: "BadRequest"}.get(code, "InternalError")
-    return Decision(allowed=False, errors=unique, code=code, reason=reason)
+    return Decision(allowed=False, errors=tuple(kept), code=code, reason=reason, more=more)
+
+
+def _verdict(errors: Iterable[FieldError]) -> Decision:
+    denial = deny(errors)
+    return denial if denial.errors else ALLOW
 
 
 def bad_request(path: str, message: str) -> Decision:
@@ -121,8 +138,7 @@ def decide(model: ResourceClass, request: AdmissionRequest) -> Decision:
     if not isinstance(new, Mapping):
         return bad_request("request.object", "must be a JSON object")
     if operation == "CREATE":
-        errors = validate_object(model, new)
-        return deny(errors) if errors else ALLOW
+        return _verdict(object_errors(model, new))
     old = request.old_object
     if old is None:
         return bad_request("request.oldObject", "required on UPDATE")
@@ -130,5 +146,4 @@ def decide(model: ResourceClass, request: AdmissionRequest) -> Decision:
         return bad_request("request.oldObject", "must be a JSON object")
     if old.get("spec") == new.get("spec"):
         return ALLOW  # status-only or metadata-only
-    errors = [*validate_object(model, new), *explain_immutable(model, old, new)]
-    return deny(errors) if errors else ALLOW
+    return _verdict(itertools.chain(object_errors(model, new), explain_immutable(model, old, new)))

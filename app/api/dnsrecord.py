@@ -13,6 +13,7 @@ from app.api.base import KflareModel, KindInfo, PrinterColumn, Problems
 from app.api.meta import Status
 from app.api.refs import LocalObjectReference
 from app.api.resource import Resource
+from app.api.text import NAME_SCHEMA, TEXT_SCHEMA, NameCheck, TextCheck
 
 RecordType = Literal[
     "A",
@@ -73,11 +74,11 @@ class DNSRecordSpec(KflareModel):
 
     zone_ref: LocalObjectReference
     """The Zone, in the same namespace, the record belongs to."""
-    name: Annotated[str, Field(min_length=1, max_length=NAME_MAX)]
+    name: Annotated[str, NameCheck, Field(min_length=1, max_length=NAME_MAX, json_schema_extra=NAME_SCHEMA)]
     """Record name: a fully qualified domain name in Punycode, such as `www.example.com` (`@` for the apex)."""
     type: RecordType
     """Record type."""
-    content: Annotated[str, Field(max_length=8192)] | None = None
+    content: Annotated[str, TextCheck, Field(max_length=8192, json_schema_extra=TEXT_SCHEMA)] | None = None
     """Record value, such as an IP address or a host name. Leave out for a record given by `data`."""
     ttl: (
         Annotated[
@@ -99,13 +100,22 @@ class DNSRecordSpec(KflareModel):
     """Whether Cloudflare proxies the traffic (A, AAAA and CNAME only). Unset means not proxied."""
     priority: Annotated[int, Field(ge=0, le=65535)] | None = None
     """Priority of an MX, SRV or URI record. Unset leaves Cloudflare's value alone."""
-    comment: Annotated[str, Field(max_length=COMMENT_MAX, json_schema_extra={"pattern": NO_NEWLINE_PATTERN})] | None = (
-        None
-    )
+    comment: (
+        Annotated[
+            str,
+            TextCheck,
+            Field(max_length=COMMENT_MAX, json_schema_extra={"pattern": NO_NEWLINE_PATTERN, **TEXT_SCHEMA}),
+        ]
+        | None
+    ) = None
     """A note about the record; no effect on DNS. At most 100 characters on the Free plan, 500 on others."""
     tags: (
         Annotated[
-            list[Annotated[str, Field(max_length=1024, json_schema_extra={"pattern": TAG_PATTERN})]],
+            list[
+                Annotated[
+                    str, TextCheck, Field(max_length=1024, json_schema_extra={"pattern": TAG_PATTERN, **TEXT_SCHEMA})
+                ]
+            ],
             Field(max_length=TAGS_MAX),
         ]
         | None

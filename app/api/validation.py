@@ -11,7 +11,7 @@ Free-form fields (`x-kubernetes-preserve-unknown-fields`, such as a DNSRecord's 
 from __future__ import annotations
 
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Annotated, Any, Final, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -38,41 +38,43 @@ def errors_from(exc: ValidationError, prefix: Loc = ()) -> list[FieldError]:
     return out
 
 
-def _walk(annotation: Any, value: Any, loc: Loc, out: list[FieldError]) -> None:
+def _walk(annotation: Any, value: Any, loc: Loc) -> Iterator[FieldError]:
     origin = get_origin(annotation)
     if origin is Annotated:
-        _walk(get_args(annotation)[0], value, loc, out)
+        yield from _walk(get_args(annotation)[0], value, loc)
     elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        out.extend(unknown_fields(annotation, value, loc))
+        yield from _unknown(annotation, value, loc)
     elif origin in (Union, types.UnionType):
         options = [a for a in get_args(annotation) if a is not type(None)]
         if len(options) == 1:
-            _walk(options[0], value, loc, out)
+            yield from _walk(options[0], value, loc)
     elif origin in (list, tuple, set, frozenset, Sequence) and isinstance(value, list):
         (item,) = get_args(annotation)[:1] or (Any,)
         for index, element in enumerate(value):
-            _walk(item, element, (*loc, index), out)
+            yield from _walk(item, element, (*loc, index))
     elif origin in (dict, Mapping) and isinstance(value, dict):
         _, item = get_args(annotation) or (Any, Any)
         for key, element in value.items():
-            _walk(item, element, (*loc, str(key)), out)
+            yield from _walk(item, element, (*loc, str(key)))
 
 
-def unknown_fields(model: type[BaseModel], data: Any, loc: Loc = ()) -> list[FieldError]:
-    """Fields of `data` the model (and so the CRD's schema) does not declare, at any depth."""
+def _unknown(model: type[BaseModel], data: Any, loc: Loc) -> Iterator[FieldError]:
     if not isinstance(data, Mapping):
-        return []
+        return
     by_wire = {(info.alias or name): (name, info) for name, info in model.model_fields.items()}
     by_python = {name: info.alias or name for name, info in model.model_fields.items()}
-    out: list[FieldError] = []
     for key, value in data.items():
         known = by_wire.get(key)
         if known is None:
             hint = f' (did you mean "{by_python[key]}"?)' if key in by_python else ""
-            out.append(FieldError(format_path((*loc, str(key))), f'unknown field "{key}"{hint}'))
+            yield FieldError(format_path((*loc, str(key))), f'unknown field "{key}"{hint}')
             continue
-        _walk(known[1].annotation, value, (*loc, key), out)
-    return out
+        yield from _walk(known[1].annotation, value, (*loc, key))
+
+
+def unknown_fields(model: type[BaseModel], data: Any, loc: Loc = ()) -> list[FieldError]:
+    """Fields of `data` the model (and so the CRD's schema) does not declare, at any depth."""
+    return list(_unknown(model, data, loc))
 
 
 KindRef = str | ResourceClass
@@ -83,19 +85,41 @@ def _model(kind: KindRef) -> ResourceClass:
     return kind_for(kind) if isinstance(kind, str) else kind
 
 
-def validate_spec(model: ResourceClass, spec: Any) -> list[FieldError]:
-    """Every problem with a kind's spec, paths starting with `spec`."""
+def _spec_errors(model: ResourceClass, spec: Any) -> Iterator[FieldError]:
     prefix: Loc = ("spec",)
     if not isinstance(spec, Mapping):
-        return [FieldError("spec", "must be an object")]
+        yield FieldError("spec", "must be an object")
+        return
     spec_model = model.spec_model()
-    errors: list[FieldError] = []
     try:
         spec_model.model_validate(spec)
     except ValidationError as exc:
-        errors.extend(errors_from(exc, prefix))
-    errors.extend(unknown_fields(spec_model, spec, prefix))
-    return errors
+        yield from errors_from(exc, prefix)
+    yield from _unknown(spec_model, spec, prefix)
+
+
+def validate_spec(model: ResourceClass, spec: Any) -> list[FieldError]:
+    """Every problem with a kind's spec, paths starting with `spec`."""
+    return list(_spec_errors(model, spec))
+
+
+def object_errors(kind_or_plural: KindRef, obj: Mapping[str, Any]) -> Iterator[FieldError]:
+    """`validate_object`, one error at a time: a caller that shows only the first few need not hold them all (an
+    object can have as many unknown fields as its size allows)."""
+    model = _model(kind_or_plural)
+    if not isinstance(obj, Mapping):
+        yield FieldError("", "the object must be a JSON object")
+        return
+    api_version = obj.get("apiVersion")
+    if api_version is not None and api_version != API_VERSION:
+        yield FieldError("apiVersion", f"must be {API_VERSION}, not {api_version!r}")
+    kind = obj.get("kind")
+    if kind is not None and kind != model.info.kind:
+        yield FieldError("kind", f"must be {model.info.kind}, not {kind!r}")
+    if obj.get("spec") is None:
+        yield FieldError("spec", "required value")
+        return
+    yield from _spec_errors(model, obj["spec"])
 
 
 def validate_object(kind_or_plural: KindRef, obj: Mapping[str, Any]) -> list[FieldError]:
@@ -105,21 +129,7 @@ def validate_object(kind_or_plural: KindRef, obj: Mapping[str, Any]) -> list[Fie
     refuse, and unknown fields. The status is not checked: the API server ignores it on the main resource.
     Raises `app.api.registry.UnknownKind` for a name that is no kflare kind.
     """
-    model = _model(kind_or_plural)
-    if not isinstance(obj, Mapping):
-        return [FieldError("", "the object must be a JSON object")]
-    errors: list[FieldError] = []
-    api_version = obj.get("apiVersion")
-    if api_version is not None and api_version != API_VERSION:
-        errors.append(FieldError("apiVersion", f"must be {API_VERSION}, not {api_version!r}"))
-    kind = obj.get("kind")
-    if kind is not None and kind != model.info.kind:
-        errors.append(FieldError("kind", f"must be {model.info.kind}, not {kind!r}"))
-    if obj.get("spec") is None:
-        errors.append(FieldError("spec", "required value"))
-        return errors
-    errors.extend(validate_spec(model, obj["spec"]))
-    return errors
+    return list(object_errors(kind_or_plural, obj))
 
 
 def spec_value(spec: Any, path: str) -> Any:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -100,3 +104,106 @@ def test_kflare_dev_stops_everything_on_sigterm(control_plane: ControlPlane) -> 
 def running_under(workdir: str) -> list[str]:
     found = subprocess.run(["pgrep", "-f", workdir], capture_output=True, text=True, check=False)
     return found.stdout.split()
+
+
+@dataclass
+class Dev:
+    """A running `kflare dev` and what it printed."""
+
+    proc: subprocess.Popen[str]
+    lines: list[str]
+    kubeconfig: str
+    metrics_command: str
+
+    def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        binary = self.metrics_command.split("$(")[1].split(" ")[0]  # the kubectl kflare dev runs
+        return subprocess.run(
+            [binary, "--kubeconfig", self.kubeconfig, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+
+@pytest.fixture(scope="module")
+def dev(control_plane: ControlPlane) -> Iterator[Dev]:
+    kflare = Path(sys.executable).with_name("kflare")
+    proc = subprocess.Popen(
+        [str(kflare), "dev", "--bin-dir", str(control_plane.bin_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    # Read in a thread for as long as it runs, so the table it keeps printing never fills the pipe.
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 180
+        while not any(line.startswith("dnsrecord.kflare.dev/www created") for line in lines):  # examples applied
+            assert proc.poll() is None, "".join(lines)
+            assert time.monotonic() < deadline, "kflare dev did not apply the examples:\n" + "".join(lines)
+            time.sleep(0.1)
+        kubeconfig = next(line for line in lines if "--kubeconfig" in line).split("--kubeconfig ")[1].split(" ")[0]
+        command = next(line for line in lines if line.startswith("  curl ")).strip()
+        yield Dev(proc, lines, kubeconfig, command)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        reader.join(10)
+
+
+BAD = {
+    "proxied TXT": (
+        {"name": "txt.example.com", "type": "TXT", "content": "hello", "proxied": True},
+        "spec.proxied: only A, AAAA and CNAME records can be proxied, not TXT",
+    ),
+    "A of 192.0.2.300": (
+        {"name": "bad.example.com", "type": "A", "content": "192.0.2.300"},
+        "spec.content: an A record's content must be an IPv4 address",
+    ),
+    "SRV without data": (
+        {"name": "_sip._tcp.example.com", "type": "SRV"},
+        "spec.content: a SRV record needs content or data",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_kflare_dev_refuses_bad_manifests_at_apply(dev: Dev, case: str) -> None:
+    spec, reason = BAD[case]
+    name = "bad-" + case.split()[0].lower()
+    manifest = {
+        "apiVersion": "kflare.dev/v1alpha1",
+        "kind": "DNSRecord",
+        "metadata": {"name": name, "namespace": "demo"},
+        "spec": {"zoneRef": {"name": "example-com"}, **spec},
+    }
+    done = dev.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+    assert done.returncode != 0, done.stdout
+    assert done.stderr.strip() == (
+        'The request is invalid: error when creating "STDIN": admission webhook "dnsrecords.validate.kflare.dev"'
+        f" denied the request: {reason}"
+    )
+    assert dev.kubectl("get", "dnsrecord", "-n", "demo", name).returncode != 0  # nothing stored
+
+
+def test_kflare_dev_prints_a_command_that_scrapes_the_metrics(dev: Dev) -> None:
+    done = subprocess.run(["bash", "-c", dev.metrics_command], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "controller_runtime_reconcile_total{" in done.stdout
+    assert 'kflare_http_requests_total{handler="/validate/{plural}",listener="webhook"' in done.stdout
+    url = dev.metrics_command.rsplit(" ", 1)[1]
+    cacert = dev.metrics_command.split("--cacert ")[1].split(" ")[0]
+    anonymous = subprocess.run(
+        ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", cacert, url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert anonymous.stdout == "401"  # the token is what lets it in

@@ -9,7 +9,6 @@ down never blocks another test.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import uuid
@@ -36,6 +35,8 @@ from tests.helpers import eventually
 from tests.unit.webhooks.reviews import review, sample
 from tests.unit.webhooks.serving import client_context, handshake, serving
 from webhooks import create_app
+from webhooks.configuration import configuration as webhook_configuration
+from webhooks.configuration import url_client_config
 
 pytestmark = pytest.mark.integration
 
@@ -95,43 +96,23 @@ class Webhook:
 
 
 def configuration(webhook: Webhook, name: str, *, failure_policy: str = "Fail") -> dict[str, Any]:
-    """One webhook per kind, each calling /validate/<plural> on the test server, matching only this test's
+    """The webhooks as `kflare dev` and the chart register them, calling the test server, matching only this test's
     namespace (namespaced kinds) or objects with this test's label (cluster-scoped kinds)."""
-    hooks = []
-    for model in KINDS:
-        hook: dict[str, Any] = {
-            "name": f"{model.info.plural}.kflare.dev",
-            "clientConfig": {
-                "url": f"https://127.0.0.1:{webhook.port}/validate/{model.info.plural}",
-                "caBundle": base64.b64encode(webhook.plane.ca.pem).decode(),
-            },
-            "rules": [
-                {
-                    "apiGroups": ["kflare.dev"],
-                    "apiVersions": ["v1alpha1"],
-                    "operations": ["CREATE", "UPDATE"],
-                    "resources": [model.info.plural],
-                    "scope": model.info.scope,
-                }
-            ],
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "timeoutSeconds": 5,
-            "failurePolicy": failure_policy,
-        }
+    body = webhook_configuration(
+        name,
+        url_client_config(f"https://127.0.0.1:{webhook.port}", webhook.plane.ca.pem),
+        labels={TEST_LABEL: "on"},
+        failure_policy=failure_policy,
+        timeout_seconds=5,
+    )
+    for hook, model in zip(body["webhooks"], sorted(KINDS, key=lambda m: m.info.namespaced), strict=True):
         if model.info.namespaced:
             hook["namespaceSelector"] = {
                 "matchLabels": {TEST_LABEL: "on", "kubernetes.io/metadata.name": webhook.namespace}
             }
         else:  # a namespaceSelector does not apply to cluster-scoped objects
             hook["objectSelector"] = {"matchLabels": {OBJECT_LABEL: webhook.label}}
-        hooks.append(hook)
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": name, "labels": {TEST_LABEL: "on"}},
-        "webhooks": hooks,
-    }
+    return body
 
 
 @contextlib.asynccontextmanager
@@ -166,7 +147,7 @@ async def webhook(
         yield Webhook(control_plane, namespace, port, cert_dir, tls, recorder, tmp_path)
 
 
-DENIED = 'admission webhook "dnsrecords.kflare.dev" denied the request: '
+DENIED = 'admission webhook "dnsrecords.validate.kflare.dev" denied the request: '
 
 
 async def until_denied(webhook: Webhook, manifest: dict[str, Any], needle: str) -> str:

@@ -37,4 +37,22 @@ def test_settings_from_flags_and_defaults() -> None:
 def test_bind_addresses() -> None:
     assert split_bind_address(":8080") == ("0.0.0.0", 8080)  # noqa: S104
     assert split_bind_address("127.0.0.1:9") == ("127.0.0.1", 9)
+    assert split_bind_address("[::1]:9443") == ("::1", 9443)
     assert split_bind_address("0") is None
+
+
+@pytest.mark.parametrize("address", ["8080", "::1:8080", "host:http", "127.0.0.1:70000"])
+def test_bad_bind_addresses_are_refused(address: str) -> None:
+    with pytest.raises(ValidationError, match="invalid bind address"):
+        Settings(metrics_bind_address=address)
+
+
+def test_the_webhook_address() -> None:
+    assert Settings().webhook_address == ("0.0.0.0", 9443)  # noqa: S104 (all of a Pod's addresses, as before)
+    assert Settings(webhook_bind_address="127.0.0.1:10443").webhook_address == ("127.0.0.1", 10443)
+    assert Settings(webhook_bind_address="127.0.0.1").webhook_address == ("127.0.0.1", 9443)
+    assert Settings(webhook_bind_address="0").webhook_address is None
+    # --webhook-port, which the chart and older manifests pass, keeps working and wins over the port.
+    assert Settings(webhook_port=10443).webhook_address == ("0.0.0.0", 10443)  # noqa: S104
+    assert Settings(webhook_bind_address="127.0.0.1:1", webhook_port=2).webhook_address == ("127.0.0.1", 2)
+    assert Settings(webhook_port=0).webhook_address is None

@@ -273,3 +273,64 @@ async def test_hostile_requests_never_5xx(http: httpx.AsyncClient, request_part:
 
 def test_every_sample_kind_is_a_kind() -> None:
     assert set(SAMPLES) == {m.info.kind for m in KINDS}
+
+
+async def test_reviews_over_the_in_flight_bound_wait_their_turn_then_get_503() -> None:
+    app = create_app(max_in_flight=1, body_timeout=30, wait_timeout=0.2)
+    reading, release = asyncio.Event(), asyncio.Event()
+
+    async def held() -> AsyncGenerator[bytes, None]:
+        yield b'{"apiVersion": '
+        reading.set()
+        await release.wait()
+        yield b'"admission.k8s.io/v1"}'
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="https://webhook") as client:
+        stream = held()
+        first = asyncio.create_task(client.post("/validate/dnsrecords", content=stream))
+        await asyncio.wait_for(reading.wait(), 10)
+        second = await post(client, "dnsrecords", _valid())
+        assert second.status_code == 503
+        assert second.json()["detail"] == "too many reviews at once; try again"
+        assert second.headers["retry-after"] == "1"
+        release.set()
+        reply = await asyncio.wait_for(first, 10)
+        await stream.aclose()
+        assert reply.status_code == 400  # its turn came: read and answered
+        third = _valid()
+        assert answer(await post(client, "dnsrecords", third), third)["allowed"] is True  # the turn was given back
+
+
+async def test_a_client_that_goes_away_mid_body_ends_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    app = create_app()
+    sent: list[dict[str, Any]] = []
+    messages = iter(
+        [
+            {"type": "http.request", "body": b'{"apiVersion": ', "more_body": True},
+            {"type": "http.disconnect"},
+        ]
+    )
+
+    async def receive() -> dict[str, Any]:
+        return next(messages)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "https",
+        "path": "/validate/dnsrecords",
+        "raw_path": b"/validate/dnsrecords",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"transfer-encoding", b"chunked")],
+        "server": ("127.0.0.1", 9443),
+        "client": ("127.0.0.1", 50000),
+    }
+    with caplog.at_level("DEBUG"):
+        await app(scope, receive, send)  # raises nothing
+    assert sent[0]["status"] == 400
+    assert not [r for r in caplog.records if r.levelno >= 30 or r.exc_info]
