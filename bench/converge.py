@@ -1,20 +1,23 @@
 """What converging and keeping many DNS records costs: Cloudflare calls, wall time, CPU and memory.
 
-Runs the real stack on this machine: the test control plane, the Cloudflare emulator (its rate limit lifted, so
-the figures are about kflare and not about waiting), and `kflare run` as its own process. Then:
+Runs the real stack on this machine: the test control plane, the Cloudflare emulator with its real rate limit
+(1,200 calls per 300 s, then a lockout), and `kflare run` as its own process. Then, for each scale (by default
+1,000 records in 5 zones, then 5,000 in 25):
 
-1. applies RECORDS DNSRecords spread over ZONES zones and waits for all of them to be Ready: Cloudflare calls and
-   wall time to converge (and the time the same calls would take at Cloudflare's 1,200 calls per 5 minutes);
-2. lets one drift round pass: Cloudflare calls per round, beside the one-GET-per-record baseline, and the
-   controller's CPU time per idle reconcile;
-3. the controller's RSS: with no resources (the baseline), with all of them, and with 100 MiB of unrelated Secrets
-   in the cluster on top;
-4. after that restart, waits until every object has been reconciled by the new process (its reconcile counters
-   per kind cover every object and its queues are drained: each object is queued once when the new process lists
-   it, so an empty queue with no reconcile running means each was reconciled) and counts the Cloudflare calls the
-   new process made until then, and its writes.
+1. applies the account, the zones and the records at once and waits for all of them to be Ready: Cloudflare calls
+   to converge (all, and those for the records), wall time, 429s;
+2. lets one drift round pass: Cloudflare calls per round and the controller's CPU per idle reconcile;
+3. restarts the controller and waits until every object has been reconciled by the new process (its reconcile
+   counters per kind cover every object and its queues are drained): the calls it made until then, and writes;
+4. (first scale) the account's GET answers 503 for `--outage` seconds: status writes (resourceVersion changes)
+   and Warning Events on the Zones and records meanwhile;
+5. RSS with all resources Ready, and its slope per resource between the two scales; and RSS after a restart with
+   `--secrets-mib` of Secrets nobody references in the cluster.
 
-    .venv/bin/python bench/converge.py [--records 1000] [--zones 5] [--drift 20] [--secrets-mib 100]
+The baseline, measured in the same run: the same first scale converged with every write sent alone
+(`--dns-batch-size=1`), against the emulator with its rate limit lifted (its calls would take minutes otherwise).
+
+    .venv/bin/python bench/converge.py [--scales 1000:5,5000:25] [--drift 20] [--outage 60] [--secrets-mib 100]
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -37,6 +42,7 @@ from app.dev import default_bin_dir
 from tests.fixtures.emulator import EmulatorProcess
 
 CLOUDFLARE_SUSTAINED = 1200 / 300  # calls per second Cloudflare allows a token
+NS = "bench"
 
 
 def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
@@ -51,8 +57,10 @@ def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
-def apply(plane: ControlPlane, docs: list[dict[str, object]]) -> None:
-    kubectl(plane, "apply", "--server-side", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in docs))
+def apply(plane: ControlPlane, docs: list[dict[str, Any]]) -> None:
+    for chunk in range(0, len(docs), 250):
+        part = docs[chunk : chunk + 250]
+        kubectl(plane, "apply", "--server-side", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in part))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -67,53 +75,89 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
-def start_controller(
-    plane: ControlPlane, emulator: EmulatorProcess, drift: int, log: Path, metrics_port: int = 0
-) -> subprocess.Popen[bytes]:
-    port = free_port()
-    metrics = f"127.0.0.1:{metrics_port}" if metrics_port else "0"  # plain HTTP: this benchmark reads it
-    argv = [
-        str(Path(sys.executable).with_name("kflare")),
-        "run",
-        f"--kubeconfig={plane.kubeconfig_path}",
-        f"--cloudflare-api-url={emulator.base_url}",
-        "--cloudflare-rate-limit=1000000",
-        f"--health-probe-bind-address=127.0.0.1:{port}",
-        f"--metrics-bind-address={metrics}",
-        "--metrics-secure=false",
-        "--webhook-port=0",
-        "--namespace=kflare-system",
-        f"--drift-check-interval={drift}s",
-        "--log-level=warning",
-    ]
-    proc = subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+class Controller:
+    """`kflare run` with plain-HTTP metrics (this benchmark reads them)."""
+
+    def __init__(self, plane: ControlPlane, emulator: EmulatorProcess, log: Path, *extra: str) -> None:
+        self.metrics_port, probe_port = free_port(), free_port()
+        argv = [
+            str(Path(sys.executable).with_name("kflare")),
+            "run",
+            f"--kubeconfig={plane.kubeconfig_path}",
+            f"--cloudflare-api-url={emulator.base_url}",
+            f"--health-probe-bind-address=127.0.0.1:{probe_port}",
+            f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
+            "--metrics-secure=false",
+            "--webhook-port=0",
+            "--namespace=kflare-system",
+            "--log-level=warning",
+            *extra,
+        ]
+        self.proc = subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{probe_port}/readyz", timeout=1) as reply:
+                    if reply.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError(f"controller not ready: {log.read_text()[-2000:]}")
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> None:
+        self.proc.terminate()
         try:
-            import urllib.request
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as reply:
-                if reply.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"controller not ready: {log.read_text()[-2000:]}")
+    def scrape(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as reply:
+            text = reply.read().decode()
+        return {
+            (sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+        }
+
+    def reconciled_all(self, objects: dict[str, int]) -> dict[str, int] | None:
+        """Reconciles per controller once every object of each kind has been reconciled by this process (its
+        counters cover every object, nothing queued or running), else None."""
+        series = self.scrape()
+
+        def total(name: str, controller: str) -> float:
+            return sum(v for (n, labels), v in series.items() if n == name and ("controller", controller) in labels)
+
+        done = {c: int(total("controller_runtime_reconcile_total", c)) for c in objects}
+        idle = all(
+            total("workqueue_depth", c) == 0 and total("controller_runtime_active_workers", c) == 0 for c in objects
+        )
+        return done if idle and all(done[c] >= n for c, n in objects.items()) else None
+
+    def wait_reconciled(self, objects: dict[str, int], timeout: float) -> dict[str, int]:
+        deadline = time.monotonic() + timeout
+        while (done := self.reconciled_all(objects)) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"not every object reconciled after {timeout}s: {objects}")
+            time.sleep(0.5)
+        return done
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+def items(plane: ControlPlane, plural: str) -> list[dict[str, Any]]:
+    return list(json.loads(kubectl(plane, "get", plural, "-A", "-o", "json"))["items"])
 
 
 def ready_count(plane: ControlPlane, plural: str) -> int:
-    listing = json.loads(kubectl(plane, "get", plural, "-A", "-o", "json"))
     return sum(
         1
-        for item in listing["items"]
+        for item in items(plane, plural)
         for c in (item.get("status") or {}).get("conditions") or []
         if c["type"] == "Ready" and c["status"] == "True"
     )
@@ -128,136 +172,206 @@ def wait_ready(plane: ControlPlane, plural: str, count: int, timeout: float) -> 
     return time.monotonic() - started
 
 
-def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    """The controller's metrics: (series name, labels) -> value."""
-    import urllib.request
-
-    from prometheus_client.parser import text_string_to_metric_families
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
-        text = reply.read().decode()
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
+def zone_docs(first: int, count: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "kflare.dev/v1alpha1",
+            "kind": "Zone",
+            "metadata": {"name": f"z{z}", "namespace": NS},
+            "spec": {"name": f"bench{z}.example", "accountRef": {"name": "bench"}},
+        }
+        for z in range(first, first + count)
+    ]
 
 
-def reconciled_all(port: int, objects: dict[str, int]) -> dict[str, int] | None:
-    """Reconciles per controller once every object of each kind (controller name -> count) has been reconciled
-    by this process, else None: its reconcile counters cover every object and no work is queued or running."""
-    series = scrape(port)
+def record_docs(first_zone: int, zones: int, per_zone: int, tag: str = "") -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "kflare.dev/v1alpha1",
+            "kind": "DNSRecord",
+            "metadata": {"name": f"r{tag}{z}-{i}", "namespace": NS},
+            "spec": {
+                "zoneRef": {"name": f"z{z}"},
+                "name": f"h{tag}{i}.bench{z}.example",
+                "type": "A",
+                "content": f"10.{z % 250}.{i // 250}.{i % 250 + 1}",
+                "ttl": 300,
+            },
+        }
+        for z in range(first_zone, first_zone + zones)
+        for i in range(per_zone)
+    ]
 
-    def total(name: str, controller: str) -> float:
-        return sum(v for (n, labels), v in series.items() if n == name and ("controller", controller) in labels)
 
-    done = {c: int(total("controller_runtime_reconcile_total", c)) for c in objects}
-    idle = all(total("workqueue_depth", c) == 0 and total("controller_runtime_active_workers", c) == 0 for c in objects)
-    return done if idle and all(done[c] >= n for c, n in objects.items()) else None
+def account_docs(emulator: EmulatorProcess) -> list[dict[str, Any]]:
+    token = base64.b64encode(emulator.token.encode()).decode()
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "cf", "namespace": NS},
+            "data": {"CF_API_TOKEN": token},
+        },
+        {
+            "apiVersion": "kflare.dev/v1alpha1",
+            "kind": "CloudflareAccount",
+            "metadata": {"name": "bench"},
+            "spec": {"accountID": emulator.account_id, "tokenSecretRef": {"name": "cf", "namespace": NS}},
+        },
+    ]
 
 
-def wait_reconciled(port: int, objects: dict[str, int], timeout: float) -> dict[str, int]:
-    deadline = time.monotonic() + timeout
-    while (done := reconciled_all(port, objects)) is None:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"not every object reconciled after {timeout}s: {objects}")
-        time.sleep(0.5)
-    return done
+def cluster(bins: Path, work: Path) -> tuple[ControlPlane, EmulatorProcess]:
+    plane = ControlPlane.in_tempdir(bins)
+    plane.start()
+    emulator = EmulatorProcess(workdir=work).start()
+    kubectl(plane, "apply", "--server-side", "-f", "-", stdin="\n---\n".join(render_crds(helm=False).values()))
+    for crd in ("cloudflareaccounts", "zones", "dnsrecords"):
+        kubectl(plane, "wait", "--for=condition=Established", f"crd/{crd}.kflare.dev", "--timeout=60s")
+    kubectl(plane, "create", "namespace", "kflare-system")
+    kubectl(plane, "create", "namespace", NS)
+    return plane, emulator
+
+
+def counts(calls: list[dict[str, Any]]) -> tuple[int, int, int, int]:
+    """All calls, those for records, writes, 429s."""
+    records = sum("/dns_records" in c["path"] for c in calls)
+    writes = sum(c["method"] != "GET" for c in calls)
+    return len(calls), records, writes, sum(c["status"] == 429 for c in calls)
+
+
+def baseline(bins: Path, work: Path, records: int, zones: int) -> tuple[int, int, float]:
+    """The same apply with each write sent alone: calls, of which for records, and wall time (rate limit lifted)."""
+    plane, emulator = cluster(bins, work)
+    try:
+        emulator.set_rate_limit(1_000_000, 300, 1)
+        controller = Controller(plane, emulator, work / "baseline.log", "--dns-batch-size=1")
+        started = time.monotonic()
+        apply(plane, account_docs(emulator) + zone_docs(0, zones) + record_docs(0, zones, records // zones))
+        wait_ready(plane, "dnsrecords.kflare.dev", records, 1800)
+        seconds = time.monotonic() - started
+        total, for_records, _, _ = counts(emulator.calls())
+        controller.stop()
+        return total, for_records, seconds
+    finally:
+        emulator.stop()
+        plane.stop()
+
+
+def changed_since(plane: ControlPlane, versions: dict[str, str]) -> int:
+    now = {f"{i['kind']}/{i['metadata']['name']}": i["metadata"]["resourceVersion"] for i in objects_of(plane)}
+    return sum(now.get(key) != version for key, version in versions.items())
+
+
+def objects_of(plane: ControlPlane) -> list[dict[str, Any]]:
+    return items(plane, "zones.kflare.dev") + items(plane, "dnsrecords.kflare.dev")
+
+
+def warnings_since(plane: ControlPlane, since: float) -> int:
+    events = json.loads(kubectl(plane, "get", "events", "-n", NS, "-o", "json"))["items"]
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(since))
+    return sum(
+        1
+        for e in events
+        if e.get("type") == "Warning"
+        and (e.get("lastTimestamp") or e.get("eventTime") or e["metadata"]["creationTimestamp"])[:19] >= stamp
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=1000)
-    parser.add_argument("--zones", type=int, default=5)
+    parser.add_argument("--scales", default="1000:5,5000:25", help="records:zones, cumulative, comma-separated")
     parser.add_argument("--drift", type=int, default=20, help="drift check interval in seconds")
+    parser.add_argument("--outage", type=int, default=60, help="seconds the account's GET answers 503")
     parser.add_argument("--secrets-mib", type=int, default=100)
+    parser.add_argument("--no-baseline", action="store_true")
     args = parser.parse_args()
+    scales = [tuple(int(n) for n in s.split(":")) for s in args.scales.split(",")]
     bins = default_bin_dir()
     if bins is None:
         raise SystemExit("no kube-apiserver: run `make test-bins`")
     work = Path(tempfile.mkdtemp(prefix="kflare-bench-"))
-    plane = ControlPlane.in_tempdir(bins)
-    plane.start()
-    emulator = EmulatorProcess(workdir=work).start()
+    rows: list[tuple[str, str, str]] = []
+    plane, emulator = cluster(bins, work)
     try:
-        emulator.set_rate_limit(1_000_000, 300, 1)
-        kubectl(plane, "apply", "--server-side", "-f", "-", stdin="\n---\n".join(render_crds(helm=False).values()))
-        for crd in ("cloudflareaccounts", "zones", "dnsrecords"):
-            kubectl(plane, "wait", "--for=condition=Established", f"crd/{crd}.kflare.dev", "--timeout=60s")
-        kubectl(plane, "create", "namespace", "kflare-system")
-        kubectl(plane, "create", "namespace", "bench")
-        token = base64.b64encode(emulator.token.encode()).decode()
-        apply(
-            plane,
-            [
-                {
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "metadata": {"name": "cf", "namespace": "bench"},
-                    "data": {"CF_API_TOKEN": token},
-                },
-                {
-                    "apiVersion": "kflare.dev/v1alpha1",
-                    "kind": "CloudflareAccount",
-                    "metadata": {"name": "bench"},
-                    "spec": {"accountID": emulator.account_id, "tokenSecretRef": {"name": "cf", "namespace": "bench"}},
-                },
-            ],
-        )
-        controller = start_controller(plane, emulator, args.drift, work / "controller.log")
+        controller = Controller(plane, emulator, work / "controller.log", f"--drift-check-interval={args.drift}s")
         time.sleep(3)  # a settled, idle process
         rss_empty = rss_mib(controller.pid)
+        rss_at: list[tuple[int, float]] = []
+        records_so_far = zones_so_far = 0
+        for n, (records, zones) in enumerate(scales):
+            new_zones = zones - zones_so_far
+            new_records = records - records_so_far
+            docs = (account_docs(emulator) if n == 0 else []) + zone_docs(zones_so_far, new_zones)
+            docs += record_docs(zones_so_far, new_zones, new_records // new_zones)
+            emulator.clear_calls()
+            started = time.monotonic()
+            apply(plane, docs)
+            wait_ready(plane, "dnsrecords.kflare.dev", records, 1800)
+            seconds = time.monotonic() - started
+            total, for_records, writes, limited = counts(emulator.calls())
+            label = f"{records:,} records, {zones} zones"
+            what = "account, zones and records" if n == 0 else f"{new_records:,} more records in {new_zones} new zones"
+            rows.append((f"[{label}] calls to converge", f"{total}", f"{what}; {limited} answered 429"))
+            rows.append((f"[{label}] of which for the records", f"{for_records}", f"{writes} writes in all"))
+            rows.append((f"[{label}] wall time to all Ready", f"{seconds:.1f} s", "Cloudflare's real rate limit on"))
+            time.sleep(5)
+            rss_at.append((records + zones, rss_mib(controller.pid)))
 
-        zones = [
-            {
-                "apiVersion": "kflare.dev/v1alpha1",
-                "kind": "Zone",
-                "metadata": {"name": f"z{z}", "namespace": "bench"},
-                "spec": {"name": f"bench{z}.example", "accountRef": {"name": "bench"}},
-            }
-            for z in range(args.zones)
-        ]
-        apply(plane, zones)
-        wait_ready(plane, "zones.kflare.dev", args.zones, 120)
+            # One drift round: every object's check falls due within interval +- 10 %.
+            emulator.clear_calls()
+            cpu_before = cpu_seconds(controller.pid)
+            time.sleep(args.drift * 1.15)
+            round_calls = emulator.calls()
+            cpu_round = cpu_seconds(controller.pid) - cpu_before
+            lists = sum(c["method"] == "GET" and c["path"].endswith("/dns_records") for c in round_calls)
+            rows.append((f"[{label}] calls per drift round", f"{len(round_calls)}", f"{lists} record listings"))
+            rows.append(
+                (f"[{label}] CPU per idle reconcile", f"{1000 * cpu_round / (records + zones):.2f} ms", "round CPU")
+            )
 
-        per_zone = args.records // args.zones
-        records = [
-            {
-                "apiVersion": "kflare.dev/v1alpha1",
-                "kind": "DNSRecord",
-                "metadata": {"name": f"r{z}-{i}", "namespace": "bench"},
-                "spec": {
-                    "zoneRef": {"name": f"z{z}"},
-                    "name": f"h{i}.bench{z}.example",
-                    "type": "A",
-                    "content": f"10.{z}.{i // 250}.{i % 250 + 1}",
-                    "ttl": 300,
-                },
-            }
-            for z in range(args.zones)
-            for i in range(per_zone)
-        ]
-        emulator.clear_calls()
-        started = time.monotonic()
-        for chunk in range(0, len(records), 250):
-            apply(plane, records[chunk : chunk + 250])
-        wait_ready(plane, "dnsrecords.kflare.dev", len(records), 1800)
-        converge_seconds = time.monotonic() - started
-        converge_calls = len(emulator.calls())
-        rss_loaded = rss_mib(controller.pid)
+            if n == 0 and args.outage:
+                versions = {
+                    f"{i['kind']}/{i['metadata']['name']}": i["metadata"]["resourceVersion"] for i in objects_of(plane)
+                }
+                outage = time.time()
+                fault = emulator.fault(r"^GET /client/v4/accounts/\w+$", "status", status=503)
+                time.sleep(args.outage)
+                emulator.delete_fault(fault)
+                wait_ready(plane, "cloudflareaccounts.kflare.dev", 1, 120)
+                rows.append(
+                    (
+                        f"[{label}] account 503 for {args.outage} s: status writes",
+                        f"{changed_since(plane, versions)}",
+                        f"on Zones and records; Warning Events: {warnings_since(plane, outage)}",
+                    )
+                )
 
-        # One drift round: every record's check falls due within interval ± 10 %.
-        emulator.clear_calls()
-        cpu_before = cpu_seconds(controller.pid)
-        time.sleep(args.drift * 1.25)
-        round_calls = emulator.calls()
-        cpu_round = cpu_seconds(controller.pid) - cpu_before
-        gets = sum(1 for c in round_calls if c["method"] == "GET" and "/dns_records/" in c["path"])
-        lists = sum(1 for c in round_calls if c["method"] == "GET" and c["path"].endswith("/dns_records"))
-        writes = sum(1 for c in round_calls if c["method"] != "GET")
-        stop(controller)
+            controller.stop()
+            restarted = time.time()
+            controller = Controller(
+                plane, emulator, work / f"controller-{n}.log", f"--drift-check-interval={args.drift}s"
+            )
+            reconciles = controller.wait_reconciled({"cloudflareaccount": 1, "zone": zones, "dnsrecord": records}, 900)
+            restart_total, _, restart_writes, _ = counts(emulator.calls(since=restarted))
+            rows.append(
+                (
+                    f"[{label}] calls after a restart",
+                    f"{restart_total}",
+                    f"writes {restart_writes}; {sum(reconciles.values())} reconciles until every object was",
+                )
+            )
+            records_so_far, zones_so_far = records, zones
 
-        # The same cluster with 100 MiB of Secrets nobody references.
+        (n1, r1), (n2, r2) = rss_at[0], rss_at[-1]
+        rows.append(("controller RSS, no resources", f"{rss_empty:.1f} MiB", "baseline"))
+        for count, rss in rss_at:
+            rows.append((f"controller RSS, {count:,} resources Ready", f"{rss:.1f} MiB", ""))
+        if n2 > n1:
+            rows.append(("RSS per resource", f"{(r2 - r1) * 1024 / (n2 - n1):.1f} KiB", f"slope from {n1:,} to {n2:,}"))
+        controller.stop()
+
+        # The same cluster with Secrets nobody references.
         kubectl(plane, "create", "namespace", "noise")
         blob = base64.b64encode(os.urandom(384 * 1024)).decode()  # 512 KiB once encoded
         noise = [
@@ -271,46 +385,27 @@ def main() -> int:
         ]
         for chunk in range(0, len(noise), 20):
             apply(plane, noise[chunk : chunk + 20])
-        restarted = time.time()
-        metrics_port = free_port()
-        controller = start_controller(plane, emulator, args.drift, work / "controller-2.log", metrics_port)
-        objects = {"cloudflareaccount": 1, "zone": args.zones, "dnsrecord": len(records)}
-        reconciles = wait_reconciled(metrics_port, objects, 600)
-        restart_seconds = time.time() - restarted
-        restart_calls = emulator.calls(since=restarted)
-        restart_writes = sum(1 for c in restart_calls if c["method"] != "GET")
-        rss_noise = rss_mib(controller.pid)
-        stop(controller)
-
-        per_record = (rss_loaded - rss_empty) * 1024 / len(records)
-        at_limit = converge_calls / (0.8 * CLOUDFLARE_SUSTAINED)
-        rows = [
-            ("Cloudflare calls to converge", f"{converge_calls}", f"{converge_calls / len(records):.2f} per record"),
-            ("wall time to all Ready", f"{converge_seconds:.1f} s", "rate limit lifted"),
-            ("same calls at Cloudflare's limit", f"{at_limit:.0f} s", "80 % share of 1,200 per 5 min"),
-            ("Cloudflare calls per drift round", f"{len(round_calls)}", f"lists {lists}, GETs {gets}, writes {writes}"),
-            ("baseline: one GET per record", f"{len(records)}", "a check per object, as the Go controller"),
-            ("CPU per idle reconcile", f"{1000 * cpu_round / len(records):.2f} ms", "drift round CPU / records"),
-            ("controller RSS, no resources", f"{rss_empty:.1f} MiB", "baseline"),
-            ("controller RSS, all Ready", f"{rss_loaded:.1f} MiB", f"+{per_record:.1f} KiB per record"),
-            (f"restarted, plus {args.secrets_mib} MiB of other Secrets", f"{rss_noise:.1f} MiB", "all reconciled"),
-            (
-                "Cloudflare calls after the restart",
-                f"{len(restart_calls)}",
-                f"writes {restart_writes}, until every object was reconciled ({restart_seconds:.1f} s)",
-            ),
-            (
-                "reconciles after the restart",
-                f"{sum(reconciles.values())}",
-                ", ".join(f"{kind} {n}" for kind, n in reconciles.items()),
-            ),
-        ]
-        print(f"kflare converge benchmark: {len(records)} DNSRecords in {args.zones} zones (emulator, this machine)")
-        for label, value, note in rows:
-            print(f"  {label:<42} {value:>12}  {note}")
+        controller = Controller(plane, emulator, work / "controller-noise.log")
+        controller.wait_reconciled({"cloudflareaccount": 1, "zone": zones_so_far, "dnsrecord": records_so_far}, 900)
+        rows.append(
+            (f"restarted, plus {args.secrets_mib} MiB of other Secrets", f"{rss_mib(controller.pid):.1f} MiB", "")
+        )
+        controller.stop()
     finally:
         emulator.stop()
         plane.stop()
+
+    if not args.no_baseline:
+        records, zones = scales[0]
+        total, for_records, seconds = baseline(bins, work, records, zones)
+        rows.append((f"baseline: {records:,} records, each write alone", f"{total}", f"{for_records} for the records"))
+        rows.append(
+            ("baseline: its time at Cloudflare's limit", f"{total / (0.8 * CLOUDFLARE_SUSTAINED):.0f} s", "80 % share")
+        )
+
+    print("kflare converge benchmark (emulator, this machine)")
+    for label, value, note in rows:
+        print(f"  {label:<52} {value:>12}  {note}")
     return 0
 
 
