@@ -12,9 +12,10 @@ import asyncio
 import contextlib
 import logging
 import random
+import sys
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
 
@@ -29,6 +30,20 @@ Indexer = Callable[[JSON], Iterable[str]]
 """The values an object is found under in one index (a claim label's value, a referenced name...)."""
 
 LIST_PAGE = 500
+
+
+def compact(value: Any) -> Any:
+    """The same JSON value sharing its keys and short strings with every other cached object.
+
+    Each watch event is decoded on its own, so a thousand cached objects hold a thousand copies of "metadata",
+    "namespace", "Ready", "Synced"... Interning them roughly halves what a cached object costs."""
+    if isinstance(value, dict):
+        return {sys.intern(k) if isinstance(k, str) else k: compact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [compact(v) for v in value]
+    if isinstance(value, str) and len(value) <= 64:
+        return sys.intern(value)
+    return value
 
 
 def key_of(obj: JSON) -> Key:
@@ -76,7 +91,7 @@ class Informer:
         obj.get("metadata", {}).pop("managedFields", None)
         key = key_of(obj)
         self._unindex(key)
-        self.cache[key] = obj
+        obj = self.cache[key] = compact(obj)
         for name, indexer in self.indexers.items():
             table = self._indexed.setdefault(name, {})
             for value in indexer(obj):
@@ -145,7 +160,7 @@ class Informer:
                 obj.setdefault("kind", self.rt.kind)
                 obj.setdefault("apiVersion", self.rt.api_version)
                 obj.get("metadata", {}).pop("managedFields", None)
-                items[key_of(obj)] = obj
+                items[key_of(obj)] = compact(obj)
             cont = page.get("metadata", {}).get("continue") or ""
             if not cont:
                 self.resource_version = page["metadata"]["resourceVersion"]
