@@ -416,6 +416,8 @@ class Value:
     literal: bool = False
     star: bool = False
     """An unpacked array (`x[*]`): operations apply to each element."""
+    token: Token | None = None
+    """The string of a string literal."""
 
 
 class _Stop(Exception):
@@ -439,7 +441,7 @@ class Parser:
     lists: set[str] = field(default_factory=set)
     pos: int = 0
     _peeked: Token | None = None
-    _last_string: Token | None = None
+    _previous: Token | None = None
     _groups: list[_Group] = field(default_factory=list)
     _once: list[tuple[str, int]] = field(default_factory=list)
     _scopes: frozenset[str] = frozenset()
@@ -472,20 +474,7 @@ class Parser:
                 "unbalanced parentheses",
                 f'the ")" at {token.start + 1} closes nothing: a "(" is missing before it',
             )
-        previous = self._last_string
-        if (
-            previous is not None
-            and previous.end == self._space_before(token.start)
-            and _odd_quotes(token.start, self.text)
-        ):
-            # The quotes after this point do not pair up: the string that just ended most likely ended where the
-            # user meant something else, so the mistake is at (or after) its opening quote, not here.
-            self.fail(
-                previous.start,
-                "a quote is missing or misplaced in the string",
-                f"it ends at {previous.end} and is followed by {token.show()} at {token.start + 1},"
-                f" where {expected} was expected",
-            )
+        self._quote_check(token.start, f"{token.show()} at {token.start + 1}, where {expected} was expected")
         if token.kind == "ident" and token.text.lower() in _KEYWORDS and token.text != token.text.lower():
             self.fail(
                 token.start,
@@ -493,6 +482,33 @@ class Parser:
                 f'operators are written in lower case: "{token.text.lower()}"',
             )
         self.fail(token.start, f"expected {expected}, found {token.show()}")
+
+    def _quote_check(self, start: int, found: str) -> None:
+        """Blame a misplaced quote rather than what it displaced, when the quotes from `start` on do not pair up.
+
+        A missing or extra quote shifts every string after it, so the error surfaces later than the mistake: right
+        after a string that swallowed what followed it, or right after a word that should have been in quotes."""
+        previous = self._previous
+        if previous is None or not _odd_quotes(start, self.text):
+            return
+        # What was read from the misplaced quote on is unreliable: only the quote is reported from there.
+        keep = [error for error in self.errors if error.position <= previous.start]
+        if previous.kind in ("string", "raw") and previous.end == self._space_before(start):
+            self.errors[:] = keep
+            self.fail(
+                previous.start,
+                "a quote is missing or misplaced in the string",
+                f"it ends at {previous.end} and is followed by {found}",
+            )
+        if previous.kind in ("ident", "number") and previous.end == start:
+            self.errors[:] = keep
+            self.fail(
+                previous.start,
+                "a quote seems to be missing here",
+                f'"{_clip(self.text[previous.start : start + 1])}" has only its closing quote'
+                if self.text[start] == '"'
+                else f"{found}",
+            )
 
     def _space_before(self, index: int) -> int:
         while index > 0 and self.text[index - 1].isspace():
@@ -510,10 +526,7 @@ class Parser:
         token = self.peek()
         self._peeked = None
         self.pos = token.end
-        if token.kind in ("string", "raw"):
-            self._last_string = token
-        else:
-            self._last_string = None
+        self._previous = token
         return token
 
     def _lex(self) -> Token:
@@ -526,6 +539,7 @@ class Parser:
         if match is None:
             char = text[start]
             hint = "strings are written in double quotes" if char == "'" else ""
+            self._quote_check(start, f'the character "{char}" at {start + 1}')
             self.fail(start, f'unexpected character "{char}"', hint)
         kind = match.lastgroup or "op"
         if kind == "string":
@@ -549,6 +563,7 @@ class Parser:
             if char == '"':
                 return Token("string", start, index + 1, text[start : index + 1], text[start + 1 : index])
             index += 1
+        self._quote_check(start, f"a quote at {start + 1} that opens a string never closed")
         self.fail(start, "this string is never closed", 'a closing " is missing')
 
     def _lex_raw(self, start: int, hashes: int) -> Token:
@@ -681,8 +696,10 @@ class Parser:
             self.advance()
             operator = "strict wildcard"
         if left.literal:
-            self.report(left.start, "the left side of a comparison must be a field or a function, not a literal")
+            self.fail(left.start, "the left side of a comparison must be a field or a function, not a literal")
         self.right(left, operator, token)
+        if left.type.name == "?":
+            return Value(UNKNOWN, left.start)  # already reported: a guess at its type would only add noise
         return Value(BOOLEANS if left.star else BOOLEAN, left.start)
 
     @staticmethod
@@ -702,7 +719,7 @@ class Parser:
             self.advance()
             if token.kind == "string":
                 self._escapes(token, regex=False)
-            value = Value(STRING, token.start, literal=True)
+            value = Value(STRING, token.start, literal=True, token=token)
         elif token.kind == "number" and _INTEGER.fullmatch(token.text):
             self.advance()
             value = Value(INTEGER, token.start, literal=True)
@@ -739,11 +756,13 @@ class Parser:
                 self.report(token.start, "[*] is already applied to this value")
             if not _is(base, "Array", "Map"):
                 self.report(token.start, f"[*] needs an array or a map, not {base}")
+                base = UNKNOWN
             result = Value(base.of or UNKNOWN, value.start, star=True)
         elif token.kind in ("string", "raw"):
             self.advance()
             if not _is(base, "Map"):
                 self.report(token.start, f'a key like ["name"] needs a map, not {base}', "arrays take an index: [0]")
+                base = UNKNOWN
             result = Value(base.of or UNKNOWN, value.start, star=value.star)
         elif token.kind == "number" and _INTEGER.fullmatch(token.text):
             self.advance()
@@ -752,6 +771,7 @@ class Parser:
             if not _is(base, "Array"):
                 hint = 'maps take a key in quotes: ["name"]' if base.name == "Map" else ""
                 self.report(token.start, f"an index like [0] needs an array, not {base}", hint)
+                base = UNKNOWN
             result = Value(base.of or UNKNOWN, value.start, star=value.star)
         else:
             self.unexpected(token, 'an index ([0]), a key (["name"]) or [*]')
@@ -796,6 +816,8 @@ class Parser:
             self.report(name.start, f"{fn}() is not available in {self._where()}", f"Cloudflare allows it only {where}")
         if spec.once:
             self._once.append((fn, name.start))
+        if fn == "regex_replace" and len(args) > 1 and args[1].token is not None:
+            self._regex(args[1].token)
         count = len(args)
         most = len(spec.params) if spec.variadic is None else None
         if count < spec.required or (most is not None and count > most):
@@ -807,7 +829,7 @@ class Parser:
                 else f"{spec.required} to {most}"
             )
             self.report(name.start, f"{fn}() takes {wanted} argument{'s' if wanted != '1' else ''}, not {count}")
-            return Value(spec.returns, name.start)
+            return Value(UNKNOWN, name.start)
         mapped = False
         for index, arg in enumerate(args):
             param = spec.params[index] if index < len(spec.params) else spec.variadic
@@ -848,6 +870,7 @@ class Parser:
     def right(self, left: Value, operator: str, token: Token) -> None:
         type_ = left.type
         name = type_.name
+        reported = len(self.errors)
         if name == "Boolean":
             self.report(
                 token.start,
@@ -864,6 +887,8 @@ class Parser:
             self.report(token.start, f'"{operator}" compares strings, not IP addresses', "use in {...} for ranges")
         elif name == "Integer" and operator in ("contains", "matches", "wildcard", "strict wildcard"):
             self.report(token.start, f'"{operator}" compares strings, not integers')
+        if len(self.errors) > reported:
+            type_ = UNKNOWN  # the mismatch is reported once; the right side is read for its syntax only
         if operator == "in":
             self._set(type_)
         else:
@@ -882,6 +907,8 @@ class Parser:
             self.advance()
             if token.kind == "string":
                 self._escapes(token, regex=regex)
+            if regex:
+                self._regex(token)
             if name not in ("String", "Bytes", "?", "Boolean", "Array", "Map"):
                 self.report(
                     token.start, f"expected {_article(type_)} to compare with, found a string", _quote_hint(token)
@@ -978,7 +1005,7 @@ class Parser:
         text = match.group()
         self._peeked = None
         self.pos = match.end()
-        self._last_string = None
+        self._previous = Token("number", token.start, match.end(), text)
         start = token.start
         if "/" in text:
             if not allow_ranges:
@@ -1001,6 +1028,47 @@ class Parser:
                     self.report(start, f"the range {text} is empty: its start is above its end")
         except ValueError:
             self.report(start, f'"{_clip(text)}" is not a valid IP address')
+
+    def _regex(self, token: Token) -> None:
+        """Report the unbalanced groups and classes of a regular expression, which Cloudflare's engine refuses.
+
+        Only the structure is checked: the syntax of the rest (Rust's regex dialect) is left to Cloudflare."""
+        body = token.body
+        base = token.start + (token.text.find('"') + 1 if token.kind == "raw" else 1)
+        groups: list[int] = []
+        classes: list[int] = []
+        index = 0
+        while index < len(body):
+            char = body[index]
+            if char == "\\":
+                index += 2
+                continue
+            if char == "[":
+                classes.append(index)
+                index += 1
+                if not classes[:-1]:  # a leading "]" (or "^]") is a literal in an outer class
+                    index += body[index : index + 1] == "^"
+                    index += body[index : index + 1] == "]"
+                continue
+            if classes:
+                if char == "]":
+                    classes.pop()
+            elif char == "(":
+                groups.append(index)
+            elif char == ")":
+                if not groups:
+                    self.report(
+                        token.start,
+                        "the regular expression has unbalanced parentheses",
+                        f'the ")" at {base + index + 1} closes nothing (write \\) for a literal parenthesis)',
+                    )
+                    return
+                groups.pop()
+            index += 1
+        if classes:
+            self.report(base + classes[0], 'this "[" of the regular expression is never closed')
+        elif groups:
+            self.report(base + groups[-1], 'this "(" of the regular expression is never closed')
 
     def _escapes(self, token: Token, regex: bool) -> None:
         body = token.body
