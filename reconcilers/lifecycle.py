@@ -143,12 +143,8 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         """What children read of this object: its spec, its status but the conditions, whether it can serve them
         and whether it is being deleted. Children are enqueued when this changes, not on every status echo."""
         status = {k: v for k, v in (raw.get("status") or {}).items() if k != "conditions"}
-        return (
-            json.dumps(raw.get("spec"), sort_keys=True),
-            json.dumps(status, sort_keys=True),
-            can_serve(raw),
-            bool(raw["metadata"].get("deletionTimestamp")),
-        )
+        read = (raw.get("spec"), status, can_serve(raw), bool(raw["metadata"].get("deletionTimestamp")))
+        return hash(json.dumps(read, sort_keys=True))  # kept per object: a number, not the texts
 
     @classmethod
     def drift_group(cls, raw: JSON) -> str | None:

@@ -17,6 +17,9 @@ from app.kube.workqueue import ShutDown, WorkQueue
 
 log = logging.getLogger(__name__)
 
+OWN_WRITES_KEPT = 6
+"""A reconcile's own writes remembered per object (a create makes four): their echoes are not reconciles."""
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -224,7 +227,7 @@ class Controller(Workers):
     def note_own_write(self, obj: dict[str, Any]) -> None:
         """The reconcile that wrote `obj` goes on with it: its echo from the watch needs no reconcile of its own."""
         key = key_of(obj)
-        self._own.setdefault(key, deque(maxlen=16)).append((obj.get("metadata") or {}).get("resourceVersion", ""))
+        self._own.setdefault(key, deque(maxlen=OWN_WRITES_KEPT)).append((obj.get("metadata") or {}).get("resourceVersion", ""))
         self._seen[key] = _fingerprint(obj)
 
     def _settle(self, key: Key) -> None:
