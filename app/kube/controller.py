@@ -227,7 +227,8 @@ class Controller(Workers):
     def note_own_write(self, obj: dict[str, Any]) -> None:
         """The reconcile that wrote `obj` goes on with it: its echo from the watch needs no reconcile of its own."""
         key = key_of(obj)
-        self._own.setdefault(key, deque(maxlen=OWN_WRITES_KEPT)).append((obj.get("metadata") or {}).get("resourceVersion", ""))
+        version = (obj.get("metadata") or {}).get("resourceVersion", "")
+        self._own.setdefault(key, deque(maxlen=OWN_WRITES_KEPT)).append(version)
         self._seen[key] = _fingerprint(obj)
 
     def _settle(self, key: Key) -> None:
