@@ -1,0 +1,118 @@
+"""Kinds watched without a controller (a Gateway API kind, a Service) and reconcilers keyed by a Cloudflare
+document that many resources feed: a change of an input reconciles the documents it fed and feeds, once each; a
+status echo of an input reconciles nothing; the caches of watched kinds are indexed and readable."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Mapping
+
+import pytest
+
+from app.kube.client import JSON, ResourceType
+from app.kube.controller import Outcome
+from app.kube.informer import Key
+from app.kube.manager import DocumentsOf, Manager, Watch
+from tests.unit.kube.feed import FeedKube, obj, until
+
+ROUTES = ResourceType("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute")
+GATEWAYS = ResourceType("gateway.networking.k8s.io", "v1", "gateways", "Gateway")
+SERVICES = ResourceType("", "v1", "services", "Service")
+
+
+def route(name: str, rv: int, gateway: str, *, generation: int = 1) -> JSON:
+    item = obj(name, rv, generation=generation)
+    item["spec"] = {"parentRefs": [{"name": gateway}]}
+    return item
+
+
+class Tunnels:
+    """One document per tunnel: a Gateway names its tunnel, a route feeds its Gateway's tunnel."""
+
+    name = "tunnel-ingress"
+
+    def __init__(self, manager: Manager) -> None:
+        self.manager = manager
+        self.log: list[Key] = []
+
+    def inputs(self) -> Mapping[ResourceType, DocumentsOf]:
+        def of_gateway(raw: JSON) -> Iterable[str]:
+            return [raw["spec"]["tunnel"]]
+
+        def of_route(raw: JSON) -> Iterable[str]:
+            gateways = self.manager.informer_of("Gateway")
+            assert gateways is not None
+            for parent in raw["spec"]["parentRefs"]:
+                gateway = gateways.get(parent["name"], raw["metadata"]["namespace"])
+                if gateway is not None:
+                    yield gateway["spec"]["tunnel"]
+
+        return {GATEWAYS: of_gateway, ROUTES: of_route}
+
+    async def reconcile(self, key: Key) -> Outcome:
+        self.log.append(key)
+        return Outcome.done()
+
+    async def timed_out(self, key: Key, seconds: float) -> None:
+        raise AssertionError("no reconcile here runs out of time")
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[tuple[FeedKube, Manager, Tunnels]]:
+    kube = FeedKube()
+    gw_a, gw_b = obj("a", 1), obj("b", 1)
+    gw_a["spec"], gw_b["spec"] = {"tunnel": "t1"}, {"tunnel": "t2"}
+    kube.put(GATEWAYS, gw_a, gw_b)
+    kube.put(ROUTES, route("r1", 1, "a"), route("r2", 1, "a"))
+    kube.put(SERVICES, obj("echo", 1))
+    manager = Manager(kube, "kflare-system", workers=1)  # type: ignore[arg-type]
+    manager.watch(Watch(SERVICES, indexes={"app": lambda raw: [raw["metadata"]["name"]]}))
+    tunnels = Tunnels(manager)
+    manager.register_aggregate(tunnels)
+    manager.start()
+    await until(lambda: manager.ready, "the caches to fill")
+    await until(lambda: sorted(set(tunnels.log)) == [("", "t1"), ("", "t2")], "every document's first reconcile")
+    try:
+        yield kube, manager, tunnels
+    finally:
+        await manager.stop()
+    assert not manager.alive
+
+
+async def test_watched_kinds_are_cached_and_indexed(world: tuple[FeedKube, Manager, Tunnels]) -> None:
+    _, manager, _ = world
+    services = manager.informer_of("Service")
+    assert services is not None
+    assert [s["metadata"]["name"] for s in services.by_index("app", "echo")] == ["echo"]
+    assert manager.informer_of("HTTPRoute") is not None, "an aggregate's inputs are watched"
+
+
+async def test_a_route_moving_to_another_gateway_reconciles_both_documents(
+    world: tuple[FeedKube, Manager, Tunnels],
+) -> None:
+    kube, _, tunnels = world
+    del tunnels.log[:]
+    kube.push(ROUTES, "MODIFIED", route("r1", 5, "b", generation=2))
+    await until(lambda: len(tunnels.log) >= 2, "the document it left and the one it joined")
+    assert sorted(tunnels.log) == [("", "t1"), ("", "t2")]
+
+
+async def test_a_status_echo_of_an_input_reconciles_nothing(world: tuple[FeedKube, Manager, Tunnels]) -> None:
+    kube, _, tunnels = world
+    del tunnels.log[:]
+    echoed = route("r2", 6, "a")
+    echoed["status"] = {"parents": [{"conditions": [{"type": "Accepted", "status": "True"}]}]}
+    kube.push(ROUTES, "MODIFIED", echoed)
+    # Then a change feeding only the other document, queued after anything the echo would have enqueued.
+    gateway = obj("b", 7, generation=2)
+    gateway["spec"] = {"tunnel": "t2"}
+    kube.push(GATEWAYS, "MODIFIED", gateway)
+    await until(lambda: ("", "t2") in tunnels.log, "the other document's reconcile")
+    assert tunnels.log == [("", "t2")], "the echo reconciled nothing"
+
+
+async def test_a_deleted_input_reconciles_what_it_fed(world: tuple[FeedKube, Manager, Tunnels]) -> None:
+    kube, _, tunnels = world
+    del tunnels.log[:]
+    kube.push(ROUTES, "DELETED", route("r2", 8, "a"))
+    await until(lambda: len(tunnels.log) >= 1, "the document it fed")
+    assert tunnels.log == [("", "t1")]
