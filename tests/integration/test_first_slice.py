@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from kubernetes_asyncio import client
 
@@ -18,19 +17,11 @@ from app.controlplane import ControlPlane
 from tests.fixtures.controller import ControllerProcess, Kflare, controller_process
 from tests.fixtures.emulator import EmulatorProcess
 from tests.helpers import eventually
+from tests.kinds import cf
 
 pytestmark = pytest.mark.integration
 
 WRITES = r"^(POST|PUT|PATCH|DELETE)$"
-
-
-def cf(emulator: EmulatorProcess, method: str, path: str, **kwargs: Any) -> Any:
-    reply = httpx.request(
-        method, emulator.base_url + path, headers={"Authorization": f"Bearer {emulator.token}"}, timeout=10, **kwargs
-    )
-    body = reply.json()
-    assert body["success"], body
-    return body["result"]
 
 
 def records(emulator: EmulatorProcess, zone_id: str, **filters: str) -> list[dict[str, Any]]:
