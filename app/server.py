@@ -10,6 +10,7 @@ import signal
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Response
@@ -108,6 +109,12 @@ class Runtime:
     def ready(self) -> bool:
         return self.manager is not None and self.manager.ready
 
+    def resources(self) -> list[tuple[str, list[dict[str, Any]]]]:
+        """Each kind with the objects its informer holds (none on a standby), for `kflare_resources`."""
+        if self.manager is None:
+            return []
+        return [(kind, controller.informer.list()) for kind, controller in self.manager.controllers.items()]
+
 
 class Listener(uvicorn.Server):
     """A uvicorn server that leaves signals to the process, which stops every listener and the manager together."""
@@ -143,7 +150,9 @@ async def serve(settings: Settings) -> int:
         config = uvicorn.Config(app, host=probes[0], port=probes[1], log_config=None, lifespan="off")
         servers.append(Listener(config))
     metrics = split_bind_address(settings.metrics_bind_address)
-    endpoint = metrics_listener(settings, runtime, *metrics) if metrics is not None else None
+    endpoint = (
+        metrics_listener(settings, runtime, *metrics, resources=runtime.resources) if metrics is not None else None
+    )
     if endpoint is not None:
         servers.append(Listener(endpoint.config))
     webhook_tls: ReloadingTLS | None = None
