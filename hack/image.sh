@@ -2,7 +2,9 @@
 # Builds the kflare image from the Dockerfile with podman and prints its reference as the last line.
 #
 #   hack/image.sh            build (or reuse) the image
-#   hack/image.sh podman ... run podman with the settings this script uses (runtime, cgroups, storage)
+#   hack/image.sh tools      only install what is missing: podman, runc, mmdebstrap, and docker-registry (the
+#                            Distribution registry, which the tests run on loopback to push images and charts to)
+#   hack/image.sh podman ... run podman with the settings this script uses (runtime, cgroups, limits)
 #
 # With no image registry at hand, the Dockerfile's base (python:3.X-slim) is stood in for by a local one made with
 # mmdebstrap from Debian's packages: the Debian release whose python3 has the same minor version, with `python` and
@@ -25,6 +27,7 @@ need=()
 command -v podman >/dev/null || need+=(podman)
 command -v runc >/dev/null || [ -x /usr/sbin/runc ] || need+=(runc)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
+command -v docker-registry >/dev/null || need+=(docker-registry)
 if [ ${#need[@]} -gt 0 ]; then
   [ "$(id -u)" = 0 ] || { log "needs root to install ${need[*]} (or install them yourself)"; exit 1; }
   # One install at a time across worktrees.
@@ -37,6 +40,9 @@ if [ ${#need[@]} -gt 0 ]; then
   exec 8>&-
 fi
 
+if [ "${1:-}" = tools ]; then
+  exit 0
+fi
 if [ "${1:-}" = podman ]; then
   shift
   exec podman "$@"
