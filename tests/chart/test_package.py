@@ -63,6 +63,7 @@ async def test_install_from_the_package_file(release: Release, helm: Helm, kube:
     assert entry["app_version"] == __version__
 
 
+@pytest.mark.timeout(1800)  # the first run builds the image, and may install podman and the registry
 async def test_install_from_an_oci_registry_pinned_by_digest(
     release: Release, helm: Helm, kube: ApiClient, registry: Registry, image: str, tmp_path: Path
 ) -> None:

@@ -23,7 +23,8 @@ from tests.fixtures.kube import metrics_reader, service_account_token
 from tests.helpers import eventually
 from tests.image.conftest import podman, podman_env, ulimits
 
-pytestmark = pytest.mark.integration
+# The first test builds the image (hack/image.sh), and may install podman first.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 KUBECONFIG = "/etc/kflare/kubeconfig"
 
@@ -140,6 +141,7 @@ async def test_image_runs_like_a_pod(
         assert "Read-only file system" in refused.stderr
         assert proc.process is not None
         assert proc.process.poll() is None
+        await kflare.cleanup()  # deleting goes through the controller's finalizers too
         log = proc.log()
     finally:
         proc.stop()
