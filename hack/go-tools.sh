@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Builds (or reuses) Go tools the tests run, from the Go module proxy, and prints the path of each one asked for:
-#   hack/go-tools.sh promtool actionlint
-# promtool (Prometheus' rule checker and unit tester) and actionlint (the GitHub Actions workflow linter) land in a
-# per-version cache directory outside the repository, as hack/test-bins.sh does for the control plane.
+#   hack/go-tools.sh promtool actionlint syft
+# promtool (Prometheus' rule checker and unit tester), actionlint (the GitHub Actions workflow linter) and syft (the
+# SBOM generator BuildKit's scanner runs) land in a per-version cache directory outside the repository, as
+# hack/test-bins.sh does for the control plane.
 set -euo pipefail
 
 PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-0.316.0}   # the Go module of Prometheus 3.16.0
 ACTIONLINT_VERSION=${ACTIONLINT_VERSION:-1.7.12}
+SYFT_VERSION=${SYFT_VERSION:-1.57.1}
 cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/kflare
 log() { echo "go-tools: $*" >&2; }
 
@@ -49,6 +51,10 @@ for tool in "$@"; do
     actionlint)
       build actionlint github.com/rhysd/actionlint "$ACTIONLINT_VERSION" github.com/rhysd/actionlint/cmd/actionlint \
         "-X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION"
+      ;;
+    syft)
+      build syft github.com/anchore/syft "$SYFT_VERSION" github.com/anchore/syft/cmd/syft \
+        "-X main.version=$SYFT_VERSION"
       ;;
     *) log "unknown tool: $tool"; exit 1 ;;
   esac

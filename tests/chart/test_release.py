@@ -1,7 +1,8 @@
 """The release workflow: actionlint finds nothing wrong with it, it builds, pushes, signs and attests what the
 README's "Verifying a release" checks, and its commands that can run here do: the version check (which refuses a
 tag the package and the chart disagree with) and the chart's packaging. The image build it runs is the
-Dockerfile's, which tests/image builds and runs."""
+Dockerfile's, which tests/image builds and runs, and its SBOMs come from syft, which tests/image/test_sbom.py runs
+on that image."""
 
 from __future__ import annotations
 
