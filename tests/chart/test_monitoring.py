@@ -16,22 +16,14 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.controlplane import ControlPlane, free_port
-from tests.chart.helm import REPO_ROOT, Helm, Rendered, helm_binary
+from tests.chart.gotools import go_tool
+from tests.chart.helm import Helm, Rendered, helm_binary
 from tests.fixtures.controller import Kflare, controller_process
 from tests.fixtures.emulator import EmulatorProcess
 
 NAMESPACE = "kflare-system"
 MONITORING = {"metrics": {"prometheusRule": {"enabled": True}, "grafanaDashboard": {"enabled": True}}}
 SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
-
-
-def go_tool(name: str) -> Path:
-    """A Go tool built (once, then cached) by hack/go-tools.sh."""
-    done = subprocess.run(
-        ["bash", str(REPO_ROOT / "hack" / "go-tools.sh"), name], capture_output=True, text=True, timeout=1800
-    )
-    assert done.returncode == 0, f"hack/go-tools.sh {name} failed:\n{done.stderr[-3000:]}"
-    return Path(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="session")

@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from app import __version__
+from tests.chart.gotools import go_tool
 from tests.chart.helm import CHART, REPO_ROOT, Helm
-from tests.chart.test_monitoring import go_tool
 
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 RELEASE = WORKFLOWS / "release.yml"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from app import __version__
-from tests.chart.test_monitoring import go_tool
+from tests.chart.gotools import go_tool
 from tests.image.conftest import REPO, podman
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # the first run builds syft and the image
