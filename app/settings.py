@@ -74,6 +74,11 @@ class Settings(BaseSettings):
     reconcile_timeout: Duration = Field(timedelta(minutes=5), description="bound on one reconcile; 0s is off")
     default_deletion_policy: DeletionPolicy = DeletionPolicy.DELETE
     resync_period: Duration = Field(timedelta(hours=10), description="re-reconcile everything this often")
+    dns_batch_size: int = Field(
+        0,
+        ge=0,
+        description="DNS writes of one zone sent per call; 0 is the zone plan's cap (200 on Free), 1 sends each alone",
+    )
     cloudflare_api_url: str = Field(
         "https://api.cloudflare.com/client/v4", description="base URL of Cloudflare's v4 API"
     )

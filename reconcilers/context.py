@@ -10,23 +10,28 @@ from app.kube.client import JSON, KubeClient
 from app.kube.events import EventRecorder
 from app.kube.index import DependencyIndex, Ref
 from app.kube.informer import Informer
-from app.kube.secrets import SecretWatcher
+from app.kube.referenced import ReferencedObjects
 
 
 @dataclass
 class Context:
     kube: KubeClient
     recorder: EventRecorder
-    secrets: SecretWatcher
+    secrets: ReferencedObjects
+    """The Secrets resources reference (tokens, binding values): watched one by one, and only those."""
     index: DependencyIndex
     cloudflare: Callable[[str], CloudflareClient]
     """A client for an API token; one per token, sharing the process's connection pool and the token's budget."""
     default_deletion_policy: str = "delete"
+    dns_batch_size: int = 0
+    """DNS writes of a zone per call; 0: the plan's cap."""
     informer_of: Callable[[str], Informer | None] = lambda _: None
     """The cache of a kind, by kind name (the manager makes new ones each time this process becomes leader)."""
     enqueue: Callable[[Ref], None] = lambda _: None
     """Queue an object of any kind for reconciling."""
     own_write: Callable[[str, JSON], None] = lambda kind, obj: None
+    configmaps: ReferencedObjects | None = None
+    """The ConfigMaps resources reference (a Worker's script), like the Secrets."""
     """Tell the kind's controller that this object is the result of a write the current reconcile made."""
 
     def cached(self, kind: str, name: str, namespace: str | None = None) -> JSON | None:

@@ -15,7 +15,7 @@ from app.api.constants import Reason
 from app.cloudflare.client import CloudflareClient
 from app.kube.client import JSON
 from reconcilers.context import Context
-from reconcilers.lifecycle import RETRY_PARENT, NotReady
+from reconcilers.lifecycle import RETRY_PARENT, NotReady, can_serve
 
 
 @dataclass(frozen=True)
@@ -40,12 +40,36 @@ async def read_token(ctx: Context, account: CloudflareAccount) -> str:
     if encoded is None:
         raise NotReady(Reason.TOKEN_KEY_MISSING, f"{where} has no key {ref.key!r}")
     try:
-        token = base64.b64decode(encoded, validate=True).decode().strip()
+        value = base64.b64decode(encoded, validate=True).decode()
     except (binascii.Error, UnicodeDecodeError):
         raise NotReady(Reason.INVALID_TOKEN, f"key {ref.key!r} of {where} is not a text token") from None
-    if not token:
-        raise NotReady(Reason.INVALID_TOKEN, f"key {ref.key!r} of {where} is empty")
-    return token
+    problem = token_problem(value)
+    if problem is not None:
+        raise NotReady(Reason.INVALID_TOKEN, f"key {ref.key!r} of {where} {problem}")
+    return value.rstrip("\r\n")
+
+
+def token_problem(value: str) -> str | None:
+    """What is wrong with a token value, said without showing it; None for a usable one.
+
+    Cloudflare's tokens are printable ASCII without spaces. A trailing line break is what `kubectl create secret
+    --from-file` keeps from the file, so it is dropped; anything else would reach the Authorization header, where it
+    is refused locally or by Cloudflare with an unhelpful error."""
+    token = value.rstrip("\r\n")
+    if not token.strip():
+        return "is empty"
+    if token.lower().startswith("bearer "):
+        return "starts with 'Bearer ': store the token alone, kflare adds the scheme"
+    for position, char in enumerate(token, start=1):
+        if char in "\r\n":
+            return f"has a line break at character {position}: store one token, on one line"
+        if char.isspace():
+            return f"has white space at character {position}"
+        if not char.isascii():
+            return f"has a non-ASCII character at character {position}"
+        if not char.isprintable():
+            return f"has a control character at character {position}"
+    return None
 
 
 async def ready_account(ctx: Context, name: str) -> AccountLink:
@@ -59,8 +83,10 @@ async def ready_account(ctx: Context, name: str) -> AccountLink:
             parent_gone=True,
         )
     account = CloudflareAccount.model_validate(raw)
-    # An account being deleted waits (InUse) for its dependants, which need its token to clean up.
-    if not account.status.ready and not account.metadata.deleting:
+    # An account being deleted waits (InUse) for its dependants, which need its token to clean up. One whose last
+    # check failed for a passing reason, after it had been validated, still serves.
+    serving = can_serve(raw) and account.status.account_name is not None
+    if not (account.status.ready or serving) and not account.metadata.deleting:
         raise NotReady(Reason.ACCOUNT_NOT_READY, f"CloudflareAccount {name} is not Ready", requeue_after=RETRY_PARENT)
     try:
         token = await read_token(ctx, account)

@@ -1,8 +1,10 @@
 """DNSRecord: one record of a Zone, one of possibly several with the same name (a record set).
 
-Key for adoption: name and type; among several, the unclaimed one whose content (or data) matches, else the only
-one. The Cloudflare ID is recorded in status and in the `kflare.dev/record-id` label, so adoption never takes a
-record another DNSRecord owns.
+Key for adoption: name and type, and the content (or data): a record set (several MX, TXT, A... at one name) may hold
+records of others beside ours, so a record whose content differs from every existing one is created, not reported as
+already there. CNAME is the exception: a name holds at most one, so the unclaimed one is the one. The Cloudflare ID
+is recorded in the `kflare.dev/record-id` label and in status, so adoption never takes a record another DNSRecord
+owns.
 
 Compared fields and Cloudflare's defaults, so that nothing flaps: `ttl` unset means 1 (automatic, and always 1 on a
 proxied record); `proxied` unset means false and is always sent; `priority` is compared only when set; `comment`
@@ -10,15 +12,18 @@ unset means none; tags compare as sets; `data` compares only the keys the spec g
 ones), and when `data` is set, `content` is Cloudflare's rendering of it and is not compared. Content compares after
 the normalisation Cloudflare applies: IP addresses canonical, host names without the final dot and case-insensitive.
 
-Drift checks list each zone's records once per round (`ZoneListings`) instead of one GET per record.
+Reads come from one listing per zone (`Collections`): observing, adoption lookups, crash recovery and drift checks
+of all the zone's records share it. Writes go through the zone's batcher (`dns_batch`): the creates, updates and
+deletes due together are one call.
 """
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
+import json
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from app.api import DNSRecord
@@ -29,14 +34,15 @@ from app.cloudflare.errors import NotFound
 from app.cloudflare.models import DNSRecord as CloudflareRecord
 from app.kube.client import JSON
 from app.kube.index import Ref
+from reconcilers.collections import Collections
 from reconcilers.context import Context
 from reconcilers.credentials import AccountLink, ready_account
-from reconcilers.lifecycle import CREATE_INTENT_ANNOTATION, ManagedKind, NotReady
+from reconcilers.dns_batch import Batches, ZoneBatcher
+from reconcilers.lifecycle import ManagedKind, NotReady, can_serve
 
 HOST_TYPES = frozenset({"CNAME", "MX", "NS", "PTR"})
 PRIORITY_TYPES = frozenset({"MX", "SRV", "URI"})
-LISTING_TTL = 120.0  # a drift round's listing serves the records checked within this long
-FIND_TTL = 30.0  # a listing this recent answers adoption lookups (kflare's own writes keep it current)
+EXCLUSIVE_TYPES = frozenset({"CNAME"})  # a name holds at most one record of these types
 
 
 @dataclass(frozen=True)
@@ -44,63 +50,19 @@ class RecordLink:
     account: AccountLink
     zone_id: str
     zone_name: str
+    plan: str | None = None
 
     @property
     def client(self) -> CloudflareClient:
         return self.account.client
 
-
-@dataclass
-class _Listing:
-    taken_at: float
-    records: dict[str, CloudflareRecord]
+    @property
+    def collection(self) -> str:
+        return f"zone:{self.zone_id}"
 
 
-@dataclass
-class ZoneListings:
-    """One listing of a zone's records per drift round, shared by every record of the zone checked in it."""
-
-    rounds: dict[str, float] = field(default_factory=dict)  # zone ID -> when its drift round began
-    listings: dict[str, _Listing] = field(default_factory=dict)
-    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
-
-    def open_round(self, zone_id: str) -> None:
-        self.rounds[zone_id] = time.monotonic()
-
-    def in_round(self, zone_id: str) -> bool:
-        began = self.rounds.get(zone_id)
-        return began is not None and time.monotonic() - began < LISTING_TTL
-
-    async def records(
-        self, client: CloudflareClient, zone_id: str, *, newer_than: float
-    ) -> dict[str, CloudflareRecord]:
-        """The zone's records from a listing taken after `newer_than` (monotonic time), listing anew if needed."""
-        lock = self.locks.setdefault(zone_id, asyncio.Lock())
-        async with lock:
-            listing = self.listings.get(zone_id)
-            if listing is None or listing.taken_at < newer_than:
-                taken = time.monotonic()
-                records = {r.id: r async for r in client.list_dns_records(zone_id)}
-                listing = self.listings[zone_id] = _Listing(taken, records)
-        return listing.records
-
-    async def get(self, client: CloudflareClient, zone_id: str, record_id: str) -> CloudflareRecord | None:
-        """A record as of this drift round's listing."""
-        records = await self.records(client, zone_id, newer_than=self.rounds.get(zone_id, 0.0))
-        return records.get(record_id)
-
-    async def recent(self, client: CloudflareClient, zone_id: str) -> dict[str, CloudflareRecord]:
-        """A listing at most FIND_TTL old: records created together (kubectl apply of a whole zone) share it."""
-        return await self.records(client, zone_id, newer_than=time.monotonic() - FIND_TTL)
-
-    def update(self, zone_id: str, record: CloudflareRecord | None, record_id: str) -> None:
-        listing = self.listings.get(zone_id)
-        if listing is None:
-            return
-        if record is None:
-            listing.records.pop(record_id, None)
-        else:
-            listing.records[record.id] = record
+def _lookup_key(record_type: str, name: str) -> str:
+    return f"{record_type} {name.rstrip('.').lower()}"
 
 
 def fqdn(name: str, zone: str) -> str:
@@ -149,9 +111,14 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
     model = DNSRecord
     claim_label = RECORD_ID_LABEL
 
+    concurrency = 256  # a reconcile mostly awaits its batch: many in flight fill one batch per zone
+
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.listings = ZoneListings()
+        self.listings: Collections[CloudflareRecord] = Collections(
+            id_of=lambda record: record.id, name_of=lambda record: _lookup_key(record.type, record.name)
+        )
+        self.batches = Batches(applied=self._applied)
         # Records this process created, by the UID of the resource that owns each: another worker creating a
         # member of the same record set must not take one for unclaimed before its owner has labelled it.
         self.created_for: dict[str, str] = {}
@@ -169,7 +136,7 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         return f"zone:{zone_id}" if zone_id else None
 
     def open_drift_round(self, group: str) -> None:
-        self.listings.open_round(group.removeprefix("zone:"))
+        self.listings.open_round(group)
 
     async def connect(self, obj: DNSRecord) -> RecordLink:
         zone_name = obj.spec.zone_ref.name
@@ -178,16 +145,16 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
             raise NotReady(Reason.ZONE_NOT_FOUND, f"Zone {zone_name} not found", parent_gone=True)
         status = raw.get("status") or {}
         zone_id = (status.get("cloudflareMetadata") or {}).get("zoneID")
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
         deleting = bool(raw["metadata"].get("deletionTimestamp"))  # it waits for its records to clean up
-        if not (ready or deleting) or not zone_id:
+        if not (can_serve(raw) or deleting) or not zone_id:
             raise NotReady(Reason.ZONE_NOT_READY, f"Zone {zone_name} is not Ready")
         if obj.spec.tunnel_ref is not None:
             raise NotReady(
                 Reason.TUNNEL_NOT_FOUND, f"Tunnel {obj.spec.tunnel_ref.name} not found (Tunnels are not served yet)"
             )
         account_name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name", "")
-        return RecordLink(await ready_account(self.ctx, account_name), zone_id, raw["spec"]["name"])
+        plan = (status.get("cloudflareMetadata") or {}).get("plan")
+        return RecordLink(await ready_account(self.ctx, account_name), zone_id, raw["spec"]["name"], plan)
 
     def object_id(self, obj: DNSRecord) -> str | None:
         meta = obj.status.cloudflare_metadata
@@ -200,45 +167,61 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         return f"{observed.type} record {observed.name} ({observed.id})"
 
     async def observe(self, link: RecordLink, obj: DNSRecord, object_id: str) -> CloudflareRecord | None:
-        if self.listings.in_round(link.zone_id):
-            return await self.listings.get(link.client, link.zone_id, object_id)
+        records = await self.listings.items(link.collection, lambda: link.client.list_dns_records(link.zone_id))
+        found = records.get(object_id)
+        if found is not None:
+            return found
+        # Not in the listing: deleted outside kflare, most likely. One read makes sure before anything is recreated.
         try:
-            return await link.client.get_dns_record(link.zone_id, object_id)
+            found = await link.client.get_dns_record(link.zone_id, object_id)
         except NotFound:
-            self.listings.update(link.zone_id, None, object_id)
+            self.listings.drop(link.collection, object_id)
             return None
+        self.listings.put(link.collection, found)
+        return found
 
-    def _claimed_elsewhere(self, obj: DNSRecord) -> set[str]:
-        """IDs of records other DNSRecords own, in any namespace."""
-        claimed: set[str] = set()
-        for other in self.ctx.cached_all(self.kind):
-            meta = other["metadata"]
-            if meta.get("uid") == obj.metadata.uid:
-                continue
-            label = (meta.get("labels") or {}).get(RECORD_ID_LABEL)
-            status_id = ((other.get("status") or {}).get("cloudflareMetadata") or {}).get("recordID")
-            claimed.update(i for i in (label, status_id) if i)
-        claimed.update(record_id for record_id, uid in self.created_for.items() if uid != obj.metadata.uid)
-        return claimed
+    def _claimed_elsewhere(self, record_id: str, obj: DNSRecord) -> bool:
+        """Whether another DNSRecord (in any namespace) owns the record, or is creating it in this process."""
+        owner = self.created_for.get(record_id)
+        return (owner is not None and owner != obj.metadata.uid) or self.claimed_by_other(record_id, obj)
 
     async def find(self, link: RecordLink, obj: DNSRecord) -> CloudflareRecord | None:
         spec = obj.spec
         name = fqdn(spec.name, link.zone_name)
-        claimed = self._claimed_elsewhere(obj)
-        if CREATE_INTENT_ANNOTATION in obj.metadata.annotations:
-            # A create may have reached Cloudflare just before a crash or a timeout: ask Cloudflare, not a listing.
-            filters = {"type": spec.type, "name.exact": name}
-            candidates = [r async for r in link.client.list_dns_records(link.zone_id, filters=filters)]
-        else:
-            candidates = list((await self.listings.recent(link.client, link.zone_id)).values())
-        candidates = [r for r in candidates if r.id not in claimed and r.name.lower() == name and r.type == spec.type]
+        await self._batcher(link).settled(obj.metadata.uid or "")  # what an abandoned write of ours did counts
+        intent = self.pending_intent(obj)
+        wanted = self._content_key(obj)
+        newer_than = None
+        if intent is not None:
+            # What was sent then, not what the spec says now: it may have changed while the controller was down.
+            wanted = json.loads(intent["match"]) if "match" in intent else wanted
+            # A create may have reached Cloudflare just before a crash or a timeout: only a listing taken from now
+            # on is sure to show it (the records recovering together share it).
+            newer_than = time.monotonic()
+        named = await self.listings.named(
+            link.collection,
+            _lookup_key(spec.type, name),
+            lambda: link.client.list_dns_records(link.zone_id),
+            newer_than=newer_than,
+        )
+        candidates = [r for r in named if not self._claimed_elsewhere(r.id, obj)]
         for record in candidates:
-            if spec.data is not None:
-                if _data_matches(spec.data, record.data):
+            if "data" in wanted:
+                if _data_matches(wanted["data"], record.data):
                     return record
-            elif normal_content(spec.type, record.content) == normal_content(spec.type, spec.content):
+            elif normal_content(spec.type, record.content) == wanted["content"]:
                 return record
-        return candidates[0] if len(candidates) == 1 else None
+        return candidates[0] if spec.type in EXCLUSIVE_TYPES and len(candidates) == 1 else None
+
+    @staticmethod
+    def _content_key(obj: DNSRecord) -> dict[str, Any]:
+        spec = obj.spec
+        if spec.data is not None:
+            return {"data": spec.data}
+        return {"content": normal_content(spec.type, spec.content)}
+
+    def intent_match(self, obj: DNSRecord) -> str | None:
+        return json.dumps(self._content_key(obj), sort_keys=True)
 
     def desired(self, obj: DNSRecord, zone_name: str) -> dict[str, Any]:
         spec = obj.spec
@@ -265,10 +248,19 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
             del body["tags"]  # not on the Free plan: sending an empty list is refused there
         if not body["comment"]:
             del body["comment"]
-        created = await link.client.create_dns_record(link.zone_id, body)
+        created = await self._batcher(link).create(obj.metadata.uid or "", body)
         self.created_for[created.id] = obj.metadata.uid or ""
-        self.listings.update(link.zone_id, created, created.id)
         return created
+
+    def _batcher(self, link: RecordLink) -> ZoneBatcher:
+        return self.batches.of(link.client, link.zone_id, link.plan, self.ctx.dns_batch_size or None)
+
+    def _applied(self, zone_id: str, kind: str, body: Mapping[str, Any], record: CloudflareRecord | None) -> None:
+        """Cloudflare applied a write, perhaps after its reconcile stopped waiting: the listing shows it at once."""
+        if record is not None:
+            self.listings.put(f"zone:{zone_id}", record)
+        elif kind == "delete":
+            self.listings.drop(f"zone:{zone_id}", str(body["id"]))
 
     def diff(self, obj: DNSRecord, observed: CloudflareRecord) -> dict[str, Any]:
         spec = obj.spec
@@ -301,13 +293,10 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         body = dict(changes)
         if obj.spec.type in ("A", "AAAA", "CNAME"):
             body["proxied"] = bool(obj.spec.proxied)  # always explicit: PATCH leaves an omitted field as it was
-        updated = await link.client.patch_dns_record(link.zone_id, observed.id, body)
-        self.listings.update(link.zone_id, updated, observed.id)
-        return updated
+        return await self._batcher(link).patch(obj.metadata.uid or "", observed.id, body)
 
     async def delete(self, link: RecordLink, obj: DNSRecord, object_id: str) -> None:
-        await link.client.delete_dns_record(link.zone_id, object_id)
-        self.listings.update(link.zone_id, None, object_id)
+        await self._batcher(link).delete(obj.metadata.uid or "", object_id)
         self.created_for.pop(object_id, None)
 
     def record(self, obj: DNSRecord, observed: CloudflareRecord | None, link: RecordLink | None) -> None:

@@ -9,15 +9,21 @@ the object has no ID, and a naive controller would either create a second object
 `AlreadyExists` (an orphan nobody deletes). So before creating, the lifecycle writes an intent annotation
 (`kflare.dev/create-intent`) and only then calls Cloudflare. A later reconcile that finds the intent but no ID looks
 the object up by the kind's key (the same lookup adoption uses): if it is there, it is the one this resource created,
-and it is claimed as created (not adopted), so its deletion policy is a created object's. The intent is removed once
-the ID is in status. The ID goes to status before anything else is written, so every later step can be repeated.
-Deletion is safe by order: Cloudflare first (a 404 counts as done), the finalizer last.
+and it is claimed as created (not adopted), so its deletion policy is a created object's.
+
+Crash safety of the claim. Claiming an object (created or adopted) is one metadata write that sets the claim label
+(the Cloudflare ID), sets or clears `kflare.dev/adopted` and removes the intent, all at once; the status is written
+after it. A crash between the two leaves the label, which names the object and, with the annotation beside it, how it
+was claimed: the next reconcile (or a deletion) reads the ID from the label. So at no point can an adopted object
+lose its mark, and with it the policy that keeps it. Deletion is safe by order: Cloudflare first (a 404 counts as
+done), the finalizer last.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -48,11 +54,12 @@ from app.cloudflare.errors import (
 from app.kube.client import JSON, JSON_PATCH, MERGE_PATCH, KubeError, ResourceType
 from app.kube.controller import Outcome
 from app.kube.index import Ref
-from app.kube.informer import Key
+from app.kube.informer import Indexer, Key
 from app.logs import ContextLogger
 from reconcilers.context import Context
 
 CREATE_INTENT_ANNOTATION = "kflare.dev/create-intent"
+CLAIM_INDEX = "claim"
 MAX_LISTED_DEPENDANTS = 5
 RETRY_PARENT = 60.0  # how soon to look again when a parent or credential is missing (the Go controller's minute)
 
@@ -74,6 +81,16 @@ class NotReady(Exception):
         self.message = message
         self.requeue_after = requeue_after
         self.parent_gone = parent_gone
+
+
+def can_serve(raw: JSON) -> bool:
+    """Whether a parent can serve its children: Ready, or not Ready only because its last look at Cloudflare failed
+    for a passing reason (a 5xx, a timeout, a 429). Children then keep going, and keep their state: a parent's
+    transient error never cascades into status writes and Events on everything below it."""
+    for condition in (raw.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return bool(condition.get("status") == "True" or condition.get("reason") == Reason.API_ERROR)
+    return False
 
 
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
@@ -100,8 +117,11 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     ready_message: ClassVar[str] = "in sync with Cloudflare"
     creates: ClassVar[bool] = True
     """False for kinds whose Cloudflare object kflare never creates or deletes (CloudflareAccount)."""
-    claim_label: ClassVar[str | None] = None
-    """A label recording the Cloudflare ID on the resource, so adoption skips objects other resources own."""
+    concurrency: ClassVar[int | None] = None
+    """Reconciles in flight at once, when the kind needs more than the manager's default (batched writes)."""
+    claim_label: ClassVar[str] = "kflare.dev/cloudflare-id"
+    """A label recording the Cloudflare ID on the resource, so adoption skips objects other resources own and a
+    crash between the claim and the status write loses nothing."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -117,6 +137,37 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     def parents_of(cls, raw: JSON) -> list[Ref]:
         """The objects this one references (from the raw object: called on every watch event)."""
         return []
+
+    @classmethod
+    def serving_state(cls, raw: JSON) -> Any:
+        """What children read of this object: its spec, its status but the conditions, whether it can serve them
+        and whether it is being deleted. Children are enqueued when this changes, not on every status echo."""
+        status = {k: v for k, v in (raw.get("status") or {}).items() if k != "conditions"}
+        return (
+            json.dumps(raw.get("spec"), sort_keys=True),
+            json.dumps(status, sort_keys=True),
+            can_serve(raw),
+            bool(raw["metadata"].get("deletionTimestamp")),
+        )
+
+    @classmethod
+    def drift_group(cls, raw: JSON) -> str | None:
+        """The collection whose one listing serves this object's drift check (None: checked alone)."""
+        return None
+
+    def open_drift_round(self, group: str) -> None:
+        """A drift round of `group` begins: its members' checks read one fresh listing."""
+
+    @classmethod
+    def indexes(cls) -> dict[str, Indexer]:
+        """Indexes the kind's cache keeps: by default the claim label, so "who owns this ID" is one lookup."""
+        label = cls.claim_label
+
+        def claimed(raw: JSON) -> list[str]:
+            value = (raw["metadata"].get("labels") or {}).get(label)
+            return [value] if value else []
+
+        return {CLAIM_INDEX: claimed}
 
     @abstractmethod
     async def connect(self, obj: R) -> L:
@@ -139,6 +190,11 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
 
     async def create(self, link: L, obj: R) -> ObservedT:
         raise NotImplementedError
+
+    def intent_match(self, obj: R) -> str | None:
+        """What tells the object about to be created apart from others of the same key (a record set's content),
+        kept in the intent so that crash recovery finds what was sent even if the spec changed meanwhile."""
+        return None
 
     def diff(self, obj: R, observed: ObservedT) -> dict[str, Any]:
         """What must change in Cloudflare for it to match the spec; empty when in sync."""
@@ -166,8 +222,35 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     def kind(self) -> str:
         return self.model.info.kind
 
+    @staticmethod
+    def pending_intent(obj: Resource[Any, Any]) -> dict[str, str] | None:
+        """The create intent left by an earlier reconcile, if any (older ones hold only a timestamp)."""
+        value = obj.metadata.annotations.get(CREATE_INTENT_ANNOTATION)
+        if value is None:
+            return None
+        with contextlib.suppress(ValueError):
+            parsed = json.loads(value)
+            if isinstance(parsed, dict):
+                return {str(k): str(v) for k, v in parsed.items()}
+        return {"at": value}
+
     def ref(self, key: Key) -> Ref:
         return Ref(self.kind, key[0], key[1])
+
+    def claimed_by_other(self, cloudflare_id: str, obj: R) -> bool:
+        """Whether another resource of this kind (in any namespace) claims the Cloudflare object."""
+        informer = self.ctx.informer_of(self.kind)
+        if informer is None:
+            return False
+        return any(o["metadata"].get("uid") != obj.metadata.uid for o in informer.by_index(CLAIM_INDEX, cloudflare_id))
+
+    def current_id(self, obj: R) -> str | None:
+        """The Cloudflare ID this resource holds: the claim label is written first, so it is the newest word."""
+        if self.creates:
+            claimed = obj.metadata.labels.get(self.claim_label)
+            if claimed and not self.claimed_by_other(claimed, obj):
+                return claimed
+        return self.object_id(obj)
 
     def _log(self, key: Key) -> ContextLogger:
         return ContextLogger(log, {"kind": self.kind, "namespace": key[0] or None, "object_name": key[1]})
@@ -189,7 +272,9 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         meta = obj.metadata
         if meta.deleting:
             return await self._delete(raw, obj, key)
-        if FINALIZER not in meta.finalizers:
+        if FINALIZER not in meta.finalizers and (not self.creates or self.current_id(obj)):
+            # A resource that holds nothing in Cloudflare yet gets its finalizer with its first write (the create
+            # intent or the claim), which saves a Kubernetes write per new resource in a bulk apply.
             raw = await self._patch_meta(raw, finalizers=[*meta.finalizers, FINALIZER])
             obj = self.model.model_validate(raw)  # type: ignore[assignment]
         if self._paused(obj):
@@ -228,12 +313,13 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     async def _observe_or_create(self, raw: JSON, obj: R, key: Key, link: L) -> tuple[JSON, ObservedT] | Outcome:
         logger = self._log(key)
         annotations = obj.metadata.annotations
-        object_id = self.object_id(obj)
+        object_id = self.current_id(obj)
         if object_id:
             observed = await self.observe(link, obj, object_id)
             if observed is not None:
-                if CREATE_INTENT_ANNOTATION in annotations:
-                    raw = await self._patch_meta(raw, annotations={CREATE_INTENT_ANNOTATION: None})
+                # Objects claimed before the label came first have it written now; the intent is spent.
+                labels = {self.claim_label: self.id_of(observed)} if self.creates else None
+                raw = await self._patch_meta(raw, labels=labels, annotations={CREATE_INTENT_ANNOTATION: None})
                 return raw, observed
             logger.info("Cloudflare object %s is gone; looking for it by key", object_id)
         if not self.creates:
@@ -253,29 +339,39 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
                 f"{ADOPTION_POLICY_ANNOTATION}: adopt to manage it"
             )
             await self._set_ready(raw, "False", Reason.ALREADY_EXISTS, message)
-            return Outcome.done()
+            # Looked at again: the object may be claimed by its owner meanwhile, or deleted, or the policy set.
+            return Outcome(requeue_after=RETRY_PARENT)
         if policy == "adopt":
             message = f"nothing to adopt: no such object in Cloudflare, and {ADOPTION_POLICY_ANNOTATION} is adopt"
             await self._set_ready(raw, "False", "AdoptionTargetNotFound", message)
             return Outcome(requeue_after=RETRY_PARENT)
+        intent: dict[str, str] = {"at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        match = self.intent_match(obj)
+        if match is not None:
+            intent["match"] = match
         raw = await self._patch_meta(
-            raw, annotations={CREATE_INTENT_ANNOTATION: dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+            raw,
+            finalizers=self._with_finalizer(raw),
+            annotations={CREATE_INTENT_ANNOTATION: json.dumps(intent, sort_keys=True)},
         )
         created = await self.create(link, obj)
         logger.info("created", extra={"id": self.id_of(created)})
         return await self._claim(raw, obj, created, link, adopted=False), created
 
     async def _claim(self, raw: JSON, obj: R, observed: ObservedT, link: L, *, adopted: bool) -> JSON:
-        """Make the object this resource's: its ID into status first, then the marks in metadata."""
-        self.record(obj, observed, link)
-        raw = await self._write_status(raw, obj.status.to_wire())
-        labels: dict[str, str | None] = {}
-        if self.claim_label:
-            labels[self.claim_label] = self.id_of(observed)
-        annotations: dict[str, str | None] = {CREATE_INTENT_ANNOTATION: None}
-        if adopted:
-            annotations[ADOPTED_ANNOTATION] = "true"
-        return await self._patch_meta(raw, labels=labels, annotations=annotations)
+        """Make the object this resource's: the claim and how it was made, in one metadata write. The status
+        (the ID, Ready) follows at the end of the reconcile; until then the label is the record of the claim."""
+        return await self._patch_meta(
+            raw,
+            finalizers=self._with_finalizer(raw),
+            labels={self.claim_label: self.id_of(observed)},
+            annotations={CREATE_INTENT_ANNOTATION: None, ADOPTED_ANNOTATION: "true" if adopted else None},
+        )
+
+    @staticmethod
+    def _with_finalizer(raw: JSON) -> list[str] | None:
+        finalizers = list(raw["metadata"].get("finalizers") or [])
+        return None if FINALIZER in finalizers else [*finalizers, FINALIZER]
 
     async def _cloudflare_failed(self, raw: JSON, key: Key, exc: CloudflareError) -> Outcome:
         logger = self._log(key)
@@ -331,7 +427,7 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
             await self._set_ready(raw, "False", Reason.IN_USE, f"waiting for dependants to be deleted: {listed}{more}")
             return Outcome.done()  # each dependant's deletion enqueues this object again
         logger = self._log(key)
-        object_id = self.object_id(obj)
+        object_id = self.current_id(obj)
         intent = CREATE_INTENT_ANNOTATION in obj.metadata.annotations
         if self.creates and self.deletion_policy(obj) == "delete" and (object_id or intent):
             try:
@@ -396,8 +492,7 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         informer = self.ctx.informer_of(self.kind)
         if informer is not None:
             meta = obj["metadata"]
-            key = (meta.get("namespace") or "", meta["name"])
-            cached = informer.cache.get(key)
+            cached = informer.get(meta["name"], meta.get("namespace"))
             try:
                 newer = cached is None or int(meta["resourceVersion"]) >= int(cached["metadata"]["resourceVersion"])
             except (KeyError, ValueError):
@@ -405,7 +500,7 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
             if newer:
                 obj.setdefault("kind", self.kind)
                 obj.setdefault("apiVersion", self.resource_type().api_version)
-                informer.cache[key] = obj
+                informer.put(obj)
         self.ctx.own_write(self.kind, obj)
         return obj
 

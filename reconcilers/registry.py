@@ -15,6 +15,11 @@ KINDS: tuple[type[ManagedKind], ...] = (CloudflareAccountKind, ZoneKind, DNSReco
 def register_all(manager: Manager, ctx: Context) -> None:
     for kind in KINDS:
         reconciler = kind(ctx)
-        group = getattr(reconciler, "drift_group", None)
-        open_round = getattr(reconciler, "open_drift_round", None)
-        manager.register(Registration(reconciler, drift_group=group, open_drift_round=open_round))
+        manager.register(
+            Registration(
+                reconciler,
+                drift_group=reconciler.drift_group,
+                open_drift_round=reconciler.open_drift_round,
+                workers=reconciler.concurrency,
+            )
+        )

@@ -7,15 +7,20 @@ end of the billing period counts as applied).
 
 from __future__ import annotations
 
+import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from app.api import Zone
+from app.api.constants import ZONE_ID_LABEL
 from app.api.zone import ZoneMetadata
 from app.cloudflare.errors import NotFound
 from app.cloudflare.models import Zone as CloudflareZone
 from app.kube.client import JSON
 from app.kube.index import Ref
+from reconcilers.collections import Collections
+from reconcilers.context import Context
 from reconcilers.credentials import AccountLink, ready_account
 from reconcilers.lifecycle import ManagedKind
 
@@ -23,18 +28,43 @@ from reconcilers.lifecycle import ManagedKind
 @dataclass(frozen=True)
 class ZoneLink:
     account: AccountLink
+    account_ref: str
+
+    @property
+    def collection(self) -> str:
+        return f"account:{self.account_ref}"
+
+    def zones(self) -> AsyncIterator[CloudflareZone]:
+        return self.account.client.list_zones(account_id=self.account.account_id)
 
 
 class ZoneKind(ManagedKind[Zone, ZoneLink, CloudflareZone]):
     model = Zone
+    claim_label = ZONE_ID_LABEL
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
         name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name")
         return [Ref("CloudflareAccount", "", name)] if name else []
 
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.listings: Collections[CloudflareZone] = Collections(
+            id_of=lambda zone: zone.id, name_of=lambda zone: zone.name.lower()
+        )
+
+    @classmethod
+    def drift_group(cls, raw: JSON) -> str | None:
+        """Zones are drift-checked per account: one listing of the account's zones serves them all."""
+        name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name")
+        return f"account:{name}" if name else None
+
+    def open_drift_round(self, group: str) -> None:
+        self.listings.open_round(group)
+
     async def connect(self, obj: Zone) -> ZoneLink:
-        return ZoneLink(await ready_account(self.ctx, obj.spec.account_ref.name))
+        name = obj.spec.account_ref.name
+        return ZoneLink(await ready_account(self.ctx, name), name)
 
     def object_id(self, obj: Zone) -> str | None:
         meta = obj.status.cloudflare_metadata
@@ -47,20 +77,29 @@ class ZoneKind(ManagedKind[Zone, ZoneLink, CloudflareZone]):
         return f"zone {observed.name} ({observed.id})"
 
     async def observe(self, link: ZoneLink, obj: Zone, object_id: str) -> CloudflareZone | None:
-        try:
-            return await link.account.client.get_zone(object_id)
+        found = (await self.listings.items(link.collection, link.zones)).get(object_id)
+        if found is not None:
+            return found
+        try:  # not in the listing: make sure before anything is recreated
+            found = await link.account.client.get_zone(object_id)
         except NotFound:
+            self.listings.drop(link.collection, object_id)
             return None
+        self.listings.put(link.collection, found)
+        return found
 
     async def find(self, link: ZoneLink, obj: Zone) -> CloudflareZone | None:
         account_id = link.account.account_id
-        async for zone in link.account.client.list_zones(name=obj.spec.name.lower(), account_id=account_id):
-            if zone.name.lower() == obj.spec.name.lower() and zone.account.id == account_id:
-                return zone
-        return None
+        # After a crash or a timeout a create may have landed: only a listing taken from now on shows it.
+        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
+        named = await self.listings.named(link.collection, obj.spec.name.lower(), link.zones, newer_than=newer_than)
+        return next((zone for zone in named if zone.account.id == account_id), None)
 
     async def create(self, link: ZoneLink, obj: Zone) -> CloudflareZone:
-        return await link.account.client.create_zone(obj.spec.name.lower(), link.account.account_id, type=obj.spec.type)
+        client = link.account.client
+        created = await client.create_zone(obj.spec.name.lower(), link.account.account_id, type=obj.spec.type)
+        self.listings.put(link.collection, created)
+        return created
 
     def diff(self, obj: Zone, observed: CloudflareZone) -> dict[str, Any]:
         changes: dict[str, Any] = {}
@@ -89,10 +128,12 @@ class ZoneKind(ManagedKind[Zone, ZoneLink, CloudflareZone]):
                 json={"rate_plan": {"id": changes["plan"]}, "frequency": "monthly"},
             )
             zone = await client.get_zone(observed.id)
+        self.listings.put(link.collection, zone)
         return zone
 
     async def delete(self, link: ZoneLink, obj: Zone, object_id: str) -> None:
         await link.account.client.delete_zone(object_id)
+        self.listings.drop(link.collection, object_id)
 
     def record(self, obj: Zone, observed: CloudflareZone | None, link: Any) -> None:
         if observed is None:

@@ -12,9 +12,11 @@ from kubernetes_asyncio.client.exceptions import ApiException
 T = TypeVar("T")
 
 
-async def eventually(check: Callable[[], Awaitable[T]], *, timeout: float = 20.0, what: str = "") -> T:
-    """Poll `check` until it returns a truthy value or the deadline passes; API errors and failed assertions
-    count as "not yet"."""
+async def eventually(
+    check: Callable[[], Awaitable[T]], *, timeout: float = 20.0, what: str = "", interval: float = 0.1
+) -> T:
+    """Poll `check` every `interval` until it returns a truthy value or the deadline passes; API errors and failed
+    assertions count as "not yet"."""
     deadline = time.monotonic() + timeout
     last: object = None
     while True:
@@ -27,4 +29,4 @@ async def eventually(check: Callable[[], Awaitable[T]], *, timeout: float = 20.0
             last = exc
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or check}: last {last!r}")
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(interval)

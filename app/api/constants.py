@@ -23,6 +23,7 @@ DELETION_POLICIES: Final = ("delete", "retain")
 ADOPTION_POLICIES: Final = ("adopt", "adopt-or-create")
 
 RECORD_ID_LABEL: Final = "kflare.dev/record-id"
+ZONE_ID_LABEL: Final = "kflare.dev/zone-id"
 ROUTE_ID_LABEL: Final = "kflare.dev/route-id"
 KV_NAMESPACE_ID_LABEL: Final = "kflare.dev/kv-namespace-id"
 R2_BUCKET_NAME_LABEL: Final = "kflare.dev/r2-bucket-name"

@@ -8,17 +8,20 @@ API under ``/__emulator`` (:mod:`app.emulator.admin`) to seed state, inject faul
 Layout, one module per concern:
 
 - ``app``: the application factory; ``serve``: the uvicorn runner behind ``kflare emulator``.
-- ``envelope``: the response envelope and :class:`~app.emulator.envelope.CloudflareError`.
+- ``envelope``: the response envelope and :class:`~app.emulator.envelope.CloudflareError`; ``multipart``: form bodies
+  (Worker uploads, KV writes).
 - ``permissions`` (the token model and its grants), ``auth`` (request authentication as FastAPI dependencies).
-- ``state`` (tables of objects), ``seed`` (the state-file format: seeding, dumping), ``paging`` (page-number lists and
-  Cloudflare's filter operators, shared by every object type).
+- ``collection``: the generic object type (:class:`~app.emulator.collection.Kind`): identity, scope, uniqueness,
+  limits, the six verbs, paging, seeding and dumping; ``state`` (a table per kind), ``seed`` (the state-file format),
+  ``paging`` (page-number lists and Cloudflare's filter operators).
 - ``edge`` (what happens before a request reaches a route: faults, rate limit, call log), ``ratelimit``, ``faults``,
-  ``calls``, ``admin``.
-- ``objects/<kind>``: the rules of one object type (validation, normalisation, uniqueness, quotas, rendering), used by
-  both its routes and the seeder; ``routes/<kind>``: its HTTP endpoints.
+  ``calls``, ``admin``; ``verify`` (token verification, which is no object type).
+- ``kinds/<kind>``: one object type in one module: its fields, validation, limits, errors and special endpoints
+  (accounts, zones, DNS records, Workers scripts and routes, KV, R2, D1, rulesets, custom lists, managed headers,
+  tunnels).
 
-Adding an object type means a table in :class:`~app.emulator.state.Store`, an ``objects`` module, a ``routes`` module
-listed in :data:`app.emulator.routes.ROUTERS`, and a section in :mod:`app.emulator.seed`.
+Adding an object type means a ``kinds`` module declaring a :class:`~app.emulator.collection.Kind` subclass, listed in
+:data:`app.emulator.kinds.KINDS`; its table, routes, paging, seeding and dumping follow from the declaration.
 """
 
 from app.emulator.app import create_app

@@ -14,6 +14,8 @@
 ``GET /__emulator/rate-limit``              the limits and the use of each budget
 ``PUT /__emulator/rate-limit``              ``{"calls", "seconds", "lockout", "reset"?}``; ``reset`` (default
                                             true) also empties every budget and ends lockouts
+``GET /__emulator/options``                 the simulation's knobs (declared by the object types) and their values
+``PUT /__emulator/options``                 ``{name: whole number, ...}``: change some; unknown names are refused
 ``POST /__emulator/zones/{id}/activate``    make a pending zone active, as if its name servers were set
 ==========================================  =================================================================
 """
@@ -162,6 +164,26 @@ async def set_rate_limit(request: Request, emulator: EmulatorDep) -> JSONRespons
     update = _parse(RateLimitUpdate, await _json(request))
     emulator.limiter.configure(Limits(update.calls, update.seconds, update.lockout), reset=update.reset)
     return JSONResponse(emulator.limiter.describe())
+
+
+@router.get("/options")
+async def get_options(emulator: EmulatorDep) -> JSONResponse:
+    return JSONResponse(emulator.options)
+
+
+@router.put("/options")
+async def set_options(request: Request, emulator: EmulatorDep) -> JSONResponse:
+    raw = await _json(request)
+    if not isinstance(raw, dict):
+        raise AdminError("the options are a JSON object")
+    unknown = sorted(set(raw) - set(emulator.defaults))
+    if unknown:
+        raise AdminError(f"unknown options {', '.join(unknown)}; known: {', '.join(sorted(emulator.defaults))}")
+    for name, value in raw.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise AdminError(f"{name} is a whole number")
+    emulator.options.update(raw)
+    return JSONResponse(emulator.options)
 
 
 @router.post("/zones/{zone_id}/activate")

@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp
 
-from app.emulator import admin
+from app.emulator import admin, verify
 from app.emulator.context import Emulator
 from app.emulator.edge import API_PREFIX, Edge
 from app.emulator.envelope import CloudflareError, invalid_body, no_route
+from app.emulator.kinds import KINDS
 from app.emulator.ratelimit import Limits
-from app.emulator.routes import ROUTERS
 
 
 class EmulatorApp(FastAPI):
@@ -38,7 +38,7 @@ def create_app(
 ) -> FastAPI:
     """An emulator seeded with ``state`` (the format of :mod:`app.emulator.seed`; ``None``: one account and one
     all-powerful token). Raises :class:`~app.emulator.seed.SeedError` for a state it cannot apply."""
-    emulator = Emulator(Limits(calls=rate_limit[0], seconds=rate_limit[1], lockout=lockout))
+    emulator = Emulator(Limits(calls=rate_limit[0], seconds=rate_limit[1], lockout=lockout), KINDS)
     emulator.boot(state)
     app = EmulatorApp(
         emulator,
@@ -47,9 +47,14 @@ def create_app(
         redoc_url=None,
         openapi_url=f"{admin.ADMIN_PREFIX}/openapi.json",
     )
-    for router in ROUTERS:
-        app.include_router(router, prefix=API_PREFIX)
+    app.include_router(verify.router, prefix=API_PREFIX)
+    for kind in KINDS:
+        app.include_router(kind.router(), prefix=API_PREFIX)
     app.include_router(admin.router)
+    simulations = APIRouter(prefix=admin.ADMIN_PREFIX, tags=["admin"])
+    for kind in KINDS:
+        kind.admin_routes(simulations)
+    app.include_router(simulations)
     _install_handlers(app)
     return app
 

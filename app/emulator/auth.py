@@ -14,7 +14,7 @@ Before any lookup: no credentials at all → 400 with 9106 and 9107 (missing X-A
 ``Authorization`` header that is not ``Bearer <token>`` or a token with characters outside ``[A-Za-z0-9_-]`` → 400,
 6003 "Invalid request headers" with 6111 in ``error_chain``; Global API keys (``X-Auth-Key``) are not emulated and
 answer 6003 with 6103. The verify endpoints have their own answer for an unknown token (401, 1000), see
-:mod:`app.emulator.routes.tokens`.
+:mod:`app.emulator.verify`.
 """
 
 from __future__ import annotations

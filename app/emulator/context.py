@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Request
 
@@ -14,16 +14,21 @@ from app.emulator.ratelimit import Limits, RateLimiter
 from app.emulator.seed import DEFAULT_STATE, apply_seed, dump_state
 from app.emulator.state import Store
 
+if TYPE_CHECKING:
+    from app.emulator.collection import Kind
+
 
 class Emulator:
-    def __init__(self, limits: Limits) -> None:
-        self.store = Store()
+    def __init__(self, limits: Limits, kinds: Sequence[Kind]) -> None:
+        self.store = Store(kinds)
         self.limiter = RateLimiter(limits)
         self.faults = Faults()
         self.calls = CallLog()
         self._startup_limits = limits
         self._baseline: JSON = {}
         self.bootstrap: JSON = {}
+        self.defaults: dict[str, int] = {name: value for kind in kinds for name, value in kind.options.items()}
+        self.options: dict[str, int] = dict(self.defaults)
 
     def boot(self, state: Mapping[str, Any] | None) -> JSON:
         """Seed the starting state (the default account and token without one); ``reset`` comes back to it."""
@@ -41,12 +46,14 @@ class Emulator:
         return self.bootstrap
 
     def reset(self) -> None:
-        """Back to the starting state: same objects, IDs and token values; no faults, no calls, fresh limits."""
+        """Back to the starting state: same objects, IDs and token values; no faults, no calls, fresh limits, the
+        default options."""
         self.store.clear()
         apply_seed(self.store, self._baseline)
         self.limiter.configure(self._startup_limits)
         self.faults.clear()
         self.calls.clear()
+        self.options = dict(self.defaults)
 
 
 def emulator_of(request: Request) -> Emulator:

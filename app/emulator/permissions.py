@@ -9,14 +9,23 @@ three things together:
     ``"*"`` (or ``"*:edit"``) grants everything, ``"*:read"`` reads everything. Resources today, with the Cloudflare
     permission each stands for:
 
-    ===========  ==========================================
-    ``account``  Account Settings (read / edit)
-    ``zone``     Zone (read / edit): list, create, change, delete zones
-    ``dns``      DNS (read / edit): DNS records of a zone
-    ===========  ==========================================
+    ===================  ==========================================
+    ``account``          Account Settings (read / edit)
+    ``zone``             Zone (read / edit): list, create, change, delete zones
+    ``dns``              DNS (read / edit): DNS records of a zone
+    ``workers_scripts``  Workers Scripts (read / edit)
+    ``workers_routes``   Workers Routes (read / edit), on a zone
+    ``workers_kv``       Workers KV Storage (read / edit)
+    ``workers_r2``       Workers R2 Storage (read / edit)
+    ``d1``               D1 (read / edit)
+    ``rulesets``         the zone's rules of every phase: WAF, rate limiting, transforms, redirects, cache,
+                         configuration and origin rules (read / edit)
+    ``lists``            Account Filter Lists (read / edit)
+    ``tunnels``          Cloudflare Tunnel (read / edit)
+    ===================  ==========================================
 
-    Object types register their resource with :func:`register_resource`; a grant naming an unknown resource is
-    refused at seeding time so that typos surface.
+    Object types register their resource with :func:`register_resource` (see each module of
+    :mod:`app.emulator.kinds`); a grant naming an unknown resource is refused at seeding time so that typos surface.
 ``accounts``
     which accounts the token reaches: ``"*"`` (default: every account, as for a user who belongs to all of them) or a
     list of account IDs. An account-owned token reaches its own account only.

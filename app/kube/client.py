@@ -60,6 +60,7 @@ class ResourceType:
 
 
 SECRETS = ResourceType("", "v1", "secrets", "Secret")
+CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap")
 NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", namespaced=False)
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease")
 EVENTS = ResourceType("events.k8s.io", "v1", "events", "Event")

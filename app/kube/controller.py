@@ -53,28 +53,153 @@ def _fingerprint(obj: dict[str, Any]) -> tuple[Any, ...]:
 
 
 @dataclass
-class Controller:
-    kube: KubeClient
-    rt: ResourceType
+class Workers:
+    """A work queue drained by workers that run a reconciler, with the queue's and the reconciles' metrics.
+
+    A kind's Controller feeds it from the kind's informer; an aggregate (one Cloudflare document fed by many
+    resources, keyed by the document) feeds it from the informers of all its inputs."""
+
+    name: str
     reconciler: Reconciler
     workers: int = 4
     reconcile_timeout: float = 300.0
-    informer: Informer = field(init=False)
     queue: WorkQueue[Key] = field(init=False)
     observers: list[Observer] = field(default_factory=list)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    _seen: dict[Key, tuple[Any, ...]] = field(default_factory=dict)
-    _own: dict[Key, deque[str]] = field(default_factory=dict)
-    _pending: dict[Key, list[tuple[str, tuple[Any, ...]]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.informer = Informer(self.kube, self.rt)
         self.queue = WorkQueue(self.name)
+
+    @property
+    def reconciler_kind(self) -> str:
+        return self.name
+
+    def enqueue(self, key: Key) -> None:
+        self.queue.add(key)
+        metrics.WORKQUEUE_ADDS.labels(self.name, self.name).inc()
+        metrics.WORKQUEUE_DEPTH.labels(self.name, self.name).set(self.queue.depth)
+
+    def _observe_queue(self) -> None:
+        busy = self.queue.processing_seconds()
+        metrics.WORKQUEUE_DEPTH.labels(self.name, self.name).set(self.queue.depth)
+        metrics.WORKQUEUE_UNFINISHED.labels(self.name, self.name).set(sum(busy))
+        metrics.WORKQUEUE_LONGEST.labels(self.name, self.name).set(max(busy, default=0.0))
+
+    def start_workers(self) -> None:
+        metrics.MAX_CONCURRENT.labels(self.name).set(self.workers)
+        # The counters start at 0, as controller-runtime's do, so that a rate over them sees the first error.
+        metrics.RECONCILE_ERRORS.labels(self.name)
+        metrics.RECONCILE_TIMEOUTS.labels(self.name)
+        for result in ("success", "error", "requeue_after"):
+            metrics.RECONCILE_TOTAL.labels(self.name, result)
+        for i in range(self.workers):
+            self._tasks.append(asyncio.create_task(self._work(), name=f"worker:{self.name}:{i}"))
+
+    async def stop(self) -> None:
+        self.queue.shut_down()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    @property
+    def alive(self) -> bool:
+        return all(not t.done() for t in self._tasks)
+
+    def _settle(self, key: Key) -> None:
+        """After a reconcile of `key` (a Controller admits what changed meanwhile)."""
+
+    async def _work(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except ShutDown:
+                return
+            self._observe_queue()
+            metrics.WORKQUEUE_QUEUE_DURATION.labels(self.name, self.name).observe(self.queue.last_wait)
+            metrics.ACTIVE_WORKERS.labels(self.name).inc()
+            started = time.monotonic()
+            try:
+                await self._process(key)
+            except Exception:  # a worker must outlive any bug in one reconcile
+                log.exception("worker error", extra={"kind": self.reconciler_kind, "object_name": key[1]})
+                self._retry(key)
+            finally:
+                elapsed = time.monotonic() - started
+                metrics.ACTIVE_WORKERS.labels(self.name).dec()
+                metrics.RECONCILE_TIME.labels(self.name).observe(elapsed)
+                metrics.WORKQUEUE_WORK_DURATION.labels(self.name, self.name).observe(elapsed)
+                self.queue.done(key)
+                self._observe_queue()
+                self._settle(key)
+
+    async def _process(self, key: Key) -> None:
+        try:
+            if self.reconcile_timeout > 0:
+                async with asyncio.timeout(self.reconcile_timeout):
+                    outcome = await self.reconciler.reconcile(key)
+            else:
+                outcome = await self.reconciler.reconcile(key)
+        except TimeoutError:
+            metrics.RECONCILE_TIMEOUTS.labels(self.name).inc()
+            metrics.RECONCILE_ERRORS.labels(self.name).inc()
+            metrics.RECONCILE_TOTAL.labels(self.name, "error").inc()
+            await self.reconciler.timed_out(key, self.reconcile_timeout)
+            self._retry(key)
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception(
+                "reconcile failed",
+                extra={"kind": self.reconciler_kind, "namespace": key[0] or None, "object_name": key[1]},
+            )
+            metrics.RECONCILE_ERRORS.labels(self.name).inc()
+            metrics.RECONCILE_TOTAL.labels(self.name, "error").inc()
+            self._retry(key)
+            return
+        if outcome.retry:
+            metrics.RECONCILE_ERRORS.labels(self.name).inc()
+            metrics.RECONCILE_TOTAL.labels(self.name, "error").inc()
+            self._retry(key)
+        else:
+            self.queue.forget(key)
+            if outcome.requeue_after is not None:
+                metrics.RECONCILE_TOTAL.labels(self.name, "requeue_after").inc()
+                self.queue.add_after(key, outcome.requeue_after)
+            else:
+                metrics.RECONCILE_TOTAL.labels(self.name, "success").inc()
+        for observer in self.observers:
+            observer(key, outcome)
+
+    def _retry(self, key: Key) -> None:
+        self.queue.add_rate_limited(key)
+        metrics.WORKQUEUE_RETRIES.labels(self.name, self.name).inc()
+
+
+class Controller(Workers):
+    """One kind's controller: its informer feeds the queue, minus the echoes of the controller's own writes."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        rt: ResourceType,
+        reconciler: Reconciler,
+        *,
+        workers: int = 4,
+        reconcile_timeout: float = 300.0,
+    ) -> None:
+        super().__init__(rt.kind.lower(), reconciler, workers, reconcile_timeout)
+        self.kube, self.rt = kube, rt
+        self._seen: dict[Key, tuple[Any, ...]] = {}
+        self._own: dict[Key, deque[str]] = {}
+        self._pending: dict[Key, list[tuple[str, tuple[Any, ...]]]] = {}
+        self.informer = Informer(kube, rt)
         self.informer.add_handler(self._on_event)
 
     @property
-    def name(self) -> str:
-        return self.rt.kind.lower()
+    def reconciler_kind(self) -> str:
+        return self.rt.kind
 
     def _on_event(self, kind: EventType, obj: dict[str, Any]) -> None:
         key = key_of(obj)
@@ -114,104 +239,13 @@ class Controller:
             if version not in own:
                 self._admit(key, fingerprint)
 
-    def enqueue(self, key: Key) -> None:
-        self.queue.add(key)
-        metrics.WORKQUEUE_ADDS.labels(self.name, self.name).inc()
-        metrics.WORKQUEUE_DEPTH.labels(self.name, self.name).set(self.queue.depth)
-
-    def _observe_queue(self) -> None:
-        busy = self.queue.processing_seconds()
-        metrics.WORKQUEUE_DEPTH.labels(self.name, self.name).set(self.queue.depth)
-        metrics.WORKQUEUE_UNFINISHED.labels(self.name, self.name).set(sum(busy))
-        metrics.WORKQUEUE_LONGEST.labels(self.name, self.name).set(max(busy, default=0.0))
-
     def start_informer(self) -> None:
         self.informer.start()
 
-    def start_workers(self) -> None:
-        metrics.MAX_CONCURRENT.labels(self.name).set(self.workers)
-        # The counters start at 0, as controller-runtime's do, so that a rate over them sees the first error.
-        metrics.RECONCILE_ERRORS.labels(self.name)
-        metrics.RECONCILE_TIMEOUTS.labels(self.name)
-        for result in ("success", "error", "requeue_after"):
-            metrics.RECONCILE_TOTAL.labels(self.name, result)
-        for i in range(self.workers):
-            self._tasks.append(asyncio.create_task(self._work(), name=f"worker:{self.name}:{i}"))
-
     async def stop(self) -> None:
-        self.queue.shut_down()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+        await super().stop()
         await self.informer.stop()
 
     @property
     def alive(self) -> bool:
-        return self.informer.alive and all(not t.done() for t in self._tasks)
-
-    async def _work(self) -> None:
-        while True:
-            try:
-                key = await self.queue.get()
-            except ShutDown:
-                return
-            self._observe_queue()
-            metrics.WORKQUEUE_QUEUE_DURATION.labels(self.name, self.name).observe(self.queue.last_wait)
-            metrics.ACTIVE_WORKERS.labels(self.name).inc()
-            started = time.monotonic()
-            try:
-                await self._process(key)
-            except Exception:  # a worker must outlive any bug in one reconcile
-                log.exception("worker error", extra={"kind": self.rt.kind, "object_name": key[1]})
-                self._retry(key)
-            finally:
-                elapsed = time.monotonic() - started
-                metrics.ACTIVE_WORKERS.labels(self.name).dec()
-                metrics.RECONCILE_TIME.labels(self.name).observe(elapsed)
-                metrics.WORKQUEUE_WORK_DURATION.labels(self.name, self.name).observe(elapsed)
-                self.queue.done(key)
-                self._observe_queue()
-                self._settle(key)
-
-    async def _process(self, key: Key) -> None:
-        try:
-            if self.reconcile_timeout > 0:
-                async with asyncio.timeout(self.reconcile_timeout):
-                    outcome = await self.reconciler.reconcile(key)
-            else:
-                outcome = await self.reconciler.reconcile(key)
-        except TimeoutError:
-            metrics.RECONCILE_TIMEOUTS.labels(self.name).inc()
-            metrics.RECONCILE_ERRORS.labels(self.name).inc()
-            metrics.RECONCILE_TOTAL.labels(self.name, "error").inc()
-            await self.reconciler.timed_out(key, self.reconcile_timeout)
-            self._retry(key)
-            return
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception(
-                "reconcile failed", extra={"kind": self.rt.kind, "namespace": key[0] or None, "object_name": key[1]}
-            )
-            metrics.RECONCILE_ERRORS.labels(self.name).inc()
-            metrics.RECONCILE_TOTAL.labels(self.name, "error").inc()
-            self._retry(key)
-            return
-        if outcome.retry:
-            metrics.RECONCILE_ERRORS.labels(self.name).inc()
-            metrics.RECONCILE_TOTAL.labels(self.name, "error").inc()
-            self._retry(key)
-        else:
-            self.queue.forget(key)
-            if outcome.requeue_after is not None:
-                metrics.RECONCILE_TOTAL.labels(self.name, "requeue_after").inc()
-                self.queue.add_after(key, outcome.requeue_after)
-            else:
-                metrics.RECONCILE_TOTAL.labels(self.name, "success").inc()
-        for observer in self.observers:
-            observer(key, outcome)
-
-    def _retry(self, key: Key) -> None:
-        self.queue.add_rate_limited(key)
-        metrics.WORKQUEUE_RETRIES.labels(self.name, self.name).inc()
+        return self.informer.alive and super().alive

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 Handler = Callable[[EventType, JSON], Awaitable[None] | None]
 Key = tuple[str, str]  # (namespace or "", name)
+Indexer = Callable[[JSON], Iterable[str]]
+"""The values an object is found under in one index (a claim label's value, a referenced name...)."""
 
 LIST_PAGE = 500
 
@@ -48,10 +50,54 @@ class Informer:
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     resource_version: str = ""
     relists: int = 0
+    indexers: dict[str, Indexer] = field(default_factory=dict)
+    _indexed: dict[str, dict[str, set[Key]]] = field(default_factory=dict)
     _task: asyncio.Task[None] | None = None
 
     def add_handler(self, handler: Handler) -> None:
         self.handlers.append(handler)
+
+    def add_index(self, name: str, indexer: Indexer) -> None:
+        """Keep the cache findable by `indexer`'s values, so a lookup costs O(1) instead of a scan of the cache."""
+        self.indexers[name] = indexer
+        table: dict[str, set[Key]] = {}
+        for key, obj in self.cache.items():
+            for value in indexer(obj):
+                table.setdefault(value, set()).add(key)
+        self._indexed[name] = table
+
+    def by_index(self, name: str, value: str) -> list[JSON]:
+        keys = self._indexed.get(name, {}).get(value, ())
+        return [self.cache[k] for k in sorted(keys) if k in self.cache]
+
+    def put(self, obj: JSON) -> None:
+        """Store `obj` in the cache (a watch event, or the reply of the controller's own write), without its
+        `managedFields`: nothing reads them, and they are often the larger part of an object."""
+        obj.get("metadata", {}).pop("managedFields", None)
+        key = key_of(obj)
+        self._unindex(key)
+        self.cache[key] = obj
+        for name, indexer in self.indexers.items():
+            table = self._indexed.setdefault(name, {})
+            for value in indexer(obj):
+                table.setdefault(value, set()).add(key)
+
+    def pop(self, key: Key) -> JSON | None:
+        self._unindex(key)
+        return self.cache.pop(key, None)
+
+    def _unindex(self, key: Key) -> None:
+        old = self.cache.get(key)
+        if old is None:
+            return
+        for name, indexer in self.indexers.items():
+            table = self._indexed.get(name, {})
+            for value in indexer(old):
+                keys = table.get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del table[value]
 
     def get(self, name: str, namespace: str | None = None) -> JSON | None:
         return self.cache.get((namespace or "", name))
@@ -98,6 +144,7 @@ class Informer:
                 # LIST items carry no kind; handlers and reconcilers want self-describing objects.
                 obj.setdefault("kind", self.rt.kind)
                 obj.setdefault("apiVersion", self.rt.api_version)
+                obj.get("metadata", {}).pop("managedFields", None)
                 items[key_of(obj)] = obj
             cont = page.get("metadata", {}).get("continue") or ""
             if not cont:
@@ -105,6 +152,8 @@ class Informer:
                 break
         self.relists += 1
         old, self.cache = self.cache, items
+        for name, indexer in list(self.indexers.items()):
+            self.add_index(name, indexer)
         for key, obj in items.items():
             previous = old.get(key)
             if previous is None:
@@ -136,10 +185,10 @@ class Informer:
             obj.setdefault("apiVersion", self.rt.api_version)
             key = key_of(obj)
             if kind == "DELETED":
-                self.cache.pop(key, None)
+                self.pop(key)
                 await self._notify("DELETED", obj)
             elif kind in ("ADDED", "MODIFIED"):
-                self.cache[key] = obj
+                self.put(obj)
                 await self._notify(kind, obj)
 
     async def _run(self) -> None:

@@ -11,23 +11,25 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.kube import metrics
-from app.kube.client import JSON, KubeClient, ResourceType
-from app.kube.controller import Controller, Observer, Outcome, Reconciler
+from app.kube.client import CONFIGMAPS, JSON, KubeClient, ResourceType
+from app.kube.controller import Controller, Observer, Outcome, Reconciler, Workers
 from app.kube.drift import DriftScheduler, Member
 from app.kube.events import EventRecorder
 from app.kube.index import DependencyIndex, Ref
-from app.kube.informer import EventType, Informer, Key, key_of
+from app.kube.informer import EventType, Indexer, Informer, Key, key_of
 from app.kube.leader import LeaderElector
-from app.kube.secrets import SecretWatcher
+from app.kube.referenced import ReferencedObjects
 
 log = logging.getLogger(__name__)
 
 SECRET_KIND = "Secret"
+CONFIGMAP_KIND = "ConfigMap"
+_UNSEEN = object()
 
 
 class KindReconciler(Reconciler, Protocol):
@@ -37,12 +39,46 @@ class KindReconciler(Reconciler, Protocol):
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]: ...
 
+    @classmethod
+    def indexes(cls) -> dict[str, Indexer]: ...
+
+    @classmethod
+    def serving_state(cls, raw: JSON) -> object: ...
+
 
 @dataclass
 class Registration:
     reconciler: KindReconciler
     drift_group: Callable[[JSON], str | None] | None = None
     open_drift_round: Callable[[str], None] | None = None
+    workers: int | None = None
+    """Reconciles of the kind in flight at once (None: the manager's default)."""
+
+
+@dataclass(frozen=True)
+class Watch:
+    """A kind watched without a controller of its own (a Gateway API kind, a Service): cached, indexed, and its
+    references kept in the dependency index, so that what reads it is enqueued when it changes."""
+
+    rt: ResourceType
+    parents_of: Callable[[JSON], list[Ref]] = lambda raw: []
+    indexes: Mapping[str, Indexer] = field(default_factory=dict)
+
+
+DocumentsOf = Callable[[JSON], Iterable[str]]
+
+
+class AggregateReconciler(Reconciler, Protocol):
+    """A reconciler keyed by a Cloudflare document (a tunnel's ingress configuration) that many resources feed.
+
+    Its queue holds document keys, as ("", key); `inputs` says, for each kind that feeds it, which documents an
+    object feeds. A change of an input enqueues the documents it fed before and feeds now, once each, and the
+    reconcile computes the document from all its inputs and writes it once."""
+
+    @property
+    def name(self) -> str: ...
+
+    def inputs(self) -> Mapping[ResourceType, DocumentsOf]: ...
 
 
 def default_identity() -> str:
@@ -65,8 +101,13 @@ class Manager:
     resync_period: float = 36000.0
     controllers: dict[str, Controller] = field(default_factory=dict)
     registrations: dict[str, Registration] = field(default_factory=dict)
+    watches: dict[str, Informer] = field(default_factory=dict)
+    watch_specs: dict[str, Watch] = field(default_factory=dict)
+    aggregates: dict[str, Workers] = field(default_factory=dict)
+    aggregate_reconcilers: dict[str, AggregateReconciler] = field(default_factory=dict)
     index: DependencyIndex = field(default_factory=DependencyIndex)
-    secrets: SecretWatcher = field(init=False)
+    secrets: ReferencedObjects = field(init=False)
+    configmaps: ReferencedObjects = field(init=False)
     recorder: EventRecorder = field(init=False)
     drift: DriftScheduler = field(init=False)
     elector: LeaderElector | None = None
@@ -75,7 +116,8 @@ class Manager:
     _task: asyncio.Task[None] | None = None
 
     def __post_init__(self) -> None:
-        self.secrets = SecretWatcher(self.kube, self._secret_changed)
+        self.secrets = ReferencedObjects(self.kube, self._referenced_changed(SECRET_KIND))
+        self.configmaps = ReferencedObjects(self.kube, self._referenced_changed(CONFIGMAP_KIND), CONFIGMAPS)
         self.recorder = EventRecorder(self.kube, self.identity)
         self.drift = DriftScheduler(self.drift_interval, self._enqueue_member, self._open_round)
 
@@ -84,17 +126,90 @@ class Manager:
     def register(self, registration: Registration) -> Controller:
         rt = registration.reconciler.resource_type()
         controller = Controller(
-            self.kube, rt, registration.reconciler, workers=self.workers, reconcile_timeout=self.reconcile_timeout
+            self.kube,
+            rt,
+            registration.reconciler,
+            workers=max(self.workers, registration.workers or 0),
+            reconcile_timeout=self.reconcile_timeout,
         )
+        for name, indexer in registration.reconciler.indexes().items():
+            controller.informer.add_index(name, indexer)
         controller.informer.add_handler(self._indexer(rt.kind, registration))
         controller.observers.append(self._observer(rt.kind, registration))
         self.controllers[rt.kind] = controller
         self.registrations[rt.kind] = registration
         return controller
 
+    def watch(self, spec: Watch) -> Informer:
+        """Cache and index a kind that has no controller here (idempotent; the last spec of a kind wins)."""
+        kind = spec.rt.kind
+        self.watch_specs[kind] = spec
+        informer = Informer(self.kube, spec.rt)
+        for name, indexer in spec.indexes.items():
+            informer.add_index(name, indexer)
+
+        def on_event(event: EventType, obj: JSON) -> None:
+            ref = Ref(kind, *key_of(obj))
+            if event == "DELETED":
+                self.index.remove(ref)
+            else:
+                self.index.set_parents(ref, spec.parents_of(obj))
+            for child in self.index.children(ref):
+                self.enqueue(child)
+
+        informer.add_handler(on_event)
+        self.watches[kind] = informer
+        for aggregate in self.aggregate_reconcilers.values():
+            self._feed(aggregate)
+        return informer
+
+    def register_aggregate(self, reconciler: AggregateReconciler) -> Workers:
+        """Run `reconciler` over document keys, fed by its inputs' informers (watching those no controller has)."""
+        self.aggregate_reconcilers[reconciler.name] = reconciler
+        workers = Workers(reconciler.name, reconciler, workers=self.workers, reconcile_timeout=self.reconcile_timeout)
+        self.aggregates[reconciler.name] = workers
+        for rt in reconciler.inputs():
+            if self.informer_of(rt.kind) is None:
+                self.watch(Watch(rt))
+        self._feed(reconciler)
+        return workers
+
+    def _feed(self, reconciler: AggregateReconciler) -> None:
+        """Connect the aggregate's queue to its inputs' current informers (again after each new term)."""
+        for rt, documents_of in reconciler.inputs().items():
+            informer = self.informer_of(rt.kind)
+            if informer is None or any(getattr(h, "feeds", None) == reconciler.name for h in informer.handlers):
+                continue
+            informer.add_handler(self._feeder(reconciler.name, rt.kind, documents_of))
+
+    def _feeder(self, name: str, kind: str, documents_of: DocumentsOf) -> Callable[[EventType, JSON], None]:
+        fed: dict[Key, frozenset[str]] = {}
+        seen: dict[Key, object] = {}
+
+        def on_event(event: EventType, obj: JSON) -> None:
+            key = key_of(obj)
+            before = fed.get(key, frozenset())
+            if event == "DELETED":
+                now: frozenset[str] = frozenset()
+                fed.pop(key, None)
+                seen.pop(key, None)
+            else:
+                now = frozenset(documents_of(obj))
+                state = _input_state(obj)
+                if now == before and seen.get(key) == state:
+                    return  # a status echo: nothing the document is computed from changed
+                fed[key], seen[key] = now, state
+            workers = self.aggregates.get(name)
+            if workers is not None:
+                for document in sorted(before | now):
+                    workers.enqueue(("", document))
+
+        on_event.feeds = name  # type: ignore[attr-defined]
+        return on_event
+
     def informer_of(self, kind: str) -> Informer | None:
         controller = self.controllers.get(kind)
-        return None if controller is None else controller.informer
+        return controller.informer if controller is not None else self.watches.get(kind)
 
     def note_own_write(self, kind: str, obj: JSON) -> None:
         controller = self.controllers.get(kind)
@@ -116,6 +231,8 @@ class Manager:
 
     def _indexer(self, kind: str, registration: Registration) -> Callable[[EventType, JSON], None]:
         parents_of = registration.reconciler.parents_of
+        serving_state = registration.reconciler.serving_state
+        served: dict[Ref, object] = {}
 
         def on_event(event: EventType, obj: JSON) -> None:
             key = key_of(obj)
@@ -123,22 +240,31 @@ class Manager:
             if event == "DELETED":
                 for parent in self.index.remove(ref):
                     self.enqueue(parent)  # a parent waiting with InUse may go on now
-                self.secrets.reference(ref, None)
+                for watcher in (self.secrets, self.configmaps):
+                    watcher.reference(ref, [])
                 self.drift.forget((kind, *key))
+                served.pop(ref, None)
             else:
                 parents = parents_of(obj)
                 for lost in self.index.set_parents(ref, parents):
                     self.enqueue(lost)
-                secret = next((p for p in parents if p.kind == SECRET_KIND), None)
-                self.secrets.reference(ref, None if secret is None else (secret.namespace, secret.name))
+                self.secrets.reference(ref, [(p.namespace, p.name) for p in parents if p.kind == SECRET_KIND])
+                self.configmaps.reference(ref, [(p.namespace, p.name) for p in parents if p.kind == CONFIGMAP_KIND])
+                state = serving_state(obj)
+                if served.get(ref, _UNSEEN) == state:
+                    return  # nothing its children read has changed (a status echo, a Ready flip for a 503)
+                served[ref] = state
             for child in self.index.children(ref):
                 self.enqueue(child)
 
         return on_event
 
-    def _secret_changed(self, key: Key) -> None:
-        for child in self.index.children(Ref(SECRET_KIND, *key)):
-            self.enqueue(child)
+    def _referenced_changed(self, kind: str) -> Callable[[Key], None]:
+        def changed(key: Key) -> None:
+            for child in self.index.children(Ref(kind, *key)):
+                self.enqueue(child)
+
+        return changed
 
     def _observer(self, kind: str, registration: Registration) -> Observer:
         def observe(key: Key, outcome: Outcome) -> None:
@@ -170,7 +296,13 @@ class Manager:
         """False when a background task died: /healthz fails and the kubelet restarts the process."""
         if self._task is None or self._task.done():
             return False
-        return not self.leading or all(c.alive for c in self.controllers.values())
+        if not self.leading:
+            return True
+        return (
+            all(c.alive for c in self.controllers.values())
+            and all(a.alive for a in self.aggregates.values())
+            and all(w.alive for w in self.watches.values())
+        )
 
     @property
     def ready(self) -> bool:
@@ -199,15 +331,21 @@ class Manager:
         try:
             for controller in self.controllers.values():
                 controller.start_informer()
-            await asyncio.gather(*(c.informer.synced.wait() for c in self.controllers.values()))
+            for informer in self.watches.values():
+                informer.start()
+            await asyncio.gather(
+                *(c.informer.synced.wait() for c in self.controllers.values()),
+                *(w.synced.wait() for w in self.watches.values()),
+            )
             # The Secrets the accounts reference are watched once the accounts are known: wait for them too, so
             # that no first reconcile reports a Secret missing that is merely not listed yet.
             await asyncio.gather(
-                *(self.secrets.wait_synced(k, timeout=30) for k in self.secrets.watched), return_exceptions=True
+                *(w.wait_synced(k, timeout=30) for w in (self.secrets, self.configmaps) for k in w.watched),
+                return_exceptions=True,
             )
             self.synced = True
-            for controller in self.controllers.values():
-                controller.start_workers()
+            for workers in (*self.controllers.values(), *self.aggregates.values()):
+                workers.start_workers()
             self.drift.start()
             log.info("controllers started", extra={"kinds": sorted(self.controllers), "identity": self.identity})
             while True:
@@ -220,10 +358,26 @@ class Manager:
             self.synced = False
             metrics.LEADER.labels(self.lease_name).set(0)
             self.drift.shutdown()
-            await asyncio.gather(*(c.stop() for c in self.controllers.values()), return_exceptions=True)
+            await asyncio.gather(
+                *(c.stop() for c in (*self.controllers.values(), *self.aggregates.values())),
+                *(w.stop() for w in self.watches.values()),
+                return_exceptions=True,
+            )
             await self.secrets.stop()
+            await self.configmaps.stop()
+            # Fresh informers and queues for a later term: the old ones were shut down.
             for kind in list(self.controllers):
-                # Fresh informers and queues for a later term: the old ones were shut down.
                 registration = self.registrations[kind]
                 del self.controllers[kind]
                 self.register(registration)
+            self.watches.clear()
+            for spec in list(self.watch_specs.values()):
+                self.watch(spec)
+            for reconciler in list(self.aggregate_reconcilers.values()):
+                self.register_aggregate(reconciler)
+
+
+def _input_state(obj: JSON) -> object:
+    """What an aggregate's input contributes: all of it but its status and the server's bookkeeping."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in ("resourceVersion", "managedFields")}
+    return repr(({k: v for k, v in obj.items() if k not in ("status", "metadata")}, sorted(meta.items())))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import cloudflare
@@ -15,16 +16,40 @@ from tests.fixtures.emulator import EmulatorError, EmulatorProcess
 ZONES = r"^GET /client/v4/zones$"
 
 
-def test_latency_fault(fresh_emulator: EmulatorProcess) -> None:
-    cf = fresh_emulator.client()
-    fresh_emulator.fault(ZONES, "latency", latency_ms=300, count=1)
-    started = time.monotonic()
-    assert cf.zones.list().result == []
-    assert time.monotonic() - started >= 0.3
-    started = time.monotonic()
-    cf.zones.list()
-    assert time.monotonic() - started < 0.3  # count 1: spent
-    assert [f["remaining"] for f in fresh_emulator.faults()] == [0]
+async def test_latency_fault_delays_the_matching_call_and_no_other(fresh_emulator: EmulatorProcess) -> None:
+    fault_id = fresh_emulator.fault(ZONES, "latency", latency_ms=2000, count=1)
+    headers = {"Authorization": f"Bearer {fresh_emulator.token}"}
+    async with httpx.AsyncClient(base_url=fresh_emulator.base_url, headers=headers, timeout=10.0) as http:
+        delayed = asyncio.ensure_future(http.get("/zones"))
+
+        def arrived_unanswered() -> list[dict[str, Any]]:
+            return [c for c in fresh_emulator.calls(path="/zones$") if c["status"] is None]
+
+        await poll(arrived_unanswered, "the delayed call to arrive")
+        # While the first call waits, the same route (the fault's count is spent) and another route answer.
+        again = await http.get("/zones")
+        verify = await http.get("/user/tokens/verify")
+        assert (again.status_code, verify.status_code) == (200, 200)
+        assert not delayed.done(), "the faulted call is still being delayed"
+        first = await delayed
+    assert first.status_code == 200
+    assert first.json()["result"] == [], "after the delay the call is answered normally"
+    assert [f["remaining"] for f in fresh_emulator.faults() if f["id"] == fault_id] == [0]
+    logged = fresh_emulator.calls()
+    assert [(c["path"], c["status"]) for c in logged] == [
+        ("/client/v4/zones", 200),
+        ("/client/v4/zones", 200),
+        ("/client/v4/user/tokens/verify", 200),
+    ]
+
+
+async def poll(check: Callable[[], Any], what: str) -> Any:
+    """Poll `check` (synchronous) until it returns something truthy; fail after a deadline."""
+    deadline = time.monotonic() + 10.0
+    while not (result := check()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+    return result
 
 
 def test_status_fault_json_and_html(fresh_emulator: EmulatorProcess) -> None:
@@ -83,15 +108,11 @@ async def test_hang_does_not_block_other_calls(fresh_emulator: EmulatorProcess) 
     headers = {"Authorization": f"Bearer {fresh_emulator.token}"}
     async with httpx.AsyncClient(base_url=fresh_emulator.base_url, headers=headers) as http:
         hung = asyncio.ensure_future(http.get("/zones", timeout=5.0))
-        deadline = time.monotonic() + 5.0
-        while not fresh_emulator.calls(path="/zones$"):  # wait for the hanging call to arrive
-            assert time.monotonic() < deadline, "the call never reached the emulator"
-            await asyncio.sleep(0.01)
-        started = time.monotonic()
+        await poll(lambda: fresh_emulator.calls(path="/zones$"), "the hanging call to arrive")
         verify = await http.get("/user/tokens/verify", timeout=5.0)
-        assert verify.status_code == 200
-        assert time.monotonic() - started < 1.0
+        assert verify.status_code == 200, "another call is answered while one hangs"
         assert not hung.done()
+        assert [c["status"] for c in fresh_emulator.calls(path="/zones$")] == [None], "the hanging call has no answer"
         hung.cancel()
         with pytest.raises(asyncio.CancelledError):
             await hung
@@ -154,6 +175,8 @@ def test_state_dump_seed_and_reset(fresh_emulator: EmulatorProcess) -> None:
         fresh_emulator.seed({"dns_records": [{"zone_id": zone.id, "type": "A", "name": "x", "content": "bad"}]})
     with pytest.raises(EmulatorError, match="unknown resource"):
         fresh_emulator.add_token(["zones:read"])
+    with pytest.raises(EmulatorError, match="unknown section"):
+        fresh_emulator.seed({"kv_namespace": [{"title": "typo in the section's name"}]})
     assert fresh_emulator.state_dump() == dump  # a refused seed changes nothing
 
 
@@ -162,3 +185,15 @@ def test_admin_routes_are_not_logged_or_limited(fresh_emulator: EmulatorProcess)
     for _ in range(3):
         fresh_emulator.faults()
     assert fresh_emulator.calls() == []
+
+
+def test_options_are_known_whole_numbers_and_reset_restores_them(fresh_emulator: EmulatorProcess) -> None:
+    defaults = fresh_emulator.set_options()
+    assert defaults["lists_per_account"] == 1
+    assert fresh_emulator.set_options(lists_per_account=5)["lists_per_account"] == 5
+    with pytest.raises(EmulatorError, match="unknown options"):
+        fresh_emulator.set_options(no_such_option=1)
+    with pytest.raises(EmulatorError, match="whole number"):
+        fresh_emulator.set_options(lists_per_account=-1)
+    fresh_emulator.reset()
+    assert fresh_emulator.set_options() == defaults

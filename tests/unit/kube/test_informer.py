@@ -11,7 +11,7 @@ import httpx
 
 from app.kube.client import JSON, SECRETS, KubeError, ResourceType
 from app.kube.informer import Informer
-from app.kube.secrets import SecretWatcher
+from app.kube.referenced import ReferencedObjects
 
 WIDGETS = ResourceType("test.kflare.dev", "v1", "widgets", "Widget")
 
@@ -115,18 +115,18 @@ async def test_a_broken_watch_reconnects_from_the_last_version() -> None:
 async def test_only_referenced_secrets_are_watched_each_by_name() -> None:
     kube = ScriptedKube(lists=[[obj("token", "3", "a")], [obj("other", "4", "b")]], watches=[])
     changed: list[tuple[str, str]] = []
-    watcher = SecretWatcher(kube, changed.append)  # type: ignore[arg-type]
-    watcher.reference("account-1", ("a", "token"))
-    watcher.reference("account-2", ("a", "token"))
+    watcher = ReferencedObjects(kube, changed.append)  # type: ignore[arg-type]
+    watcher.reference("account-1", [("a", "token")])
+    watcher.reference("account-2", [("a", "token")])
     await watcher.wait_synced(("a", "token"))
     assert watcher.watched == {("a", "token")}
     assert kube.list_calls[0] == {"namespace": "a", "limit": 500, "fieldSelector": "metadata.name=token"}
     assert watcher.get(("a", "token")) is not None
     assert changed == [("a", "token")]
 
-    watcher.reference("account-1", ("b", "other"))  # account-1 moved to another Secret
+    watcher.reference("account-1", [("b", "other")])  # account-1 moved to another Secret
     assert watcher.watched == {("a", "token"), ("b", "other")}
-    watcher.reference("account-2", None)  # the last reference to a/token went away
+    watcher.reference("account-2", [])  # the last reference to a/token went away
     assert watcher.watched == {("b", "other")}
     await watcher.stop()
     assert watcher.watched == set()

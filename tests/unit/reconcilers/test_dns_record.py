@@ -83,8 +83,8 @@ def test_a_record_just_created_for_one_resource_is_claimed_for_the_others() -> N
     """Two members of one record set created at once: neither may take the other's record for unclaimed."""
 
     class Ctx:
-        def cached_all(self, kind: str) -> list[dict[str, Any]]:
-            return []  # the owner has not labelled its record yet
+        def informer_of(self, kind: str) -> None:
+            return None  # the owner has not labelled its record yet
 
     kind = DNSRecordKind.__new__(DNSRecordKind)
     kind.ctx = Ctx()  # type: ignore[assignment]
@@ -101,5 +101,5 @@ def test_a_record_just_created_for_one_resource_is_claimed_for_the_others() -> N
             "spec": {"zoneRef": {"name": "z"}, "name": "a", "type": "MX", "content": "m"},
         }
     )
-    assert kind._claimed_elsewhere(other) == {"rec-1"}
-    assert kind._claimed_elsewhere(mine) == set()
+    assert kind._claimed_elsewhere("rec-1", other)
+    assert not kind._claimed_elsewhere("rec-1", mine)

@@ -1,4 +1,16 @@
-"""DNS records: normalisation, validation, uniqueness, plan quotas and the all-or-nothing batch.
+"""DNS records of a zone: list, create, get, overwrite (PUT), edit (PATCH), delete and the all-or-nothing batch.
+
+Reading needs ``dns:read``, writing ``dns:edit``, and the token must reach the zone; refusals use the product codes
+(403/10000).
+
+List filters: ``type``; ``name`` and ``content`` (plain = exact) with ``.exact``, ``.contains``, ``.startswith``,
+``.endswith``; ``comment`` and ``tag`` with those and ``.present``/``.absent`` (tags written ``name:value``);
+``proxied``; ``search`` (substring of name, content or comment); ``match=any|all`` joins the filters, ``tag_match``
+the tag filters first. All text filters ignore case. ``order`` is one of ``type``, ``name``, ``content``, ``ttl``,
+``proxied`` (default: type, then name, then content). ``per_page``: default 100, 1..5,000,000.
+
+State-file entries: the create body, nested under their zone or at the top level with ``zone_id`` or ``zone`` (the
+zone's name), and may fix ``id``, ``created_on`` and ``modified_on``.
 
 Normalisation, as Cloudflare does it: ``name`` becomes a lowercase FQDN in Punycode under the zone (``@`` is the apex,
 a relative or foreign name gets the zone appended); ``type`` is uppercased; ``ttl`` defaults to 1 (automatic) and
@@ -42,12 +54,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
+from starlette.datastructures import QueryParams
 
-from app.emulator.envelope import CloudflareError, error, parse_model
+from app.emulator.collection import Ctx, Kind, PageNumbers, Verb, route
+from app.emulator.envelope import JSON, CloudflareError, error, ok, parse_model, read_json
 from app.emulator.ids import new_id, now_iso
-from app.emulator.objects.zones import limits_of
-from app.emulator.state import Obj
+from app.emulator.kinds.zones import limits_of
+from app.emulator.paging import PageSpec, Predicate, bool_param, combine, direction_of, sort_by, text_match
+from app.emulator.seed import SeedError
+from app.emulator.state import Obj, Store
 
 RECORD_TYPES = (
     "A",
@@ -533,3 +551,178 @@ def apply_batch(zone: Obj, rows: dict[str, Obj], batch: BatchInput) -> Obj:
         rows[record["id"]] = record
         result["posts"].append(record)
     return result
+
+
+# Listing
+
+_TEXT_OPERATORS = ("exact", "contains", "startswith", "endswith")
+_ORDER_KEYS: dict[str, Any] = {
+    "type": lambda r: r["type"],
+    "name": lambda r: r["name"],
+    "content": lambda r: r["content"].casefold(),
+    "ttl": lambda r: r["ttl"],
+    "proxied": lambda r: r["proxied"],
+}
+
+
+def _text_predicate(field: str, operator: str, needle: str) -> Predicate[Obj]:
+    return lambda record: text_match(record.get(field), operator, needle)
+
+
+def _text_filters(query: QueryParams, field: str) -> list[Predicate[Obj]]:
+    predicates: list[Predicate[Obj]] = []
+    for key, operator in [(field, "exact"), *((f"{field}.{op}", op) for op in _TEXT_OPERATORS)]:
+        needle = query.get(key)
+        if needle is not None:
+            predicates.append(_text_predicate(field, operator, needle))
+    return predicates
+
+
+def _split_tag(tag: str) -> tuple[str, str | None]:
+    name, sep, value = tag.partition(":")
+    return name.casefold(), (value if sep else None)
+
+
+def _tag_predicate(name: str, operator: str | None, needle: str | None, *, absent: bool = False) -> Predicate[Obj]:
+    """Has a tag ``name`` (whose value matches, with an operator); ``absent`` negates."""
+
+    def has(record: Obj) -> bool:
+        for tag in record["tags"]:
+            tag_name, tag_value = _split_tag(tag)
+            if tag_name == name and (operator is None or text_match(tag_value or "", operator, needle or "")):
+                return True
+        return False
+
+    return (lambda record: not has(record)) if absent else has
+
+
+def _tag_filters(query: QueryParams) -> list[Predicate[Obj]]:
+    predicates: list[Predicate[Obj]] = []
+    for raw in query.getlist("tag"):
+        name, value = _split_tag(raw)
+        predicates.append(_tag_predicate(name, None if value is None else "exact", value))
+    for raw in query.getlist("tag.present"):
+        predicates.append(_tag_predicate(_split_tag(raw)[0], None, None))
+    for raw in query.getlist("tag.absent"):
+        predicates.append(_tag_predicate(_split_tag(raw)[0], None, None, absent=True))
+    for operator in _TEXT_OPERATORS:
+        for raw in query.getlist(f"tag.{operator}"):
+            name, value = _split_tag(raw)
+            predicates.append(_tag_predicate(name, operator, value or ""))
+    return predicates
+
+
+def _record_filter(query: QueryParams) -> Predicate[Obj]:
+    predicates: list[Predicate[Obj]] = []
+    if query.get("type"):
+        wanted = query["type"].upper()
+        predicates.append(lambda r: r["type"] == wanted)
+    predicates += _text_filters(query, "name") + _text_filters(query, "content") + _text_filters(query, "comment")
+    if query.get("comment.present") is not None:
+        predicates.append(lambda r: r.get("comment") is not None)
+    if query.get("comment.absent") is not None:
+        predicates.append(lambda r: r.get("comment") is None)
+    proxied = bool_param(query, "proxied")
+    if proxied is not None:
+        predicates.append(lambda r: r["proxied"] is proxied)
+    tags = _tag_filters(query)
+    if tags:
+        predicates.append(combine(tags, query.get("tag_match")))
+    keep = combine(predicates, query.get("match"))
+    search = query.get("search")
+    if not search:
+        return keep
+    return lambda r: (
+        keep(r) and any(text_match(r.get(field), "contains", search) for field in ("name", "content", "comment"))
+    )
+
+
+# The kind
+
+
+class DNSRecords(Kind):
+    name = "dns_records"
+    parent = "zones"
+    parent_field = "zone_id"
+    path = "/zones/{zone_id}/dns_records"
+    scope_param = "zone_id"
+    item_param = "dns_record_id"
+    resource = "dns"
+    paging = PageNumbers(PageSpec(default=100, minimum=1, maximum=5_000_000))
+    create_body = update_body = patch_body = RecordInput
+    stamps = ("created_on", "modified_on", "comment_modified_on", "tags_modified_on")
+    summary_fields = ("name", "type")
+
+    def not_found(self) -> CloudflareError:
+        return record_not_found()
+
+    def body_error(self, message: str, pointer: str | None) -> CloudflareError:
+        return body_invalid(message, pointer)
+
+    def parse(self, ctx: Ctx | None, raw: Any, verb: Verb) -> BaseModel:
+        body = parse_model(RecordInput, raw, body_invalid)
+        if verb == "create":
+            body.id = None
+        return body
+
+    def build(self, store: Store, parent: Obj | None, body: BaseModel, previous: Obj | None, partial: bool) -> Obj:
+        assert isinstance(body, RecordInput)
+        assert parent is not None
+        return build_record(parent, body, previous=previous, partial=partial)
+
+    def admit(self, store: Store, parent: Obj | None, parent_key: str | None, obj: Obj, previous: Obj | None) -> None:
+        assert parent is not None
+        assert parent_key is not None
+        siblings = self.siblings(store, parent_key)
+        check_conflicts(siblings, obj)
+        if previous is None:
+            check_quota(parent, len(siblings) + 1)
+
+    def filters(self, ctx: Ctx) -> Predicate[Obj]:
+        return _record_filter(ctx.query)
+
+    def order(self, ctx: Ctx, items: Any) -> list[Obj]:
+        order = _ORDER_KEYS.get(ctx.query.get("order") or "")
+        if order is None:
+            return sort_by(items, lambda r: (r["type"], r["name"], r["content"].casefold(), r["id"]), "asc")
+        return sort_by(items, lambda r: (order(r), r["name"], r["id"]), direction_of(ctx.query))
+
+    def render(self, ctx: Ctx, obj: Obj) -> Obj:
+        return obj
+
+    def seed_fields(self, entry: JSON) -> JSON:
+        return {key: value for key, value in entry.items() if key not in ("zone", "zone_id")}
+
+    def find_parent(self, store: Store, entry: JSON, where: str) -> tuple[Obj, str]:
+        if entry.get("zone_id") is not None:
+            zone = store.zones.get(str(entry["zone_id"]))
+            if zone is None:
+                raise SeedError(f"{where}: unknown zone_id {entry['zone_id']}")
+            return zone, zone["id"]
+        if entry.get("zone") is None:
+            raise SeedError(f"{where}: a top-level DNS record needs zone_id or zone")
+        name = str(entry["zone"]).lower().rstrip(".")
+        matches = [z for z in store.zones if z["name"] == name]
+        if len(matches) != 1:
+            raise SeedError(f"{where}: zone {entry['zone']!r} names {len(matches)} zones; use zone_id")
+        return matches[0], matches[0]["id"]
+
+    def extra_routes(self, router: APIRouter) -> None:
+        route(router, "POST", f"{self.path}/batch", "dns_records_batch", self.batch)
+
+    async def batch(self, request: Request) -> JSONResponse:
+        emulator, principal = await self.principal(request)
+        raw = await read_json(request)
+        ctx = self.context(emulator, principal, request)
+        self.require(ctx, "edit")
+        assert ctx.parent is not None
+        assert ctx.parent_key is not None
+        batch = parse_model(BatchInput, raw, body_invalid)
+        table = self.table(ctx.store)
+        rows = table.copy_under(ctx.parent_key)
+        result = apply_batch(ctx.parent, rows, batch)
+        table.replace_under(ctx.parent_key, rows)
+        return ok(result)
+
+
+KIND = DNSRecords()

@@ -1,0 +1,237 @@
+"""DNS writes of one zone that are due together go out as one `POST /zones/{id}/dns_records/batch`.
+
+Each reconcile submits its own operation (create, patch or delete) and awaits its own result, as if it had made the
+call alone. The batcher holds operations for a short window (the reconciles of a bulk apply arrive over a few
+milliseconds), sends up to the plan's cap per call (200 on Free, 3,500 on paid plans) and maps Cloudflare's answer
+back: the result lists come in the order sent, per operation type.
+
+Cloudflare applies a batch all or nothing. When one is refused (a 4xx), the batch is split in halves and each half
+sent again, down to single operations, so the one bad record gets its own error and every other operation is
+applied: one bad record costs about 2·log2(n) extra calls, and never blocks the others. A transient failure (5xx,
+timeout, 429) fails every operation of the batch with that error; each reconcile retries with its own back-off.
+A batch of one is sent as the plain call, which costs the same and reads better in Cloudflare's audit log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from app.cloudflare.client import CloudflareClient
+from app.cloudflare.errors import (
+    CloudflareError,
+    Conflict,
+    InvalidToken,
+    NotFound,
+    PermissionDenied,
+    Terminal,
+    Transient,
+)
+from app.cloudflare.models import DNSRecord
+
+QUIET = 1.0  # a batch goes out once no operation has joined it for this long...
+HOLD = 30.0  # ...or when its first operation has waited this long, or when it is full
+OPS_PER_CALL = {"free": 200}
+PAID_OPS_PER_CALL = 3500
+
+OpKind = Literal["delete", "patch", "post"]
+
+
+def ops_per_call(plan: str | None) -> int:
+    return OPS_PER_CALL.get(plan or "free", PAID_OPS_PER_CALL)
+
+
+@dataclass(eq=False)
+class _Op:
+    kind: OpKind
+    body: Mapping[str, Any]  # the create body, or the patch with its `id`, or `{"id": ...}` for a delete
+    owner: str  # the resource the operation is for
+    done: asyncio.Future[DNSRecord | None]
+    sending: asyncio.Task[None] | None = None
+    alone: bool = False
+
+
+Applied = Callable[[OpKind, Mapping[str, Any], DNSRecord | None], None]
+
+
+@dataclass
+class ZoneBatcher:
+    client: CloudflareClient
+    zone_id: str
+    applied: Applied = lambda kind, body, record: None
+    """Called for every operation Cloudflare applied, even one whose reconcile gave up waiting for it."""
+    limit: int = 200
+    quiet: float = QUIET
+    hold: float = HOLD
+    pending: list[_Op] = field(default_factory=list)
+    _arrived: float = 0.0
+    inflight: dict[str, set[_Op]] = field(default_factory=dict)
+    calls: int = 0
+    _flusher: asyncio.Task[None] | None = None
+    _wake: asyncio.Event | None = None
+    _sends: set[asyncio.Task[None]] = field(default_factory=set)
+
+    async def create(self, owner: str, body: Mapping[str, Any]) -> DNSRecord:
+        created = await self._submit("post", body, owner)
+        assert created is not None
+        return created
+
+    async def patch(self, owner: str, record_id: str, changes: Mapping[str, Any]) -> DNSRecord:
+        patched = await self._submit("patch", {**changes, "id": record_id}, owner)
+        assert patched is not None
+        return patched
+
+    async def delete(self, owner: str, record_id: str) -> None:
+        await self._submit("delete", {"id": record_id}, owner)
+
+    async def settled(self, owner: str) -> None:
+        """Wait until no operation of `owner` is in flight: a retry after a timed-out reconcile must see what the
+        abandoned operation did before deciding anything (else a create could be sent twice)."""
+        for op in list(self.inflight.get(owner, ())):
+            with contextlib.suppress(Exception):
+                await asyncio.shield(op.done)
+
+    async def _submit(self, kind: OpKind, body: Mapping[str, Any], owner: str) -> DNSRecord | None:
+        loop = asyncio.get_running_loop()
+        op = _Op(kind, body, owner, loop.create_future())
+        self.pending.append(op)
+        self._arrived = loop.time()
+        if len(self.pending) >= self.limit and self._wake is not None:
+            self._wake.set()
+        self.inflight.setdefault(owner, set()).add(op)
+        op.done.add_done_callback(lambda _: self._finished(op))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush(), name=f"dns-batch:{self.zone_id}")
+        try:
+            return await asyncio.shield(op.done)
+        except asyncio.CancelledError:
+            # The reconcile was cut (its timeout, a shutdown). Not sent yet: it never will be. Sent alone: the call
+            # is abandoned, as an unbatched call would be. Sent with others: the batch goes on for their sake.
+            if op in self.pending:
+                self.pending.remove(op)
+                _settle(op, error=asyncio.CancelledError())
+            elif op.alone and op.sending is not None:
+                op.sending.cancel()
+            raise
+
+    def _finished(self, op: _Op) -> None:
+        ops = self.inflight.get(op.owner)
+        if ops is not None:
+            ops.discard(op)
+            if not ops:
+                del self.inflight[op.owner]
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        first = loop.time()
+        self._wake = asyncio.Event()
+        try:
+            while len(self.pending) < self.limit:
+                now = loop.time()
+                due = min(self._arrived + self.quiet, first + self.hold)
+                if now >= due:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), due - now)
+        finally:
+            self._wake = None
+        while self.pending:
+            ops, self.pending = self.pending[: self.limit], self.pending[self.limit :]
+            # Each batch on its own task: one that hangs (until the client's deadline) holds up no other.
+            task = asyncio.create_task(self._send(ops), name=f"dns-batch-send:{self.zone_id}")
+            for op in ops:
+                op.sending, op.alone = task, len(ops) == 1
+            self._sends.add(task)
+            task.add_done_callback(self._sends.discard)
+
+    async def _send(self, ops: list[_Op]) -> None:
+        try:
+            if len(ops) == 1:
+                results = [await self._single(ops[0])]
+            else:
+                results = await self._batch(ops)
+        except (Conflict, NotFound, Terminal) as refused:
+            if len(ops) == 1 or isinstance(refused, InvalidToken | PermissionDenied):
+                for op in ops:  # the token's fault is every operation's: splitting would only spend calls
+                    _settle(op, error=refused)
+                return
+            half = len(ops) // 2
+            await self._send(ops[:half])
+            await self._send(ops[half:])
+            return
+        except (CloudflareError, OSError, TimeoutError) as failed:
+            for op in ops:
+                _settle(op, error=failed)
+            return
+        except BaseException as unexpected:
+            for op in ops:
+                _settle(op, error=unexpected if isinstance(unexpected, Exception) else asyncio.CancelledError())
+            raise
+        for op, result in zip(ops, results, strict=True):
+            self.applied(op.kind, op.body, result)
+            _settle(op, result=result)
+
+    async def _single(self, op: _Op) -> DNSRecord | None:
+        self.calls += 1
+        if op.kind == "post":
+            return await self.client.create_dns_record(self.zone_id, op.body)
+        record_id = str(op.body["id"])
+        if op.kind == "patch":
+            return await self.client.patch_dns_record(
+                self.zone_id, record_id, {k: v for k, v in op.body.items() if k != "id"}
+            )
+        with contextlib.suppress(NotFound):  # already gone counts as deleted
+            await self.client.delete_dns_record(self.zone_id, record_id)
+        return None
+
+    async def _batch(self, ops: list[_Op]) -> list[DNSRecord | None]:
+        self.calls += 1
+        deletes = [op for op in ops if op.kind == "delete"]
+        patches = [op for op in ops if op.kind == "patch"]
+        posts = [op for op in ops if op.kind == "post"]
+        result = await self.client.batch_dns_records(
+            self.zone_id,
+            deletes=[str(op.body["id"]) for op in deletes],
+            patches=[op.body for op in patches],
+            posts=[op.body for op in posts],
+        )
+        answered: dict[int, DNSRecord | None] = {id(op): None for op in deletes}
+        for group, records in ((patches, result.patches), (posts, result.posts)):
+            if len(records) != len(group):
+                raise Transient(f"the DNS batch answered {len(records)} results for {len(group)} operations")
+            answered.update({id(op): record for op, record in zip(group, records, strict=True)})
+        return [answered[id(op)] for op in ops]
+
+
+def _settle(op: _Op, *, result: DNSRecord | None = None, error: BaseException | None = None) -> None:
+    if op.done.done():
+        return
+    if error is not None:
+        op.done.set_exception(error)
+    else:
+        op.done.set_result(result)
+
+
+@dataclass
+class Batches:
+    """One batcher per zone and token."""
+
+    batchers: dict[tuple[str, str], ZoneBatcher] = field(default_factory=dict)
+
+    applied: Callable[[str, OpKind, Mapping[str, Any], DNSRecord | None], None] = lambda zone, kind, body, rec: None
+
+    def of(self, client: CloudflareClient, zone_id: str, plan: str | None, size: int | None = None) -> ZoneBatcher:
+        key = (zone_id, client.fingerprint)
+        batcher = self.batchers.get(key)
+        if batcher is None:
+
+            def applied(kind: OpKind, body: Mapping[str, Any], record: DNSRecord | None) -> None:
+                self.applied(zone_id, kind, body, record)
+
+            batcher = self.batchers[key] = ZoneBatcher(client, zone_id, applied)
+        batcher.client = client  # the newest client of the token (the session may have been renewed)
+        batcher.limit = min(size, ops_per_call(plan)) if size else ops_per_call(plan)
+        return batcher

@@ -1,0 +1,100 @@
+"""The shared lifecycle, for every kind that creates Cloudflare objects: the adoption matrix (policy x whether
+the object exists) and the deletion matrix (created or adopted x the resource's policy x the default policy)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.api.registry import KINDS
+from app.controlplane import ControlPlane
+from tests.fixtures.controller import ControllerProcess, Kflare, controller_process
+from tests.fixtures.emulator import EmulatorProcess
+from tests.kinds import SAMPLES
+
+pytestmark = pytest.mark.integration
+
+
+def test_every_kind_that_creates_has_a_sample() -> None:
+    creating = {model.info.kind for model in KINDS} - {"CloudflareAccount"}
+    assert creating <= set(SAMPLES), f"kinds without a lifecycle sample: {sorted(creating - set(SAMPLES))}"
+
+
+@pytest.mark.parametrize("kind", sorted(SAMPLES))
+@pytest.mark.parametrize(
+    ("policy", "exists", "reason", "adopted"),
+    [
+        (None, True, "AlreadyExists", False),
+        (None, False, "Synced", False),
+        ("adopt", True, "Synced", True),
+        ("adopt", False, "AdoptionTargetNotFound", False),
+        ("adopt-or-create", True, "Synced", True),
+        ("adopt-or-create", False, "Synced", False),
+    ],
+)
+async def test_adoption_matrix(
+    controller: ControllerProcess,
+    kflare: Kflare,
+    fresh_emulator: EmulatorProcess,
+    kind: str,
+    policy: str | None,
+    exists: bool,
+    reason: str,
+    adopted: bool,
+) -> None:
+    sample = SAMPLES[kind]
+    ctx = await sample.parents(kflare, "adopt")
+    existing_id = sample.make_existing(fresh_emulator, ctx) if exists else None
+    before = sample.held(fresh_emulator, ctx)
+    annotations = {"kflare.dev/adoption-policy": policy} if policy else {}
+    await sample.apply(kflare, ctx, annotations)
+    resource = await kflare.ready(kind, sample.name, reason=reason, status="True" if reason == "Synced" else "False")
+    held = sample.held(fresh_emulator, ctx)
+    if reason in ("AlreadyExists", "AdoptionTargetNotFound"):
+        assert held == before, "nothing in Cloudflare was touched"
+        return
+    assert len(held) == 1, held
+    assert sample.matches_spec(held[0], ctx), held[0]
+    assert (held[0]["id"] == existing_id) is adopted
+    assert (resource["metadata"].get("annotations", {}).get("kflare.dev/adopted") == "true") is adopted
+
+
+@pytest.mark.parametrize("kind", sorted(SAMPLES))
+@pytest.mark.parametrize(
+    ("adopted", "policy", "default", "kept"),
+    [
+        (False, None, "delete", False),
+        (False, "retain", "delete", True),
+        (False, None, "retain", True),
+        (False, "delete", "retain", False),
+        (True, None, "delete", True),
+        (True, "delete", "delete", False),
+    ],
+)
+async def test_deletion_matrix(
+    control_plane: ControlPlane,
+    fresh_emulator: EmulatorProcess,
+    kflare_crds: None,
+    kflare: Kflare,
+    tmp_path: Path,
+    kind: str,
+    adopted: bool,
+    policy: str | None,
+    default: str,
+    kept: bool,
+) -> None:
+    sample = SAMPLES[kind]
+    with controller_process(control_plane, fresh_emulator, tmp_path, f"--default-deletion-policy={default}"):
+        ctx = await sample.parents(kflare, "delete")
+        if adopted:
+            sample.make_existing(fresh_emulator, ctx)
+        annotations = {"kflare.dev/adoption-policy": "adopt"} if adopted else {}
+        if policy:
+            annotations["kflare.dev/deletion-policy"] = policy
+        await sample.apply(kflare, ctx, annotations)
+        await kflare.ready(kind, sample.name)
+        await kflare.delete(kind, sample.name)
+        await kflare.gone(kind, sample.name)
+        assert bool(sample.held(fresh_emulator, ctx)) is kept
+        await kflare.cleanup()

@@ -1,0 +1,108 @@
+"""What the tests need to know of each kind to drive it through the shared lifecycle: how to make its parents, a
+manifest, an object of the same key made outside kflare, and how to read what Cloudflare holds of it.
+
+Every kind the controller registers (but CloudflareAccount, which creates nothing) has a Sample here, and the
+lifecycle matrices (`tests/integration/test_lifecycle_matrices.py`) run over all of them: a new kind gets the
+adoption and deletion matrices by adding its Sample (a test fails until it does).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import httpx
+
+from tests.fixtures.controller import Kflare
+from tests.fixtures.emulator import EmulatorProcess
+
+
+def cf(emulator: EmulatorProcess, method: str, path: str, **kwargs: Any) -> Any:
+    """A call to the emulator as a Cloudflare user would make it (the test's token), its result unwrapped."""
+    reply = httpx.request(
+        method, emulator.base_url + path, headers={"Authorization": f"Bearer {emulator.token}"}, timeout=10, **kwargs
+    )
+    body = reply.json()
+    assert body["success"], body
+    return body["result"]
+
+
+class Sample(ABC):
+    """One kind, as the lifecycle matrices drive it. `ctx` is whatever `parents` returned (IDs of the parents)."""
+
+    kind: str
+    name = "sample"
+
+    @abstractmethod
+    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+        """Make the resource's parents Ready (in a Cloudflare namespace of their own, `label`)."""
+
+    @abstractmethod
+    def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
+        """The resource's spec."""
+
+    @abstractmethod
+    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+        """An object of the resource's key, made in Cloudflare outside kflare, different from the spec where the
+        kind has anything to correct; returns its ID."""
+
+    @abstractmethod
+    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        """What Cloudflare holds of the resource's key, each with its `id`."""
+
+    def matches_spec(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        """Whether a held object is as the spec says (after adoption, drift is corrected)."""
+        return True
+
+    async def apply(self, kflare: Kflare, ctx: dict[str, Any], annotations: dict[str, str]) -> None:
+        await kflare.apply(
+            {"kind": self.kind, "metadata": {"name": self.name, "annotations": annotations}, "spec": self.spec(ctx)}
+        )
+
+
+class ZoneSample(Sample):
+    kind = "Zone"
+
+    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+        await kflare.token_secret()
+        await kflare.make_account()
+        await kflare.ready("CloudflareAccount", kflare.account)
+        return {"domain": f"{label}.example", "account_id": kflare.emulator.account_id}
+
+    def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
+        return {"name": ctx["domain"], "accountRef": {"name": "acct"}, "type": "full"}
+
+    async def apply(self, kflare: Kflare, ctx: dict[str, Any], annotations: dict[str, str]) -> None:
+        await kflare.make_zone(self.name, ctx["domain"], annotations)
+
+    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+        body = {"name": ctx["domain"], "account": {"id": ctx["account_id"]}, "type": "full"}
+        return str(cf(emulator, "POST", "/zones", json=body)["id"])
+
+    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        return list(cf(emulator, "GET", "/zones", params={"name": ctx["domain"]}))
+
+
+class DNSRecordSample(Sample):
+    kind = "DNSRecord"
+
+    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+        domain = f"{label}.example"
+        return {"zone_id": await kflare.ready_zone(domain), "host": f"app.{domain}"}
+
+    def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
+        return {"zoneRef": {"name": "zone"}, "name": ctx["host"], "type": "CNAME", "content": "new.example.net"}
+
+    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+        body = {"type": "CNAME", "name": ctx["host"], "content": "old.example.net", "ttl": 1}
+        return str(cf(emulator, "POST", f"/zones/{ctx['zone_id']}/dns_records", json=body)["id"])
+
+    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        params = {"type": "CNAME", "name": ctx["host"]}
+        return list(cf(emulator, "GET", f"/zones/{ctx['zone_id']}/dns_records", params=params))
+
+    def matches_spec(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        return bool(held.get("content") == "new.example.net")
+
+
+SAMPLES: dict[str, Sample] = {sample.kind: sample for sample in (ZoneSample(), DNSRecordSample())}

@@ -1,0 +1,96 @@
+"""DNS writes of a zone go out together; one bad operation gets its own error and blocks no other; each caller gets
+its own result. Driven against the emulator in process, through the real client."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from app.cloudflare.errors import Terminal, Transient
+from reconcilers.dns_batch import ZoneBatcher, ops_per_call
+from tests.unit.reconcilers.harness import TOKEN, Cloudflare, emulator_state
+
+ZONE_ID = "c" * 32
+RECORDS = f"/zones/{ZONE_ID}/dns_records"
+
+
+async def calls(cloudflare: Cloudflare) -> list[dict[str, Any]]:
+    """The writes Cloudflare was sent (the test's own reads left out)."""
+    reply = await cloudflare.http.get("http://emulator/__emulator/calls", params={"path": "dns_records"})
+    return [c for c in reply.json()["calls"] if c["method"] != "GET"]
+
+
+@pytest.fixture
+async def cloudflare() -> Any:
+    cf = Cloudflare(emulator_state([{"id": ZONE_ID, "name": "example.com"}]))
+    yield cf
+    await cf.aclose()
+
+
+def batcher(cloudflare: Cloudflare, quiet: float = 0.01, **kwargs: Any) -> ZoneBatcher:
+    return ZoneBatcher(cloudflare.session.client(TOKEN), ZONE_ID, quiet=quiet, **kwargs)
+
+
+def a_record(i: int, content: str | None = None) -> dict[str, Any]:
+    return {"type": "A", "name": f"h{i}.example.com", "content": content or f"192.0.2.{i + 1}", "ttl": 1}
+
+
+async def test_writes_due_together_are_one_call_and_each_caller_gets_its_record(cloudflare: Cloudflare) -> None:
+    zone = batcher(cloudflare)
+    created = await asyncio.gather(*(zone.create(f"uid-{i}", a_record(i)) for i in range(50)))
+    assert [r.name for r in created] == [f"h{i}.example.com" for i in range(50)]
+    assert [c["path"] for c in await calls(cloudflare)] == [f"/client/v4{RECORDS}/batch"]
+
+    patched, _ = await asyncio.gather(
+        zone.patch("uid-0", created[0].id, {"content": "198.51.100.1"}), zone.delete("uid-1", created[1].id)
+    )
+    assert patched.content == "198.51.100.1"
+    held = await cloudflare.get(RECORDS, per_page=500)
+    assert len(held) == 49
+    assert len(await calls(cloudflare)) == 2
+
+
+async def test_a_bad_operation_gets_its_own_error_and_the_others_are_applied(cloudflare: Cloudflare) -> None:
+    zone = batcher(cloudflare)
+    results = await asyncio.gather(
+        *(zone.create(f"uid-{i}", a_record(i, "not-an-address" if i == 5 else None)) for i in range(16)),
+        return_exceptions=True,
+    )
+    assert isinstance(results[5], Terminal)
+    assert all(not isinstance(r, BaseException) for i, r in enumerate(results) if i != 5)
+    held = await cloudflare.get(RECORDS, per_page=500)
+    assert len(held) == 15
+    # Split in halves down to the bad one: about 2*log2(16) calls, not one per record.
+    assert len(await calls(cloudflare)) <= 2 * 4 + 1
+
+
+async def test_a_transient_failure_fails_every_operation_of_the_batch(cloudflare: Cloudflare) -> None:
+    fault = {"route": "dns_records", "kind": "status", "status": 503, "count": 1}
+    await cloudflare.http.post("http://emulator/__emulator/faults", json=fault)
+    zone = batcher(cloudflare)
+    results = await asyncio.gather(*(zone.create(f"u{i}", a_record(i)) for i in range(4)), return_exceptions=True)
+    assert all(isinstance(r, Transient) for r in results)
+    assert await cloudflare.get(RECORDS) == []
+    assert len(await calls(cloudflare)) == 1, "no split for an error that is not the operations' fault"
+
+
+async def test_the_plans_cap_splits_a_large_batch(cloudflare: Cloudflare) -> None:
+    zone = batcher(cloudflare, limit=20)
+    await asyncio.gather(*(zone.create(f"u{i}", a_record(i)) for i in range(50)))
+    assert len(await calls(cloudflare)) == 3
+    assert ops_per_call("free") == 200
+    assert ops_per_call("pro") == 3500
+
+
+async def test_an_abandoned_wait_is_not_sent_and_a_retry_sees_what_was(cloudflare: Cloudflare) -> None:
+    zone = batcher(cloudflare, quiet=0.2)
+    waiting = asyncio.create_task(zone.create("uid-a", a_record(1)))
+    kept = asyncio.create_task(zone.create("uid-b", a_record(2)))
+    while len(zone.pending) < 2:  # noqa: ASYNC110 - yield until both tasks have submitted; the batch waits
+        await asyncio.sleep(0)
+    waiting.cancel()
+    await kept
+    assert [r["name"] for r in await cloudflare.get(RECORDS)] == ["h2.example.com"]
+    await zone.settled("uid-a")  # nothing of uid-a in flight: a retry may decide at once
