@@ -36,7 +36,7 @@ if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >&2
-  apt-get install -y -qq --no-install-recommends "${need[@]}" uidmap iptables >&2
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
   exec 8>&-
 fi
 
