@@ -10,6 +10,7 @@ PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-0.316.0}   # the Go module of Prometheu
 ACTIONLINT_VERSION=${ACTIONLINT_VERSION:-1.7.12}
 SYFT_VERSION=${SYFT_VERSION:-1.57.1}
 cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/kflare
+mkdir -p "$cache_root"
 log() { echo "go-tools: $*" >&2; }
 
 command -v go >/dev/null || { log "go is required"; exit 1; }
@@ -49,6 +50,16 @@ for tool in "$@"; do
         "-X github.com/prometheus/common/version.Version=${v:0:1}.${v:1}" remove_all_sd
       ;;
     actionlint)
+      # actionlint checks the workflows' `run:` scripts with shellcheck, Debian's package, when it is installed.
+      if ! command -v shellcheck >/dev/null; then
+        [ "$(id -u)" = 0 ] || { log "needs root to install shellcheck (or install it yourself)"; exit 1; }
+        exec 8>"$cache_root/.apt.lock"
+        flock 8
+        log "installing shellcheck"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >&2
+        exec 8>&-
+      fi
       build actionlint github.com/rhysd/actionlint "$ACTIONLINT_VERSION" github.com/rhysd/actionlint/cmd/actionlint \
         "-X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION"
       ;;
