@@ -7,6 +7,7 @@ import asyncio
 import base64
 import json
 import ssl
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -25,7 +26,7 @@ from tests.fixtures.controller import Kflare
 from tests.fixtures.emulator import EmulatorProcess
 from tests.fixtures.kube import metrics_reader, service_account_token
 from tests.helpers import eventually
-from tests.image.conftest import podman, ulimits
+from tests.image.conftest import SCRIPT, podman, podman_env, ulimits
 from tests.image.pod import Mounts, PodProcess
 
 # The first test builds the image (hack/image.sh), and may install podman first.
@@ -146,3 +147,14 @@ async def reconciles_and_serves(
 
         text = await eventually(scraped, what="the pod's metrics")
     assert "controller_runtime_reconcile_total{" in text
+
+
+def test_an_unchanged_source_reuses_the_image(image: str) -> None:
+    """The image is tagged by what it is built from: a second run with nothing changed builds nothing."""
+    done = subprocess.run(
+        ["bash", str(SCRIPT)], capture_output=True, text=True, timeout=300, check=False, env=podman_env()
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == image
+    assert f"reusing {image}" in done.stderr
+    assert "building" not in done.stderr
