@@ -2,12 +2,16 @@
 # The kflare controller image: `kflare run` as user 65532, on a read-only root filesystem.
 #
 #   docker build -t kflare .
+#   hack/image.sh            (podman, with a local base made from Debian's packages)
 #
 # At run time nothing is written outside /tmp (mount an emptyDir there: the listeners' TLS setup and kubeconfig
 # handling use temporary files). Bytecode is compiled here, and PYTHONDONTWRITEBYTECODE keeps Python from trying
 # to write it at run time.
 
-FROM python:3.11-slim AS base
+# The base is a build argument for builds without access to the public image (hack/image.sh makes an equivalent
+# one from Debian's packages); the default is the official image.
+ARG BASE=python:3.11-slim
+FROM ${BASE} AS base
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -33,9 +37,12 @@ RUN python -m venv --without-pip /opt/kflare \
     && rm -rf /tmp/kflare
 
 # 2. kflare itself. pip compiles what it installs; the base image ships the standard library without bytecode.
-RUN --mount=type=bind,from=wheel,source=/wheels,target=/wheels \
-    pip --python /opt/kflare/bin/python install --no-deps --no-index /wheels/*.whl \
-    && python -m compileall -q -j 0 /usr/local/lib/python3.11
+# The wheel is copied rather than bind-mounted from its stage: every builder caches a COPY by its content (buildah's
+# bind mounts from a cached stage come up empty), and the copy, a few hundred KiB, is all the layer keeps of it.
+COPY --from=wheel /wheels /tmp/wheels
+RUN pip --python /opt/kflare/bin/python install --no-deps --no-index /tmp/wheels/*.whl \
+    && rm -rf /tmp/wheels \
+    && python -m compileall -q -j 0 "$(python -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')"
 
 ENV PATH=/opt/kflare/bin:$PATH
 WORKDIR /tmp

@@ -45,6 +45,12 @@ def _crds(args: argparse.Namespace) -> int:
     return main_write(args.out)
 
 
+def _docs(args: argparse.Namespace) -> int:
+    from app.api.docs import main_write
+
+    return main_write(args.out)
+
+
 def _openapi(args: argparse.Namespace) -> int:
     from app.openapi import main_write
 
@@ -150,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, metavar="DIR", help="directory to write to (default: the chart's templates/crds)"
     )
     crds.set_defaults(func=_crds)
+
+    docs = commands.add_parser("docs", help="generate the API reference of every kind from the models")
+    docs.add_argument("--out", type=Path, metavar="DIR", help="directory to write to (default: docs/api/)")
+    docs.set_defaults(func=_docs)
 
     openapi = commands.add_parser("openapi", help="write the OpenAPI documents of the listeners and the emulator")
     openapi.add_argument("--out", type=Path, metavar="DIR", help="directory to write to (default: openapi/)")

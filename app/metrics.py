@@ -9,7 +9,10 @@ What a scrape returns, all from one registry (`app.kube.metrics.REGISTRY`):
 - the listeners' HTTP requests (`kflare_http_requests_total`, `kflare_http_request_duration_seconds`, labelled by
   listener), recorded by prometheus-fastapi-instrumentator on every app `instrument()` is applied to;
 - the Cloudflare client's use of each token's call budget (`kflare_cloudflare_*`), read from
-  `CloudflareSession.budget_stats()` at scrape time by `CloudflareCollector`. A token is named by its fingerprint.
+  `CloudflareSession.budget_stats()` at scrape time by `CloudflareCollector`. A token is named by its fingerprint;
+- `kflare_resources{kind, ready, reason}`: how many kflare resources the leader's informer caches hold, by the
+  status and reason of their Ready condition, counted at scrape time by `ResourceCollector` (a standby caches none,
+  so it exports no samples and a sum over the pods counts each resource once).
 
 Access control follows kube-rbac-proxy and controller-runtime's secure metrics: the caller sends
 `Authorization: Bearer <token>`; a TokenReview says who it is (401 when nobody), a SubjectAccessReview whether that
@@ -21,9 +24,11 @@ request gets 503, so a scrape fails without looking like a refusal.
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
 import hmac
 import logging
+import re
 import secrets
 import socket
 import time
@@ -190,6 +195,52 @@ class CloudflareCollector(Collector):
                 server_remaining.add_metric([s.token], s.server_remaining)
         yield from (calls, limited, waited, refused, pauses, remaining, capacity, window, in_flight, waiting, paused)
         yield server_remaining
+
+
+ResourceSource = Callable[[], Iterable[tuple[str, Iterable[Mapping[str, Any]]]]]
+"""Each kind with the objects of that kind the controller holds."""
+
+_REASON = re.compile(r"[A-Z][A-Za-z0-9]{0,63}")
+
+
+def ready_of(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(status, reason) of an object's Ready condition: ("Unknown", "") before its first reconcile. Reasons are
+    the controller's own CamelCase words; anything else shares "Other", so the label cannot grow without bound."""
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for cond in conditions if isinstance(conditions, list) else ():
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
+            value = cond.get("status")
+            reason = cond.get("reason")
+            ready = value if value in ("True", "False") else "Unknown"
+            if not isinstance(reason, str) or not reason:
+                return ready, ""
+            return ready, reason if _REASON.fullmatch(reason) else "Other"
+    return "Unknown", ""
+
+
+class ResourceCollector(Collector):
+    """`kflare_resources{kind, ready, reason}`: resources counted by their Ready condition at each scrape, from
+    what the controller already holds (its informer caches), so alerting on resources that are not Ready needs no
+    kube-state-metrics configuration. A few dozen series at most: kinds times the reasons each can report."""
+
+    def __init__(self, source: ResourceSource) -> None:
+        self._source = source
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "kflare_resources",
+            "kflare resources the controller manages, by kind and by the status and reason of their Ready condition",
+            labels=["kind", "ready", "reason"],
+        )
+        for kind, objects in self._source():
+            counts = collections.Counter(ready_of(obj) for obj in objects)
+            for (ready, reason), count in sorted(counts.items()):
+                family.add_metric([kind, ready, reason], count)
+        yield family
 
 
 class Exposition(Collector):
@@ -549,16 +600,24 @@ class MetricsListener:
 
 
 def listener(
-    settings: Settings, runtime: RuntimeView, host: str, port: int, *, limits: Limits | None = None
+    settings: Settings,
+    runtime: RuntimeView,
+    host: str,
+    port: int,
+    *,
+    limits: Limits | None = None,
+    resources: ResourceSource | None = None,
 ) -> MetricsListener:
-    """The metrics listener of `kflare run` on (host, port), per `--metrics-secure` and `--metrics-cert-path`."""
+    """The metrics listener of `kflare run` on (host, port), per `--metrics-secure` and `--metrics-cert-path`;
+    `resources` feeds `kflare_resources`."""
 
     def budgets() -> list[BudgetStats]:
         session = runtime.cloudflare
         return session.budget_stats() if session is not None else []
 
     authorizer = Authorizer(KubeReviewer(lambda: runtime.kube)) if settings.metrics_secure else None
-    app = create_app(authorizer, collectors=[CloudflareCollector(budgets)])
+    collectors: list[Collector] = [CloudflareCollector(budgets), ResourceCollector(resources or (lambda: []))]
+    app = create_app(authorizer, collectors=collectors)
     tls: ReloadingTLS | None = None
     if settings.metrics_secure:
         tls = ReloadingTLS(settings.metrics_cert_path, hosts=_self_signed_hosts(host))
@@ -580,6 +639,7 @@ __all__ = [
     "Exposition",
     "KubeReviewer",
     "MetricsListener",
+    "ResourceCollector",
     "ReviewUnavailable",
     "Reviewer",
     "UserInfo",

@@ -11,6 +11,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Response
@@ -114,6 +115,12 @@ class Runtime:
     def ready(self) -> bool:
         return self.manager is not None and self.manager.ready
 
+    def resources(self) -> list[tuple[str, list[dict[str, Any]]]]:
+        """Each kind with the objects its informer holds (none on a standby), for `kflare_resources`."""
+        if self.manager is None:
+            return []
+        return [(kind, controller.informer.list()) for kind, controller in self.manager.controllers.items()]
+
 
 class Listener(uvicorn.Server):
     """A uvicorn server that leaves signals to the process, which stops every listener and the manager together."""
@@ -190,7 +197,7 @@ def listeners(settings: Settings, runtime: Runtime) -> list[Served]:
         out.append(Served("probes", Listener(config), *probes))
     metrics = split_bind_address(settings.metrics_bind_address)
     if metrics is not None:
-        endpoint = metrics_listener(settings, runtime, *metrics, limits=limits(settings))
+        endpoint = metrics_listener(settings, runtime, *metrics, limits=limits(settings), resources=runtime.resources)
         out.append(Served("metrics", Listener(endpoint.config), *metrics, endpoint.tls))
     webhook = settings.webhook_address
     if webhook is not None:

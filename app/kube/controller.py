@@ -90,6 +90,11 @@ class Workers:
 
     def start_workers(self) -> None:
         metrics.MAX_CONCURRENT.labels(self.name).set(self.workers)
+        # The counters start at 0, as controller-runtime's do, so that a rate over them sees the first error.
+        metrics.RECONCILE_ERRORS.labels(self.name)
+        metrics.RECONCILE_TIMEOUTS.labels(self.name)
+        for result in ("success", "error", "requeue_after"):
+            metrics.RECONCILE_TOTAL.labels(self.name, result)
         for i in range(self.workers):
             self._tasks.append(asyncio.create_task(self._work(), name=f"worker:{self.name}:{i}"))
 

@@ -20,12 +20,17 @@ CHART = REPO_ROOT / "chart" / "kflare"
 CRD_DIR = CHART / "templates" / "crds"
 
 
-def helm_binary() -> Path:
-    """helm from the test binaries (K8S_TEST_BIN or KUBEBUILDER_ASSETS), as the control plane fixture finds them."""
+HELMS = ("helm", "helm4")
+"""Helm 3 and Helm 4, as hack/test-bins.sh names them: every chart test runs with both."""
+
+
+def helm_binary(name: str = "helm") -> Path:
+    """helm (or helm4) from the test binaries (K8S_TEST_BIN or KUBEBUILDER_ASSETS), as the control plane fixture
+    finds them."""
     bins = bin_dir_from_env()
-    if bins is not None and (bins / "helm").exists():
-        return bins / "helm"
-    message = "no helm: set K8S_TEST_BIN (`make test` does) or KUBEBUILDER_ASSETS"
+    if bins is not None and (bins / name).exists():
+        return bins / name
+    message = f"no {name}: set K8S_TEST_BIN (`make test` does) or KUBEBUILDER_ASSETS"
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)

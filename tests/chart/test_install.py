@@ -10,7 +10,7 @@ import asyncio
 import json
 import subprocess
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,9 +83,12 @@ class Release:
             )
             kubectl(self.plane, "label", "--overwrite", crd, "app.kubernetes.io/managed-by=Helm")
 
-    def install(self, values: Mapping[str, Any] | None = None) -> str:
+    def install(
+        self, values: Mapping[str, Any] | None = None, *, chart: str | Path = CHART, args: Sequence[str] = ()
+    ) -> str:
+        """Install `chart`: the chart's directory, a packaged chart's file or an `oci://` reference."""
         self.adopt_crds()
-        return self._helm("install", self.name, str(CHART), *self.helm.values_args(values)).stdout
+        return self._helm("install", self.name, str(chart), *self.helm.values_args(values), *args).stdout
 
     def upgrade(self, values: Mapping[str, Any] | None = None) -> str:
         return self._helm("upgrade", self.name, str(CHART), *self.helm.values_args(values)).stdout

@@ -482,3 +482,34 @@ def test_listener_serves_the_certificate_of_the_directory(tmp_path: Path) -> Non
     assert endpoint.tls is not None
     assert not endpoint.tls.is_self_signed
     assert endpoint.tls.cert_pem == cert
+
+
+def _obj(status: str | None = None, reason: str | None = None) -> dict[str, Any]:
+    if status is None:
+        return {"metadata": {"name": "x"}}
+    return {"status": {"conditions": [{"type": "Ready", "status": status, "reason": reason}]}}
+
+
+def test_resources_are_counted_by_kind_ready_and_reason() -> None:
+    """`kflare_resources` is what the "not Ready" alert reads: one series per kind, Ready status and reason, with
+    the count; reasons that are not the controller's words share `Other`, so the series stay few."""
+    from app.metrics import ResourceCollector
+
+    objects = {
+        "Zone": [_obj("True", "Synced"), _obj("True", "Synced"), _obj("False", "AccountNotReady")],
+        "DNSRecord": [_obj(), _obj("False", "not a reason; with spaces"), _obj("Weird", "APIError")],
+        "CloudflareAccount": [],
+    }
+    registry = CollectorRegistry()
+    registry.register(ResourceCollector(lambda: objects.items()))
+    (family,) = text_string_to_metric_families(generate_latest(registry).decode())
+    assert family.name == "kflare_resources"
+    assert family.type == "gauge"
+    found = {(s.labels["kind"], s.labels["ready"], s.labels["reason"]): s.value for s in family.samples}
+    assert found == {
+        ("Zone", "True", "Synced"): 2,
+        ("Zone", "False", "AccountNotReady"): 1,
+        ("DNSRecord", "Unknown", ""): 1,
+        ("DNSRecord", "False", "Other"): 1,
+        ("DNSRecord", "Unknown", "APIError"): 1,
+    }

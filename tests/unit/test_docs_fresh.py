@@ -1,0 +1,32 @@
+"""The API reference checked into docs/api is exactly what the models generate, and shows a sample of every kind."""
+
+from __future__ import annotations
+
+from app.api.docs import DEFAULT_DIRECTORY, HEADER, render_docs
+from app.api.registry import KINDS
+
+
+def test_checked_in_api_reference_is_fresh() -> None:
+    expected = render_docs()
+    on_disk = {
+        path.name: path.read_text(encoding="utf-8")
+        for path in sorted(DEFAULT_DIRECTORY.glob("*.md"))
+        if path.read_text(encoding="utf-8").startswith(HEADER)
+    }
+    stale = sorted(name for name in expected.keys() | on_disk.keys() if expected.get(name) != on_disk.get(name))
+    assert not stale, (
+        f"the API reference in {DEFAULT_DIRECTORY} differs from the models ({', '.join(stale)}): run `kflare docs` "
+        "and commit the result"
+    )
+
+
+def test_every_kind_has_a_page_with_an_example() -> None:
+    pages = render_docs()
+    for model in KINDS:
+        text = pages[f"{model.info.plural}.md"]
+        assert f"# {model.info.kind}\n" in text
+        assert "## Example" in text, f"examples/ has no {model.info.kind}"
+        assert f"kind: {model.info.kind}\n" in text
+        assert f"[{model.info.kind}]({model.info.plural}.md)" in pages["README.md"]
+        for path in model.info.immutable:
+            assert f"`spec.{path}`" in text
