@@ -1,9 +1,12 @@
 """DNS writes of one zone that are due together go out as one `POST /zones/{id}/dns_records/batch`.
 
 Each reconcile submits its own operation (create, patch or delete) and awaits its own result, as if it had made the
-call alone. The batcher holds operations for a short window (the reconciles of a bulk apply arrive over a few
-milliseconds), sends up to the plan's cap per call (200 on Free, 3,500 on paid plans) and maps Cloudflare's answer
-back: the result lists come in the order sent, per operation type.
+call alone. The batcher holds operations while more may join: the reconciles of a bulk apply reach it over seconds,
+paced by their Kubernetes writes. Reconciles of a zone announce themselves when they begin (`taking_part`), so the
+batcher knows who may still write: a batch goes out once none of them is left to submit and no operation has joined
+for QUIET seconds, or when it is full, or after HOLD seconds at the most. It sends up to the plan's cap per call
+(200 on Free, 3,500 on paid plans) and maps Cloudflare's answer back: the result lists come in the order sent, per
+operation type.
 
 Cloudflare applies a batch all or nothing. When one is refused (a 4xx), the batch is split in halves and each half
 sent again, down to single operations, so the one bad record gets its own error and every other operation is
@@ -16,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+import contextvars
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -32,7 +36,7 @@ from app.cloudflare.errors import (
 )
 from app.cloudflare.models import DNSRecord
 
-QUIET = 1.0  # a batch goes out once no operation has joined it for this long...
+QUIET = 0.2  # a batch goes out once no operation has joined it for this long and no reconcile may still join...
 HOLD = 30.0  # ...or when its first operation has waited this long, or when it is full
 OPS_PER_CALL = {"free": 200}
 PAID_OPS_PER_CALL = 3500
@@ -70,6 +74,8 @@ class ZoneBatcher:
     _arrived: float = 0.0
     inflight: dict[str, set[_Op]] = field(default_factory=dict)
     calls: int = 0
+    expected: Callable[[], int] = lambda: 0
+    """How many reconciles of the zone have begun and may still submit an operation."""
     _flusher: asyncio.Task[None] | None = None
     _wake: asyncio.Event | None = None
     _sends: set[asyncio.Task[None]] = field(default_factory=set)
@@ -99,8 +105,10 @@ class ZoneBatcher:
         op = _Op(kind, body, owner, loop.create_future())
         self.pending.append(op)
         self._arrived = loop.time()
-        if len(self.pending) >= self.limit and self._wake is not None:
-            self._wake.set()
+        taking_part = _TAKING_PART.get()
+        if taking_part is not None:
+            taking_part.submitted()  # this reconcile makes no other write: the batch need not wait for it
+        self.wake()
         self.inflight.setdefault(owner, set()).add(op)
         op.done.add_done_callback(lambda _: self._finished(op))
         if self._flusher is None or self._flusher.done():
@@ -117,6 +125,11 @@ class ZoneBatcher:
                 op.sending.cancel()
             raise
 
+    def wake(self) -> None:
+        """Look again whether the batch should go (an operation arrived, a reconcile that might have joined ended)."""
+        if self._wake is not None:
+            self._wake.set()
+
     def _finished(self, op: _Op) -> None:
         ops = self.inflight.get(op.owner)
         if ops is not None:
@@ -131,11 +144,15 @@ class ZoneBatcher:
         try:
             while len(self.pending) < self.limit:
                 now = loop.time()
-                due = min(self._arrived + self.quiet, first + self.hold)
-                if now >= due:
+                if now >= first + self.hold:
                     break
+                quiet = now >= self._arrived + self.quiet
+                if quiet and self.expected() <= 0:
+                    break
+                due = first + self.hold if quiet else self._arrived + self.quiet
+                self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), due - now)
+                    await asyncio.wait_for(self._wake.wait(), max(0.0, due - now))
         finally:
             self._wake = None
         while self.pending:
@@ -215,11 +232,49 @@ def _settle(op: _Op, *, result: DNSRecord | None = None, error: BaseException | 
         op.done.set_result(result)
 
 
+class _TakingPart:
+    """One reconcile of a zone that may still submit an operation."""
+
+    def __init__(self, batches: Batches, zone_id: str) -> None:
+        self.batches, self.zone_id, self.open = batches, zone_id, True
+        batches.expected[zone_id] = batches.expected.get(zone_id, 0) + 1
+
+    def submitted(self) -> None:
+        if self.open:
+            self.open = False
+            left = self.batches.expected[self.zone_id] - 1
+            if left:
+                self.batches.expected[self.zone_id] = left
+            else:
+                del self.batches.expected[self.zone_id]
+            for (zone_id, _), batcher in self.batches.batchers.items():
+                if zone_id == self.zone_id:
+                    batcher.wake()
+
+
+_TAKING_PART: contextvars.ContextVar[_TakingPart | None] = contextvars.ContextVar("dns_batch_taking_part", default=None)
+
+
 @dataclass
 class Batches:
     """One batcher per zone and token."""
 
     batchers: dict[tuple[str, str], ZoneBatcher] = field(default_factory=dict)
+    expected: dict[str, int] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def taking_part(self, zone_id: str | None) -> Iterator[None]:
+        """Around a reconcile of a record of the zone: until it submits or ends, the zone's batch may wait for it."""
+        if zone_id is None:
+            yield
+            return
+        part = _TakingPart(self, zone_id)
+        token = _TAKING_PART.set(part)
+        try:
+            yield
+        finally:
+            _TAKING_PART.reset(token)
+            part.submitted()
 
     applied: Callable[[str, OpKind, Mapping[str, Any], DNSRecord | None], None] = lambda zone, kind, body, rec: None
 
@@ -231,7 +286,9 @@ class Batches:
             def applied(kind: OpKind, body: Mapping[str, Any], record: DNSRecord | None) -> None:
                 self.applied(zone_id, kind, body, record)
 
-            batcher = self.batchers[key] = ZoneBatcher(client, zone_id, applied)
+            batcher = self.batchers[key] = ZoneBatcher(
+                client, zone_id, applied, expected=lambda: self.expected.get(zone_id, 0)
+            )
         batcher.client = client  # the newest client of the token (the session may have been renewed)
         batcher.limit = min(size, ops_per_call(plan)) if size else ops_per_call(plan)
         return batcher

@@ -33,7 +33,9 @@ from app.cloudflare.client import CloudflareClient
 from app.cloudflare.errors import NotFound
 from app.cloudflare.models import DNSRecord as CloudflareRecord
 from app.kube.client import JSON
+from app.kube.controller import Outcome
 from app.kube.index import Ref
+from app.kube.informer import Key
 from reconcilers.collections import Collections
 from reconcilers.context import Context
 from reconcilers.credentials import AccountLink, ready_account
@@ -122,6 +124,18 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         # Records this process created, by the UID of the resource that owns each: another worker creating a
         # member of the same record set must not take one for unclaimed before its owner has labelled it.
         self.created_for: dict[str, str] = {}
+
+    async def reconcile(self, key: Key) -> Outcome:
+        # The zone's batch may wait for this reconcile's write (it knows who may still join).
+        with self.batches.taking_part(self._zone_id_of(key)):
+            return await super().reconcile(key)
+
+    def _zone_id_of(self, key: Key) -> str | None:
+        raw = self.ctx.cached(self.kind, key[1], key[0] or None)
+        zone_name = ((raw or {}).get("spec") or {}).get("zoneRef", {}).get("name")
+        zone = self.ctx.cached("Zone", zone_name, key[0] or None) if zone_name else None
+        zone_id = ((zone or {}).get("status") or {}).get("cloudflareMetadata", {}).get("zoneID")
+        return zone_id if isinstance(zone_id, str) else None
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
