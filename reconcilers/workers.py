@@ -96,6 +96,7 @@ class WorkerScriptKind(ManagedKind[WorkerScript, WorkerLink, CloudflareScript]):
         super().__init__(ctx)
         self.listings: Collections[CloudflareScript] = Collections(id_of=lambda s: s.id, name_of=lambda s: s.id)
         self._digests: dict[str, str] = {}  # resource UID -> the hash of what connect() found to upload
+        self._uploaded: dict[str, tuple[str, str | None]] = {}  # resource UID -> (hash, modified_on) last uploaded
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
@@ -317,6 +318,7 @@ class WorkerScriptKind(ManagedKind[WorkerScript, WorkerLink, CloudflareScript]):
             [(ENTRY_MODULE, upload.code, upload.content_type)],
         )
         self.listings.put(link.collection, uploaded)
+        self._uploaded[obj.metadata.uid or ""] = (upload.digest, uploaded.modified_on)
         self._log((obj.namespace or "", obj.name)).info(
             "uploaded Worker", extra={"worker": obj.spec.name, "hash": upload.digest, "bytes": len(upload.code)}
         )
@@ -327,9 +329,13 @@ class WorkerScriptKind(ManagedKind[WorkerScript, WorkerLink, CloudflareScript]):
 
     def diff(self, obj: WorkerScript, observed: CloudflareScript) -> dict[str, Any]:
         status = obj.status
+        applied = status.applied_hash
         recorded = status.cloudflare_metadata.modified_on if status.cloudflare_metadata else None
+        last = self._uploaded.get(obj.metadata.uid or "")
+        if last is not None and last[1] == observed.modified_on:
+            applied, recorded = last  # this process uploaded it (just now, before the status says so)
         changes: dict[str, Any] = {}
-        if self._digests.get(obj.metadata.uid or "") != status.applied_hash:
+        if self._digests.get(obj.metadata.uid or "") != applied:
             changes["content"] = "what is uploaded changed"
         if recorded != observed.modified_on:
             changes["modifiedOn"] = "changed outside kflare" if recorded else "not uploaded by this resource"

@@ -8,8 +8,8 @@ adoption and deletion matrices by adding its Sample (a test fails until it does)
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 import json
+from abc import ABC, abstractmethod
 from typing import Any
 
 import httpx
@@ -169,6 +169,17 @@ class D1DatabaseSample(Sample):
     def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
         found = cf(emulator, "GET", f"{ctx['base']}/d1/database")
         return [{**d, "id": d["uuid"]} for d in found if d["name"] == ctx["database"]]
+
+
+def r2_buckets(emulator: EmulatorProcess, jurisdiction: str = "default") -> list[dict[str, Any]]:
+    """The account's buckets of one jurisdiction."""
+    reply = httpx.get(
+        f"{emulator.base_url}/accounts/{emulator.account_id}/r2/buckets",
+        headers={"Authorization": f"Bearer {emulator.token}", "cf-r2-jurisdiction": jurisdiction},
+        timeout=10,
+    )
+    buckets: list[dict[str, Any]] = reply.json()["result"]["buckets"]
+    return buckets
 
 
 def upload_worker(emulator: EmulatorProcess, account_id: str, name: str, code: str) -> dict[str, Any]:
