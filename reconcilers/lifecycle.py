@@ -294,6 +294,10 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
                 observed = await self.update(link, obj, observed, changes)
         except CloudflareError as exc:
             return await self._cloudflare_failed(raw, key, exc)
+        except NotReady as wait:  # a conflict found on the way (another resource claims the key)
+            logger.info("waiting: %s", wait.message, extra={"reason": wait.reason})
+            await self._set_ready(raw, "False", wait.reason, wait.message)
+            return Outcome(requeue_after=wait.requeue_after)
         self.record(obj, observed, link)
         await self._set_ready(raw, "True", self.ready_reason, self.ready_message, status_model=obj.status)
         return Outcome.done(synced=True)
@@ -444,6 +448,10 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
                         logger.info("deleted in Cloudflare", extra={"id": object_id})
                 except CloudflareError as exc:
                     return await self._cloudflare_failed(raw, key, exc)
+                except NotReady as wait:  # Cloudflare refuses for now (a bucket that still holds objects)
+                    logger.info("deletion waits: %s", wait.message, extra={"reason": wait.reason})
+                    await self._set_ready(raw, "False", wait.reason, wait.message)
+                    return Outcome(requeue_after=wait.requeue_after)
         elif object_id:
             logger.info("keeping the Cloudflare object (deletion policy retain)", extra={"id": object_id})
         return await self._finish_deletion(raw, key, obj)

@@ -7,9 +7,20 @@ from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.context import Context
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.lifecycle import ManagedKind
+from reconcilers.storage import D1DatabaseKind, KVNamespaceKind, R2BucketKind
+from reconcilers.workers import WorkerRouteKind, WorkerScriptKind
 from reconcilers.zone import ZoneKind
 
-KINDS: tuple[type[ManagedKind], ...] = (CloudflareAccountKind, ZoneKind, DNSRecordKind)  # type: ignore[type-arg]
+KINDS: tuple[type[ManagedKind], ...] = (  # type: ignore[type-arg]
+    CloudflareAccountKind,
+    ZoneKind,
+    DNSRecordKind,
+    KVNamespaceKind,
+    R2BucketKind,
+    D1DatabaseKind,
+    WorkerScriptKind,
+    WorkerRouteKind,
+)
 
 
 def register_all(manager: Manager, ctx: Context) -> None:

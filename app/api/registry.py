@@ -7,12 +7,19 @@ from typing import Final
 from app.api.account import CloudflareAccount
 from app.api.dnsrecord import DNSRecord
 from app.api.resource import ResourceClass
+from app.api.storage import D1Database, KVNamespace, R2Bucket
+from app.api.workers import WorkerRoute, WorkerScript
 from app.api.zone import Zone
 
 KINDS: Final[tuple[ResourceClass, ...]] = (
     CloudflareAccount,
     Zone,
     DNSRecord,
+    KVNamespace,
+    R2Bucket,
+    D1Database,
+    WorkerScript,
+    WorkerRoute,
 )
 
 

@@ -10,6 +10,7 @@ typed helpers below them are a line or two each, which is all a new object type 
 from __future__ import annotations
 
 import asyncio
+import json as _json
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -22,7 +23,19 @@ from app.cloudflare.budget import Slot, TokenBudget
 from app.cloudflare.envelope import ApiResponse, parse_rate_limit_headers, unwrap
 from app.cloudflare.errors import BadResponse, CloudflareError, InvalidToken, RateLimited, is_global_rate_limit
 from app.cloudflare.http import CloudflareHTTP, RawResponse
-from app.cloudflare.models import Account, Deleted, DNSBatchResult, DNSRecord, TokenStatus, Zone
+from app.cloudflare.models import (
+    Account,
+    D1Database,
+    Deleted,
+    DNSBatchResult,
+    DNSRecord,
+    KVNamespace,
+    R2Bucket,
+    TokenStatus,
+    WorkerRoute,
+    WorkerScript,
+    Zone,
+)
 from app.cloudflare.pagination import PageStyle, paginate
 from app.cloudflare.secret import Secret
 
@@ -34,6 +47,9 @@ R = TypeVar("R")
 DNS_PER_PAGE = 1000
 ZONES_PER_PAGE = 50
 ACCOUNTS_PER_PAGE = 50
+KV_PER_PAGE = 1000
+R2_PER_PAGE = 1000
+D1_PER_PAGE = 10000
 
 
 def segment(value: str) -> str:
@@ -244,6 +260,134 @@ class CloudflareClient:
             if items:
                 body[key] = [dict(item) for item in items]
         return await self.fetch("POST", f"{self._dns(zone_id)}/batch", DNSBatchResult, json=body)
+
+    # -- Workers ----------------------------------------------------------------------------------------------
+
+    def _scripts(self, account_id: str, name: str | None = None) -> str:
+        base = f"/accounts/{segment(account_id)}/workers/scripts"
+        return base if name is None else f"{base}/{segment(name)}"
+
+    def list_worker_scripts(self, account_id: str) -> AsyncIterator[WorkerScript]:
+        """Every Worker of the account, with its `modified_on` (one call: the listing is a single page)."""
+        return self.iterate(self._scripts(account_id), WorkerScript, style=PageStyle.SINGLE)
+
+    async def upload_worker_script(
+        self, account_id: str, name: str, metadata: Mapping[str, Any], modules: Sequence[tuple[str, bytes, str]]
+    ) -> WorkerScript:
+        """Upload a Worker whole, as Cloudflare's multipart form: a `metadata` JSON part and one part per module
+        (`(file name, content, content type)`). The whole-request bound covers the upload."""
+        files: list[tuple[str, tuple[str | None, bytes, str]]] = [
+            ("metadata", (None, _json.dumps(dict(metadata)).encode(), "application/json"))
+        ]
+        files += [(filename, (filename, content, content_type)) for filename, content, content_type in modules]
+        return await self.fetch("PUT", self._scripts(account_id, name), WorkerScript, files=files)
+
+    async def delete_worker_script(self, account_id: str, name: str) -> None:
+        await self.request("DELETE", self._scripts(account_id, name), params={"force": "true"})
+
+    def _routes(self, zone_id: str, route_id: str | None = None) -> str:
+        base = f"/zones/{segment(zone_id)}/workers/routes"
+        return base if route_id is None else f"{base}/{segment(route_id)}"
+
+    def list_worker_routes(self, zone_id: str) -> AsyncIterator[WorkerRoute]:
+        return self.iterate(self._routes(zone_id), WorkerRoute, style=PageStyle.SINGLE)
+
+    async def get_worker_route(self, zone_id: str, route_id: str) -> WorkerRoute:
+        return await self.fetch("GET", self._routes(zone_id, route_id), WorkerRoute)
+
+    async def create_worker_route(self, zone_id: str, pattern: str, script: str | None) -> WorkerRoute:
+        body: dict[str, Any] = {"pattern": pattern}
+        if script:
+            body["script"] = script
+        return await self.fetch("POST", self._routes(zone_id), WorkerRoute, json=body)
+
+    async def update_worker_route(self, zone_id: str, route_id: str, pattern: str, script: str | None) -> WorkerRoute:
+        """PUT: a route sent without `script` becomes an exclusion route."""
+        body: dict[str, Any] = {"pattern": pattern}
+        if script:
+            body["script"] = script
+        return await self.fetch("PUT", self._routes(zone_id, route_id), WorkerRoute, json=body)
+
+    async def delete_worker_route(self, zone_id: str, route_id: str) -> None:
+        await self.request("DELETE", self._routes(zone_id, route_id))
+
+    # -- Workers KV -------------------------------------------------------------------------------------------
+
+    def _kv(self, account_id: str, namespace_id: str | None = None) -> str:
+        base = f"/accounts/{segment(account_id)}/storage/kv/namespaces"
+        return base if namespace_id is None else f"{base}/{segment(namespace_id)}"
+
+    def list_kv_namespaces(self, account_id: str) -> AsyncIterator[KVNamespace]:
+        return self.iterate(self._kv(account_id), KVNamespace, per_page=KV_PER_PAGE)
+
+    async def create_kv_namespace(self, account_id: str, title: str) -> KVNamespace:
+        return await self.fetch("POST", self._kv(account_id), KVNamespace, json={"title": title})
+
+    async def rename_kv_namespace(self, account_id: str, namespace_id: str, title: str) -> None:
+        await self.request("PUT", self._kv(account_id, namespace_id), json={"title": title})
+
+    async def delete_kv_namespace(self, account_id: str, namespace_id: str) -> None:
+        await self.request("DELETE", self._kv(account_id, namespace_id))
+
+    # -- R2 ---------------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _jurisdiction(jurisdiction: str) -> dict[str, str] | None:
+        return None if jurisdiction in ("", "default") else {"cf-r2-jurisdiction": jurisdiction}
+
+    def list_r2_buckets(self, account_id: str, jurisdiction: str = "default") -> AsyncIterator[R2Bucket]:
+        """The account's buckets of one jurisdiction (each jurisdiction is its own namespace of names)."""
+        return self.iterate(
+            f"/accounts/{segment(account_id)}/r2/buckets",
+            R2Bucket,
+            style=PageStyle.CURSOR,
+            per_page=R2_PER_PAGE,
+            items_key="buckets",
+            headers=self._jurisdiction(jurisdiction),
+        )
+
+    async def create_r2_bucket(
+        self, account_id: str, name: str, *, location_hint: str | None = None, jurisdiction: str = "default"
+    ) -> R2Bucket:
+        body: dict[str, Any] = {"name": name}
+        if location_hint:
+            body["locationHint"] = location_hint
+        return await self.fetch(
+            "POST",
+            f"/accounts/{segment(account_id)}/r2/buckets",
+            R2Bucket,
+            json=body,
+            headers=self._jurisdiction(jurisdiction),
+        )
+
+    async def delete_r2_bucket(self, account_id: str, name: str, jurisdiction: str = "default") -> None:
+        await self.request(
+            "DELETE",
+            f"/accounts/{segment(account_id)}/r2/buckets/{segment(name)}",
+            headers=self._jurisdiction(jurisdiction),
+        )
+
+    # -- D1 ---------------------------------------------------------------------------------------------------
+
+    def _d1(self, account_id: str, database_id: str | None = None) -> str:
+        base = f"/accounts/{segment(account_id)}/d1/database"
+        return base if database_id is None else f"{base}/{segment(database_id)}"
+
+    def list_d1_databases(self, account_id: str) -> AsyncIterator[D1Database]:
+        return self.iterate(self._d1(account_id), D1Database, per_page=D1_PER_PAGE)
+
+    async def create_d1_database(
+        self, account_id: str, name: str, *, jurisdiction: str | None = None, location_hint: str | None = None
+    ) -> D1Database:
+        body: dict[str, Any] = {"name": name}
+        if jurisdiction:
+            body["jurisdiction"] = jurisdiction
+        if location_hint:
+            body["primary_location_hint"] = location_hint
+        return await self.fetch("POST", self._d1(account_id), D1Database, json=body)
+
+    async def delete_d1_database(self, account_id: str, database_id: str) -> None:
+        await self.request("DELETE", self._d1(account_id, database_id))
 
     # -- the call ---------------------------------------------------------------------------------------------
 

@@ -96,3 +96,39 @@ class Deleted(CloudflareModel):
     """The `{id}` most DELETE calls answer with."""
 
     id: str | None = None
+
+
+class WorkerScript(CloudflareModel):
+    """A Worker as the account's listing (and an upload's answer) shows it: its name is its `id`."""
+
+    id: str
+    etag: str | None = None
+    created_on: str | None = None
+    modified_on: str | None = None
+
+
+class WorkerRoute(CloudflareModel):
+    id: str
+    pattern: str
+    script: str | None = None
+
+
+class KVNamespace(CloudflareModel):
+    id: str
+    title: str
+
+
+class R2Bucket(CloudflareModel):
+    name: str
+    creation_date: str | None = None
+    location: str | None = None
+    jurisdiction: str | None = None
+    storage_class: str | None = None
+
+
+class D1Database(CloudflareModel):
+    uuid: str
+    name: str
+    created_at: str | None = None
+    version: str | None = None
+    jurisdiction: str | None = None

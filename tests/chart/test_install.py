@@ -351,6 +351,9 @@ async def test_controller_runs_with_the_charts_rbac(
     assert ask("update", "cloudflareaccounts.kflare.dev", "--subresource=status")
     assert ask("update", "dnsrecords.kflare.dev", "--subresource=finalizers", "-n", "default")
     assert ask("list", "secrets", "--all-namespaces")
+    assert ask("watch", "configmaps", "--all-namespaces")
+    assert not ask("update", "configmaps", "-n", "default")
+    assert ask("update", "workerscripts.kflare.dev", "--subresource=status", "-n", "default")
     assert ask("patch", "secrets", "-n", "default")
     assert not ask("delete", "secrets", "-n", "default")
     assert not ask("create", "secrets", "-n", "default")
@@ -380,6 +383,37 @@ async def test_controller_runs_with_the_charts_rbac(
         record = await kflare.ready("DNSRecord", "www", reason="Synced")
         assert record["status"]["cloudflareMetadata"]["recordID"]
 
+        # The Workers kinds: code from a ConfigMap (read only), a Secret binding, storage of every kind, a route.
+        core = client.CoreV1Api(kube)
+        await core.create_namespaced_config_map(
+            kflare.namespace,
+            client.V1ConfigMap(metadata=client.V1ObjectMeta(name="code"), data={"index.js": "export default {};"}),
+        )
+        await core.create_namespaced_secret(
+            kflare.namespace, client.V1Secret(metadata=client.V1ObjectMeta(name="app"), string_data={"key": "value"})
+        )
+        account = {"name": kflare.account}
+        storage = [
+            ("KVNamespace", "kv", {"accountRef": account, "title": "chart-kv"}),
+            ("R2Bucket", "r2", {"accountRef": account, "name": "chart-bucket"}),
+            ("D1Database", "d1", {"accountRef": account, "name": "chart-db"}),
+        ]
+        for kind, name, spec in storage:
+            await kflare.apply({"kind": kind, "metadata": {"name": name}, "spec": spec})
+        bindings = [
+            {"name": "KEY", "secretKeyRef": {"name": "app", "key": "key"}},
+            {"name": "KV", "kvNamespaceRef": {"name": "kv"}},
+            {"name": "R2", "r2BucketRef": {"name": "r2"}},
+            {"name": "DB", "d1DatabaseRef": {"name": "d1"}},
+        ]
+        worker = {"accountRef": account, "name": "chart-worker", "bindings": bindings}
+        worker["scriptConfigMapRef"] = {"name": "code", "key": "index.js"}
+        await kflare.apply({"kind": "WorkerScript", "metadata": {"name": "worker"}, "spec": worker})
+        route = {"zoneRef": {"name": "zone"}, "pattern": "api.example.com/*", "workerScriptRef": {"name": "worker"}}
+        await kflare.apply({"kind": "WorkerRoute", "metadata": {"name": "route"}, "spec": route})
+        for kind, name in [*((k, n) for k, n, _ in storage), ("WorkerScript", "worker"), ("WorkerRoute", "route")]:
+            await kflare.ready(kind, name, reason="Synced")
+
         lease = await client.CoordinationV1Api(kube).read_namespaced_lease(LEASE, ns)
         assert lease.spec.holder_identity.startswith(pod)
         secret = await client.CoreV1Api(kube).read_namespaced_secret("cf-token", ns)
@@ -394,7 +428,16 @@ async def test_controller_runs_with_the_charts_rbac(
         )
 
         # Deleting goes through the controller's finalizers, with the same permissions.
-        for kind, name in [("DNSRecord", "www"), ("Zone", "zone"), ("CloudflareAccount", kflare.account)]:
+        for kind, name in [
+            ("WorkerRoute", "route"),
+            ("WorkerScript", "worker"),
+            ("KVNamespace", "kv"),
+            ("R2Bucket", "r2"),
+            ("D1Database", "d1"),
+            ("DNSRecord", "www"),
+            ("Zone", "zone"),
+            ("CloudflareAccount", kflare.account),
+        ]:
             await kflare.delete(kind, name)
             await kflare.gone(kind, name)
 

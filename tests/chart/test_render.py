@@ -362,6 +362,14 @@ def test_manager_rbac(default: Rendered) -> None:
         assert rules[f"{plural}/status.kflare.dev"] == {"get", "update", "patch"}
         assert rules[f"{plural}/finalizers.kflare.dev"] == {"update"}
     assert rules["secrets"] == {"get", "list", "watch", "patch", "update"}
+    assert rules["configmaps"] == {"get", "list", "watch"}  # a Worker's code: read, never written
+    assert {key for key in rules if not key.endswith(".kflare.dev")} == {
+        "secrets",
+        "configmaps",
+        "events.events.k8s.io",
+        "tokenreviews.authentication.k8s.io",
+        "subjectaccessreviews.authorization.k8s.io",
+    }, "nothing more than that"
     assert rules["events.events.k8s.io"] == {"create", "patch"}
     assert rules["tokenreviews.authentication.k8s.io"] == {"create"}
     assert rules["subjectaccessreviews.authorization.k8s.io"] == {"create"}

@@ -32,7 +32,7 @@ def test_kflare_dev_once_converges_the_examples(control_plane: ControlPlane) -> 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "all resources are Ready" in done.stdout
     final = done.stdout.rsplit("KIND", 1)[1]
-    for name in ("demo-account", "example-com", "www", "mx-primary", "mx-backup", "sip-srv", "caa"):
+    for name in ("demo-account", "example-com", "www", "mx-primary", "mx-backup", "sip-srv", "caa", "api-cache", "api"):
         assert name in final
     assert "False" not in final
 

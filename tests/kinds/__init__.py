@@ -8,6 +8,7 @@ adoption and deletion matrices by adding its Sample (a test fails until it does)
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -105,4 +106,171 @@ class DNSRecordSample(Sample):
         return bool(held.get("content") == "new.example.net")
 
 
-SAMPLES: dict[str, Sample] = {sample.kind: sample for sample in (ZoneSample(), DNSRecordSample())}
+async def ready_account(kflare: Kflare) -> dict[str, Any]:
+    await kflare.token_secret()
+    await kflare.make_account()
+    await kflare.ready("CloudflareAccount", kflare.account)
+    account_id = kflare.emulator.account_id
+    return {
+        "account": kflare.account,
+        "account_id": account_id,
+        "base": f"/accounts/{account_id}",
+        "emulator": kflare.emulator,
+    }
+
+
+class KVNamespaceSample(Sample):
+    kind = "KVNamespace"
+
+    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+        return {**await ready_account(kflare), "title": f"{label}-cache"}
+
+    def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
+        return {"accountRef": {"name": ctx["account"]}, "title": ctx["title"]}
+
+    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+        path = f"{ctx['base']}/storage/kv/namespaces"
+        return str(cf(emulator, "POST", path, json={"title": ctx["title"]})["id"])
+
+    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        found = cf(emulator, "GET", f"{ctx['base']}/storage/kv/namespaces", params={"per_page": 1000})
+        return [n for n in found if n["title"] == ctx["title"]]
+
+
+class R2BucketSample(Sample):
+    kind = "R2Bucket"
+
+    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+        return {**await ready_account(kflare), "bucket": f"{label}-bucket"}
+
+    def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
+        return {"accountRef": {"name": ctx["account"]}, "name": ctx["bucket"], "locationHint": "weur"}
+
+    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+        return str(cf(emulator, "POST", f"{ctx['base']}/r2/buckets", json={"name": ctx["bucket"]})["name"])
+
+    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        found = cf(emulator, "GET", f"{ctx['base']}/r2/buckets", params={"per_page": 1000})["buckets"]
+        return [{**b, "id": b["name"]} for b in found if b["name"] == ctx["bucket"]]
+
+
+class D1DatabaseSample(Sample):
+    kind = "D1Database"
+
+    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+        return {**await ready_account(kflare), "database": f"{label}-db"}
+
+    def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
+        return {"accountRef": {"name": ctx["account"]}, "name": ctx["database"]}
+
+    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+        return str(cf(emulator, "POST", f"{ctx['base']}/d1/database", json={"name": ctx["database"]})["uuid"])
+
+    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        found = cf(emulator, "GET", f"{ctx['base']}/d1/database")
+        return [{**d, "id": d["uuid"]} for d in found if d["name"] == ctx["database"]]
+
+
+def r2_buckets(emulator: EmulatorProcess, jurisdiction: str = "default") -> list[dict[str, Any]]:
+    """The account's buckets of one jurisdiction."""
+    reply = httpx.get(
+        f"{emulator.base_url}/accounts/{emulator.account_id}/r2/buckets",
+        headers={"Authorization": f"Bearer {emulator.token}", "cf-r2-jurisdiction": jurisdiction},
+        timeout=10,
+    )
+    buckets: list[dict[str, Any]] = reply.json()["result"]["buckets"]
+    return buckets
+
+
+def upload_worker(emulator: EmulatorProcess, account_id: str, name: str, code: str) -> dict[str, Any]:
+    """A Worker uploaded as a user would (wrangler's multipart form), outside kflare."""
+    metadata = json.dumps({"main_module": "index.js", "bindings": []})
+    files = {
+        "metadata": (None, metadata, "application/json"),
+        "index.js": ("index.js", code, "application/javascript+module"),
+    }
+    result: dict[str, Any] = cf(emulator, "PUT", f"/accounts/{account_id}/workers/scripts/{name}", files=files)
+    return result
+
+
+def worker_code(emulator: EmulatorProcess, account_id: str, name: str) -> str:
+    reply = httpx.get(
+        f"{emulator.base_url}/accounts/{account_id}/workers/scripts/{name}",
+        headers={"Authorization": f"Bearer {emulator.token}"},
+        timeout=10,
+    )
+    reply.raise_for_status()
+    return reply.text
+
+
+def workers(emulator: EmulatorProcess, account_id: str) -> dict[str, dict[str, Any]]:
+    return {w["id"]: w for w in cf(emulator, "GET", f"/accounts/{account_id}/workers/scripts")}
+
+
+NEW_CODE = "export default { fetch() { return new Response('kflare'); } };"
+
+
+class WorkerScriptSample(Sample):
+    kind = "WorkerScript"
+
+    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+        return {**await ready_account(kflare), "worker": f"{label}-worker"}
+
+    def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
+        return {"accountRef": {"name": ctx["account"]}, "name": ctx["worker"], "script": NEW_CODE}
+
+    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+        code = "export default { fetch() { return new Response('dashboard'); } };"
+        return str(upload_worker(emulator, ctx["account_id"], ctx["worker"], code)["id"])
+
+    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        found = workers(emulator, ctx["account_id"]).get(ctx["worker"])
+        return [] if found is None else [found]
+
+    def matches_spec(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        return "'kflare'" in worker_code(ctx["emulator"], ctx["account_id"], ctx["worker"])
+
+
+class WorkerRouteSample(Sample):
+    kind = "WorkerRoute"
+
+    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+        domain = f"{label}.example"
+        zone_id = await kflare.ready_zone(domain)
+        await kflare.apply(
+            {
+                "kind": "WorkerScript",
+                "metadata": {"name": "worker"},
+                "spec": {"accountRef": {"name": kflare.account}, "name": f"{label}-worker", "script": NEW_CODE},
+            }
+        )
+        await kflare.ready("WorkerScript", "worker")
+        return {"zone_id": zone_id, "pattern": f"app.{domain}/*", "worker": f"{label}-worker"}
+
+    def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
+        return {"zoneRef": {"name": "zone"}, "pattern": ctx["pattern"], "workerScriptRef": {"name": "worker"}}
+
+    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+        path = f"/zones/{ctx['zone_id']}/workers/routes"
+        return str(cf(emulator, "POST", path, json={"pattern": ctx["pattern"]})["id"])
+
+    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        found = cf(emulator, "GET", f"/zones/{ctx['zone_id']}/workers/routes")
+        return [r for r in found if r["pattern"] == ctx["pattern"]]
+
+    def matches_spec(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        return bool(held.get("script") == ctx["worker"])
+
+
+SAMPLES: dict[str, Sample] = {
+    sample.kind: sample
+    for sample in (
+        ZoneSample(),
+        DNSRecordSample(),
+        KVNamespaceSample(),
+        R2BucketSample(),
+        D1DatabaseSample(),
+        WorkerScriptSample(),
+        WorkerRouteSample(),
+    )
+}

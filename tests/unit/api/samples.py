@@ -227,6 +227,122 @@ spec:
   proxied: true
 """
 
+WORKER = """
+apiVersion: kflare.dev/v1alpha1
+kind: WorkerScript
+metadata:
+  name: api
+  namespace: my-namespace
+spec:
+  name: api-worker
+  accountRef:
+    name: my-account
+  script: |
+    export default { async fetch(request, env) { return new Response(await env.CACHE.get("greeting")); } };
+  compatibilityDate: "2026-10-01"
+  compatibilityFlags:
+    - nodejs_compat
+  bindings:
+    - name: GREETING
+      plainText: hello
+    - name: API_KEY
+      secretKeyRef:
+        name: api-secrets
+        key: api-key
+    - name: CACHE
+      kvNamespaceRef:
+        name: cache
+    - name: LEGACY_KV
+      kvNamespaceID: 0f2ac74b498b48028cb68387c421e279
+    - name: ASSETS
+      r2BucketRef:
+        name: assets
+    - name: LOGS
+      r2BucketName: logs-bucket
+"""
+
+WORKER_CONFIGMAP = """
+apiVersion: kflare.dev/v1alpha1
+kind: WorkerScript
+metadata:
+  name: legacy
+  namespace: my-namespace
+spec:
+  name: legacy-worker
+  accountRef:
+    name: my-account
+  format: serviceWorker
+  scriptConfigMapRef:
+    name: legacy-worker-code
+    key: worker.js
+"""
+
+ROUTE = """
+apiVersion: kflare.dev/v1alpha1
+kind: WorkerRoute
+metadata:
+  name: api-route
+  namespace: my-namespace
+spec:
+  zoneRef:
+    name: example-com
+  pattern: api.example.com/*
+  workerScriptRef:
+    name: api
+"""
+
+ROUTE_EXCLUSION = """
+apiVersion: kflare.dev/v1alpha1
+kind: WorkerRoute
+metadata:
+  name: api-static
+  namespace: my-namespace
+spec:
+  zoneRef:
+    name: example-com
+  pattern: "*example.com/static/*"
+"""
+
+KV = """
+apiVersion: kflare.dev/v1alpha1
+kind: KVNamespace
+metadata:
+  name: cache
+  namespace: my-namespace
+spec:
+  accountRef:
+    name: my-account
+  title: api-cache
+"""
+
+R2 = """
+apiVersion: kflare.dev/v1alpha1
+kind: R2Bucket
+metadata:
+  name: assets
+  namespace: my-namespace
+  annotations:
+    kflare.dev/deletion-policy: retain
+spec:
+  accountRef:
+    name: my-account
+  name: my-assets
+  locationHint: weur
+"""
+
+D1 = """
+apiVersion: kflare.dev/v1alpha1
+kind: D1Database
+metadata:
+  name: app-db
+  namespace: my-namespace
+spec:
+  accountRef:
+    name: my-account
+  name: app-db
+  locationHint: weur
+"""
+
 ALL: dict[str, str] = {
     "account": ACCOUNT,
     "account-with-key": ACCOUNT_WITH_KEY,
@@ -242,6 +358,13 @@ ALL: dict[str, str] = {
     "record-uri": RECORD_URI,
     "record-tunnel": RECORD_TUNNEL,
     "record-wildcard": RECORD_WILDCARD,
+    "worker": WORKER,
+    "worker-configmap": WORKER_CONFIGMAP,
+    "route": ROUTE,
+    "route-exclusion": ROUTE_EXCLUSION,
+    "kv": KV,
+    "r2": R2,
+    "d1": D1,
 }
 
 

@@ -26,6 +26,8 @@ from app.api.meta import Status
 from app.api.refs import LocalObjectReference
 from app.api.resource import Resource, ResourceClass
 from app.api.schema import SchemaError, structural_schema
+from app.api.storage import D1Database, KVNamespace, R2Bucket
+from app.api.workers import WorkerRoute, WorkerScript
 from tests.unit.api.structural import structural_problems, unbounded
 
 # A kind that exercises what later kinds will need: optional and nested immutable fields, a CEL-reserved field
@@ -134,14 +136,20 @@ def test_reference_printer_columns() -> None:
     assert names(KINDS[0]) == ["Account ID", "Account Name", "Ready", "Reason", "Age"]
     assert names(Zone) == ["Domain", "Zone ID", "Plan", "CF Status", "Ready", "Reason", "Age"]
     assert names(DNSRecord) == ["Record Name", "Type", "Content", "Record ID", "Ready", "Reason", "Age"]
+    assert names(WorkerScript) == ["Script", "Modified", "Ready", "Reason", "Age"]
+    assert names(WorkerRoute) == ["Pattern", "Worker", "Route ID", "Ready", "Reason", "Age"]
+    assert names(KVNamespace) == ["Title", "Namespace ID", "Ready", "Reason", "Age"]
+    assert names(R2Bucket) == ["Bucket", "Location", "Ready", "Reason", "Age"]
+    assert names(D1Database) == ["Database", "Database ID", "Ready", "Reason", "Age"]
 
 
 @pytest.mark.parametrize("model", KINDS, ids=lambda m: m.info.kind)
 def test_every_immutable_field_has_a_cel_rule(model: ResourceClass) -> None:
     spec = crd_schema(model)["properties"]["spec"]
     found = rules(spec)
+    required = set(spec.get("required", []))
     for field in model.info.immutable:
-        assert found[f"{field} is immutable"] == f"self.{field} == oldSelf.{field}"
+        assert found[f"{field} is immutable"] == immutable_rule(field, required=field in required)
 
 
 def test_cel_rules_stay_within_budget() -> None:

@@ -41,6 +41,10 @@ def test_go_samples_round_trip(name: str) -> None:
         expected["tokenSecretRef"] = {"key": "CF_API_TOKEN", **expected["tokenSecretRef"]}
     if obj["kind"] == "Zone":
         expected.setdefault("type", "full")
+    if obj["kind"] == "WorkerScript":
+        expected.setdefault("format", "module")
+    if obj["kind"] == "R2Bucket":
+        expected.setdefault("jurisdiction", "default")
     assert wire["spec"] == expected
     assert wire["status"] == {"conditions": []}
 
@@ -164,7 +168,16 @@ def test_kind_lookup() -> None:
 
 def test_registry_is_consistent() -> None:
     kinds = [model.info.kind for model in KINDS]
-    assert kinds == ["CloudflareAccount", "Zone", "DNSRecord"]
+    assert kinds == [
+        "CloudflareAccount",
+        "Zone",
+        "DNSRecord",
+        "KVNamespace",
+        "R2Bucket",
+        "D1Database",
+        "WorkerScript",
+        "WorkerRoute",
+    ]
     names = [name for model in KINDS for name in model.info.names()]
     assert len(names) == len(set(names)), "a name is used by two kinds"
     for model in KINDS:

@@ -9,7 +9,16 @@ from typing import Any
 from app.api import GROUP, KINDS, VERSION, ResourceClass
 from tests.unit.api import samples
 
-SAMPLES: dict[str, str] = {"CloudflareAccount": samples.ACCOUNT, "Zone": samples.ZONE, "DNSRecord": samples.RECORD_A}
+SAMPLES: dict[str, str] = {
+    "CloudflareAccount": samples.ACCOUNT,
+    "Zone": samples.ZONE,
+    "DNSRecord": samples.RECORD_A,
+    "KVNamespace": samples.KV,
+    "R2Bucket": samples.R2,
+    "D1Database": samples.D1,
+    "WorkerScript": samples.WORKER,
+    "WorkerRoute": samples.ROUTE,
+}
 """A valid manifest of every kind."""
 
 

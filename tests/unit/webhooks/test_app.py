@@ -158,7 +158,8 @@ async def test_an_unknown_plural_is_404(http: httpx.AsyncClient) -> None:
     reply = await post(http, "pods", _valid())
     assert reply.status_code == 404
     assert reply.json()["detail"] == (
-        "'pods' is no kflare kind; the webhook serves /validate/<plural> for cloudflareaccounts, dnsrecords, zones"
+        "'pods' is no kflare kind; the webhook serves /validate/<plural> for cloudflareaccounts, d1databases,"
+        " dnsrecords, kvnamespaces, r2buckets, workerroutes, workerscripts, zones"
     )
     assert (await post(http, "DNSRecord", _valid())).status_code == 404  # the plural, as in the rule's resource
 

@@ -142,8 +142,15 @@ class TestImmutable:
     )
     def test_every_immutable_field_of_every_kind(self, kind: str, field: str) -> None:
         old = sample(kind)
-        value = old["spec"][field]
-        new = changed(old, **{field: {"name": "other"} if isinstance(value, dict) else "other.example.com"})
+        value = old["spec"].setdefault(field, "eu")
+        other = (
+            {"name": "other"}
+            if isinstance(value, dict)
+            else "other.example.com"
+            if field != "jurisdiction"
+            else "fedramp"
+        )
+        new = changed(old, **{field: other})
         assert f"spec.{field}: {field} is immutable, it cannot change from " in denied(
             check("UPDATE", new, old, kind=kind)
         )

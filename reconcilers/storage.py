@@ -1,0 +1,385 @@
+"""The account's storage: KVNamespace, R2Bucket and D1Database.
+
+Each is a member of one of its account's collections, read from one listing per account (per jurisdiction for R2)
+that every member's observe, adoption lookup, crash recovery and drift check shares (`Collections`). Adoption keys:
+a namespace's title, a bucket's name (within its jurisdiction), a database's name; an object another resource of the
+kind claims is never adopted (`TitleConflict`, `NameConflict`). Deleting waits (`InUse`) while a WorkerScript binds
+the object: the dependency index holds the bindings.
+
+- KVNamespace: the title is corrected in place (a rename keeps the ID and the data); deleting a namespace deletes
+  its data, as Cloudflare does.
+- R2Bucket: name, jurisdiction and location are fixed at creation; nothing to correct. kflare never deletes objects:
+  a bucket that holds some reports `BucketNotEmpty` and is tried again every minute, until it is empty or the
+  resource says `kflare.dev/deletion-policy: retain`.
+- D1Database: name, jurisdiction and location are fixed at creation; Cloudflare's quota (10 on the Free plan) is
+  reported as TerminalError with Cloudflare's own message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from app.api.constants import D1_DATABASE_ID_LABEL, KV_NAMESPACE_ID_LABEL, R2_BUCKET_NAME_LABEL, Reason
+from app.api.storage import (
+    D1Database,
+    D1DatabaseMetadata,
+    KVNamespace,
+    KVNamespaceMetadata,
+    R2Bucket,
+    R2BucketMetadata,
+)
+from app.cloudflare.errors import CloudflareError, NotFound
+from app.cloudflare.models import D1Database as CloudflareDatabase
+from app.cloudflare.models import KVNamespace as CloudflareNamespace
+from app.cloudflare.models import R2Bucket as CloudflareBucket
+from app.kube.client import JSON
+from app.kube.index import Ref
+from reconcilers.collections import Collections
+from reconcilers.context import Context
+from reconcilers.credentials import AccountLink, ready_account
+from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady
+
+BUCKET_NOT_EMPTY_CODE = 10008
+
+
+def account_name(raw: JSON) -> str | None:
+    name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name")
+    return str(name) if name else None
+
+
+@dataclass(frozen=True)
+class AccountScope:
+    """A Ready account, and the collection of its objects of one kind."""
+
+    account: AccountLink
+    collection: str
+
+
+def _account_parents(raw: JSON) -> list[Ref]:
+    name = account_name(raw)
+    return [Ref("CloudflareAccount", "", name)] if name else []
+
+
+class KVNamespaceKind(ManagedKind[KVNamespace, AccountScope, CloudflareNamespace]):
+    model = KVNamespace
+    claim_label = KV_NAMESPACE_ID_LABEL
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.listings: Collections[CloudflareNamespace] = Collections(id_of=lambda n: n.id, name_of=lambda n: n.title)
+
+    @classmethod
+    def parents_of(cls, raw: JSON) -> list[Ref]:
+        return _account_parents(raw)
+
+    @classmethod
+    def drift_group(cls, raw: JSON) -> str | None:
+        name = account_name(raw)
+        return f"account:{name}" if name else None
+
+    def open_drift_round(self, group: str) -> None:
+        self.listings.open_round(group)
+
+    async def connect(self, obj: KVNamespace) -> AccountScope:
+        name = obj.spec.account_ref.name
+        return AccountScope(await ready_account(self.ctx, name), f"account:{name}")
+
+    def _lister(self, link: AccountScope) -> AsyncIterator[CloudflareNamespace]:
+        return link.account.client.list_kv_namespaces(link.account.account_id)
+
+    def object_id(self, obj: KVNamespace) -> str | None:
+        meta = obj.status.cloudflare_metadata
+        return None if meta is None else meta.namespace_id
+
+    def id_of(self, observed: CloudflareNamespace) -> str:
+        return observed.id
+
+    def describe(self, observed: CloudflareNamespace) -> str:
+        return f"KV namespace {observed.title!r} ({observed.id})"
+
+    async def observe(self, link: AccountScope, obj: KVNamespace, object_id: str) -> CloudflareNamespace | None:
+        found = (await self.listings.items(link.collection, lambda: self._lister(link))).get(object_id)
+        if found is not None:
+            return found
+        try:  # not in the listing: make sure before an empty namespace is made in its place
+            reply = await link.account.client.request(
+                "GET", f"/accounts/{link.account.account_id}/storage/kv/namespaces/{object_id}"
+            )
+        except NotFound:
+            self.listings.drop(link.collection, object_id)
+            return None
+        found = CloudflareNamespace.model_validate(reply.result)
+        self.listings.put(link.collection, found)
+        return found
+
+    async def find(self, link: AccountScope, obj: KVNamespace) -> CloudflareNamespace | None:
+        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
+        named = await self.listings.named(
+            link.collection, obj.spec.title, lambda: self._lister(link), newer_than=newer_than
+        )
+        for namespace in named:
+            owner = self.owner_of(namespace.id, obj)
+            if owner is not None:
+                raise NotReady(
+                    Reason.TITLE_CONFLICT,
+                    f"KV namespace {obj.spec.title!r} ({namespace.id}) is managed by KVNamespace {owner}",
+                    requeue_after=RETRY_PARENT,
+                )
+            return namespace
+        return None
+
+    def owner_of(self, cloudflare_id: str, obj: Any) -> str | None:
+        """The other resource of this kind that claims the object, as `namespace/name`."""
+        informer = self.ctx.informer_of(self.kind)
+        for other in [] if informer is None else informer.by_index(CLAIM_INDEX, cloudflare_id):
+            if other["metadata"].get("uid") != obj.metadata.uid:
+                return f"{other['metadata'].get('namespace')}/{other['metadata']['name']}"
+        return None
+
+    async def create(self, link: AccountScope, obj: KVNamespace) -> CloudflareNamespace:
+        created = await link.account.client.create_kv_namespace(link.account.account_id, obj.spec.title)
+        self.listings.put(link.collection, created)
+        return created
+
+    def diff(self, obj: KVNamespace, observed: CloudflareNamespace) -> dict[str, Any]:
+        return {"title": obj.spec.title} if observed.title != obj.spec.title else {}
+
+    async def update(
+        self, link: AccountScope, obj: KVNamespace, observed: CloudflareNamespace, changes: dict[str, Any]
+    ) -> CloudflareNamespace:
+        await link.account.client.rename_kv_namespace(link.account.account_id, observed.id, changes["title"])
+        renamed = observed.model_copy(update={"title": changes["title"]})
+        self.listings.put(link.collection, renamed)
+        return renamed
+
+    async def delete(self, link: AccountScope, obj: KVNamespace, object_id: str) -> None:
+        await link.account.client.delete_kv_namespace(link.account.account_id, object_id)
+        self.listings.drop(link.collection, object_id)
+
+    def record(self, obj: KVNamespace, observed: CloudflareNamespace | None, link: Any) -> None:
+        obj.status.cloudflare_metadata = None if observed is None else KVNamespaceMetadata(namespace_id=observed.id)
+
+
+class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
+    model = R2Bucket
+    claim_label = R2_BUCKET_NAME_LABEL
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.listings: Collections[CloudflareBucket] = Collections(id_of=lambda b: b.name, name_of=lambda b: b.name)
+
+    @classmethod
+    def parents_of(cls, raw: JSON) -> list[Ref]:
+        return _account_parents(raw)
+
+    @staticmethod
+    def _collection(account: str, jurisdiction: str) -> str:
+        return f"account:{account}:r2:{jurisdiction or 'default'}"
+
+    @classmethod
+    def drift_group(cls, raw: JSON) -> str | None:
+        name = account_name(raw)
+        jurisdiction = (raw.get("spec") or {}).get("jurisdiction") or "default"
+        return cls._collection(name, jurisdiction) if name else None
+
+    def open_drift_round(self, group: str) -> None:
+        self.listings.open_round(group)
+
+    async def connect(self, obj: R2Bucket) -> AccountScope:
+        name = obj.spec.account_ref.name
+        return AccountScope(await ready_account(self.ctx, name), self._collection(name, obj.spec.jurisdiction))
+
+    def _lister(self, link: AccountScope, obj: R2Bucket) -> AsyncIterator[CloudflareBucket]:
+        return link.account.client.list_r2_buckets(link.account.account_id, obj.spec.jurisdiction)
+
+    def claimed_by_other(self, cloudflare_id: str, obj: R2Bucket) -> bool:
+        return self.owner_of(cloudflare_id, obj) is not None
+
+    def owner_of(self, name: str, obj: R2Bucket) -> str | None:
+        """Another R2Bucket claiming the bucket of that name in the same jurisdiction of the same Cloudflare
+        account (even through another CloudflareAccount object); claims whose account is gone do not count."""
+        informer = self.ctx.informer_of(self.kind)
+        mine = self._account_id(obj.spec.account_ref.name)
+        for other in [] if informer is None else informer.by_index(CLAIM_INDEX, name):
+            if other["metadata"].get("uid") == obj.metadata.uid:
+                continue
+            spec = other.get("spec") or {}
+            if (spec.get("jurisdiction") or "default") != obj.spec.jurisdiction:
+                continue
+            theirs = self._account_id(account_name(other) or "")
+            if theirs is not None and theirs == mine:
+                return f"{other['metadata'].get('namespace')}/{other['metadata']['name']}"
+        return None
+
+    def _account_id(self, account: str) -> str | None:
+        raw = self.ctx.cached("CloudflareAccount", account)
+        return None if raw is None else ((raw.get("spec") or {}).get("accountID"))
+
+    def _check_claim(self, obj: R2Bucket) -> None:
+        owner = self.owner_of(obj.spec.name, obj)
+        if owner is not None:
+            raise NotReady(
+                Reason.NAME_CONFLICT,
+                f"R2 bucket {obj.spec.name} ({obj.spec.jurisdiction}) is managed by R2Bucket {owner}",
+                requeue_after=RETRY_PARENT,
+            )
+
+    def object_id(self, obj: R2Bucket) -> str | None:
+        meta = obj.status.cloudflare_metadata
+        return obj.spec.name if meta is not None and meta.creation_date else None
+
+    def id_of(self, observed: CloudflareBucket) -> str:
+        return observed.name
+
+    def describe(self, observed: CloudflareBucket) -> str:
+        return f"R2 bucket {observed.name} ({observed.jurisdiction or 'default'})"
+
+    async def observe(self, link: AccountScope, obj: R2Bucket, object_id: str) -> CloudflareBucket | None:
+        self._check_claim(obj)
+        found = (await self.listings.items(link.collection, lambda: self._lister(link, obj))).get(object_id)
+        if found is not None:
+            return found
+        client = link.account.client
+        try:
+            reply = await client.request(
+                "GET",
+                f"/accounts/{link.account.account_id}/r2/buckets/{object_id}",
+                headers=client._jurisdiction(obj.spec.jurisdiction),
+            )
+        except NotFound:
+            self.listings.drop(link.collection, object_id)
+            return None
+        found = CloudflareBucket.model_validate(reply.result)
+        self.listings.put(link.collection, found)
+        return found
+
+    async def find(self, link: AccountScope, obj: R2Bucket) -> CloudflareBucket | None:
+        self._check_claim(obj)
+        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
+        named = await self.listings.named(
+            link.collection, obj.spec.name, lambda: self._lister(link, obj), newer_than=newer_than
+        )
+        return named[0] if named else None
+
+    async def create(self, link: AccountScope, obj: R2Bucket) -> CloudflareBucket:
+        spec = obj.spec
+        created = await link.account.client.create_r2_bucket(
+            link.account.account_id, spec.name, location_hint=spec.location_hint, jurisdiction=spec.jurisdiction
+        )
+        self.listings.put(link.collection, created)
+        return created
+
+    async def delete(self, link: AccountScope, obj: R2Bucket, object_id: str) -> None:
+        try:
+            await link.account.client.delete_r2_bucket(link.account.account_id, object_id, obj.spec.jurisdiction)
+        except CloudflareError as exc:
+            if BUCKET_NOT_EMPTY_CODE in exc.codes:
+                raise NotReady(
+                    Reason.BUCKET_NOT_EMPTY,
+                    f"R2 bucket {object_id} still holds objects and kflare never deletes objects: empty it, or set"
+                    " kflare.dev/deletion-policy: retain to keep it; checked again every minute",
+                    requeue_after=RETRY_PARENT,
+                ) from None
+            raise
+        self.listings.drop(link.collection, object_id)
+
+    def record(self, obj: R2Bucket, observed: CloudflareBucket | None, link: Any) -> None:
+        if observed is None:
+            obj.status.cloudflare_metadata = None
+            return
+        obj.status.cloudflare_metadata = R2BucketMetadata(
+            location=(observed.location or "").upper() or None,
+            creation_date=observed.creation_date,
+            jurisdiction=observed.jurisdiction or obj.spec.jurisdiction,
+        )
+
+
+class D1DatabaseKind(ManagedKind[D1Database, AccountScope, CloudflareDatabase]):
+    model = D1Database
+    claim_label = D1_DATABASE_ID_LABEL
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.listings: Collections[CloudflareDatabase] = Collections(id_of=lambda d: d.uuid, name_of=lambda d: d.name)
+
+    @classmethod
+    def parents_of(cls, raw: JSON) -> list[Ref]:
+        return _account_parents(raw)
+
+    @classmethod
+    def drift_group(cls, raw: JSON) -> str | None:
+        name = account_name(raw)
+        return f"account:{name}" if name else None
+
+    def open_drift_round(self, group: str) -> None:
+        self.listings.open_round(group)
+
+    async def connect(self, obj: D1Database) -> AccountScope:
+        name = obj.spec.account_ref.name
+        return AccountScope(await ready_account(self.ctx, name), f"account:{name}")
+
+    def _lister(self, link: AccountScope) -> AsyncIterator[CloudflareDatabase]:
+        return link.account.client.list_d1_databases(link.account.account_id)
+
+    def object_id(self, obj: D1Database) -> str | None:
+        meta = obj.status.cloudflare_metadata
+        return None if meta is None else meta.database_id
+
+    def id_of(self, observed: CloudflareDatabase) -> str:
+        return observed.uuid
+
+    def describe(self, observed: CloudflareDatabase) -> str:
+        return f"D1 database {observed.name} ({observed.uuid})"
+
+    async def observe(self, link: AccountScope, obj: D1Database, object_id: str) -> CloudflareDatabase | None:
+        found = (await self.listings.items(link.collection, lambda: self._lister(link))).get(object_id)
+        if found is not None:
+            return found
+        try:
+            reply = await link.account.client.request(
+                "GET", f"/accounts/{link.account.account_id}/d1/database/{object_id}"
+            )
+        except NotFound:
+            self.listings.drop(link.collection, object_id)
+            return None
+        found = CloudflareDatabase.model_validate(reply.result)
+        self.listings.put(link.collection, found)
+        return found
+
+    async def find(self, link: AccountScope, obj: D1Database) -> CloudflareDatabase | None:
+        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
+        named = await self.listings.named(
+            link.collection, obj.spec.name, lambda: self._lister(link), newer_than=newer_than
+        )
+        for database in named:
+            if self.claimed_by_other(database.uuid, obj):
+                raise NotReady(
+                    Reason.NAME_CONFLICT,
+                    f"D1 database {obj.spec.name} ({database.uuid}) is managed by another D1Database",
+                    requeue_after=RETRY_PARENT,
+                )
+            return database
+        return None
+
+    async def create(self, link: AccountScope, obj: D1Database) -> CloudflareDatabase:
+        spec = obj.spec
+        created = await link.account.client.create_d1_database(
+            link.account.account_id, spec.name, jurisdiction=spec.jurisdiction, location_hint=spec.location_hint
+        )
+        self.listings.put(link.collection, created)
+        return created
+
+    async def delete(self, link: AccountScope, obj: D1Database, object_id: str) -> None:
+        await link.account.client.delete_d1_database(link.account.account_id, object_id)
+        self.listings.drop(link.collection, object_id)
+
+    def record(self, obj: D1Database, observed: CloudflareDatabase | None, link: Any) -> None:
+        if observed is None:
+            obj.status.cloudflare_metadata = None
+            return
+        obj.status.cloudflare_metadata = D1DatabaseMetadata(
+            database_id=observed.uuid, created_at=observed.created_at, version=observed.version
+        )

@@ -1,0 +1,530 @@
+"""WorkerScript and WorkerRoute.
+
+WorkerScript: the Worker is uploaded whole, as Cloudflare's multipart form, only when what would be uploaded changes:
+the SHA-256 of the code, the format, the compatibility date and flags and each binding's name, type and value (a
+Secret contributes its UID, resourceVersion and key, never its value; a KVNamespace its namespace ID, an R2Bucket
+its name and jurisdiction, a D1Database its UUID) is kept in `status.appliedHash`. It is also re-uploaded when the
+account's listing shows a `modified_on` other than the one kflare recorded (a change made outside kflare), or no
+Worker at all. One listing per account serves every Worker's observe and drift check. A rotated Secret or an edited
+ConfigMap changes the hash (their watches enqueue the Worker), so it is uploaded once; an idle reconcile uploads
+nothing. Secret values go to Cloudflare in the upload and nowhere else: not in status, logs, Events or errors.
+
+A bound object must exist, share the Worker's CloudflareAccount and be Ready (with its ID), else a reason naming it.
+An existing Worker of the name is `AlreadyExists` unless an adoption policy says otherwise; one another WorkerScript
+manages is never taken. Deleting deletes the Worker (Cloudflare deletes its routes with it) unless retained; routes
+do not hold a Worker's deletion.
+
+WorkerRoute: a pattern on a zone; `PatternOutsideZone` with no call when the host is not in the zone. One listing per
+zone. Found by pattern for adoption and recovery; a route another WorkerRoute claims is `PatternConflict`. Pattern and
+Worker are corrected in place (PUT); a route Cloudflare deleted with its Worker is created again.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.api.constants import ROUTE_ID_LABEL, WORKER_NAME_LABEL, Reason
+from app.api.workers import (
+    SCRIPT_SIZE_LIMIT,
+    WorkerRoute,
+    WorkerRouteMetadata,
+    WorkerScript,
+    WorkerScriptMetadata,
+    too_large,
+)
+from app.cloudflare.errors import NotFound
+from app.cloudflare.models import WorkerRoute as CloudflareRoute
+from app.cloudflare.models import WorkerScript as CloudflareScript
+from app.kube.client import JSON
+from app.kube.index import Ref
+from reconcilers.collections import Collections
+from reconcilers.context import Context
+from reconcilers.credentials import AccountLink, ready_account
+from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady, can_serve
+from reconcilers.storage import account_name
+
+ENTRY_MODULE = "worker.js"
+BOUND_KINDS = {
+    "kv_namespace_ref": "KVNamespace",
+    "r2_bucket_ref": "R2Bucket",
+    "d1_database_ref": "D1Database",
+}
+
+
+@dataclass(frozen=True)
+class Upload:
+    """What would be uploaded, and its hash. `metadata` holds secret values: never log or store it."""
+
+    metadata: dict[str, Any] = field(repr=False)
+    code: bytes = field(repr=False)
+    content_type: str
+    digest: str
+
+
+@dataclass(frozen=True)
+class WorkerLink:
+    account: AccountLink
+    account_ref: str
+    upload: Upload | None  # None while the resource is being deleted
+
+    @property
+    def collection(self) -> str:
+        return f"account:{self.account_ref}"
+
+
+def _decode(value: str | None) -> str | None:
+    if value is None:
+        return None
+    with contextlib.suppress(binascii.Error, UnicodeDecodeError):
+        return base64.b64decode(value, validate=True).decode()
+    return None
+
+
+class WorkerScriptKind(ManagedKind[WorkerScript, WorkerLink, CloudflareScript]):
+    model = WorkerScript
+    claim_label = WORKER_NAME_LABEL
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.listings: Collections[CloudflareScript] = Collections(id_of=lambda s: s.id, name_of=lambda s: s.id)
+        self._digests: dict[str, str] = {}  # resource UID -> the hash of what connect() found to upload
+        self._uploaded: dict[str, tuple[str, str | None]] = {}  # resource UID -> (hash, modified_on) last uploaded
+
+    @classmethod
+    def parents_of(cls, raw: JSON) -> list[Ref]:
+        spec = raw.get("spec") or {}
+        namespace = raw["metadata"].get("namespace") or ""
+        refs: list[Ref] = []
+        name = account_name(raw)
+        if name:
+            refs.append(Ref("CloudflareAccount", "", name))
+        source = spec.get("scriptConfigMapRef") or {}
+        if source.get("name"):
+            refs.append(Ref("ConfigMap", namespace, source["name"]))
+        for binding in spec.get("bindings") or []:
+            secret = binding.get("secretKeyRef") or {}
+            if secret.get("name"):
+                refs.append(Ref("Secret", namespace, secret["name"]))
+            for wire, kind in (
+                ("kvNamespaceRef", "KVNamespace"),
+                ("r2BucketRef", "R2Bucket"),
+                ("d1DatabaseRef", "D1Database"),
+            ):
+                ref = binding.get(wire) or {}
+                if ref.get("name"):
+                    refs.append(Ref(kind, namespace, ref["name"]))
+        return refs
+
+    @classmethod
+    def drift_group(cls, raw: JSON) -> str | None:
+        name = account_name(raw)
+        return f"account:{name}" if name else None
+
+    def open_drift_round(self, group: str) -> None:
+        self.listings.open_round(group)
+
+    def dependants(self, key: tuple[str, str]) -> list[Ref]:
+        # Routes do not hold their Worker: Cloudflare deletes them with it, and a WorkerRoute whose Worker is gone
+        # says so (and cleans up under its own policy).
+        return [r for r in super().dependants(key) if r.kind != "WorkerRoute"]
+
+    # ---- what is uploaded --------------------------------------------------------------------------------------
+
+    async def connect(self, obj: WorkerScript) -> WorkerLink:
+        name = obj.spec.account_ref.name
+        account = await ready_account(self.ctx, name)
+        upload = None if obj.metadata.deleting else await self._upload(obj)
+        if upload is not None:
+            self._digests[obj.metadata.uid or ""] = upload.digest
+        return WorkerLink(account, name, upload)
+
+    async def _upload(self, obj: WorkerScript) -> Upload:
+        spec = obj.spec
+        namespace = obj.namespace or ""
+        code = await self._code(obj)
+        size = len(code)
+        if size > SCRIPT_SIZE_LIMIT:
+            raise NotReady(Reason.SCRIPT_TOO_LARGE, too_large(size))
+        bindings: list[dict[str, Any]] = []
+        hashed: list[Any] = []
+        for binding in spec.bindings or []:
+            source = binding.source
+            if binding.plain_text is not None:
+                bindings.append({"type": "plain_text", "name": binding.name, "text": binding.plain_text})
+                hashed.append([binding.name, "plain_text", binding.plain_text])
+            elif binding.secret_key_ref is not None:
+                ref = binding.secret_key_ref
+                secret = await self._referenced(self.ctx.secrets, namespace, ref.name)
+                where = f"Secret {namespace}/{ref.name}"
+                if secret is None:
+                    raise NotReady(Reason.BINDING_SECRET_NOT_FOUND, f"{where} of binding {binding.name} not found")
+                value = _decode((secret.get("data") or {}).get(ref.key))
+                if not value:
+                    raise NotReady(
+                        Reason.BINDING_SECRET_KEY_MISSING,
+                        f"{where} of binding {binding.name} has no key {ref.key!r} (or it is empty or not text)",
+                    )
+                meta = secret["metadata"]
+                bindings.append({"type": "secret_text", "name": binding.name, "text": value})
+                hashed.append(
+                    [binding.name, "secret_text", f"{meta.get('uid')}/{meta.get('resourceVersion')}/{ref.key}"]
+                )
+            elif binding.kv_namespace_id is not None:
+                bindings.append({"type": "kv_namespace", "name": binding.name, "namespace_id": binding.kv_namespace_id})
+                hashed.append([binding.name, "kv_namespace", binding.kv_namespace_id])
+            elif binding.r2_bucket_name is not None:
+                bindings.append({"type": "r2_bucket", "name": binding.name, "bucket_name": binding.r2_bucket_name})
+                hashed.append([binding.name, "r2_bucket", binding.r2_bucket_name])
+            else:
+                kind = BOUND_KINDS[source]
+                ref_name = getattr(binding, source).name
+                bound = self._bound(obj, kind, ref_name, binding.name)
+                meta = (bound.get("status") or {}).get("cloudflareMetadata") or {}
+                if kind == "KVNamespace":
+                    entry = {"type": "kv_namespace", "name": binding.name, "namespace_id": meta["namespaceID"]}
+                elif kind == "R2Bucket":
+                    entry = {"type": "r2_bucket", "name": binding.name, "bucket_name": bound["spec"]["name"]}
+                    jurisdiction = bound["spec"].get("jurisdiction") or "default"
+                    if jurisdiction != "default":
+                        entry["jurisdiction"] = jurisdiction
+                else:
+                    entry = {"type": "d1", "name": binding.name, "id": meta["databaseID"]}
+                bindings.append(entry)
+                hashed.append(sorted(entry.items()))
+        metadata: dict[str, Any] = {"bindings": bindings}
+        if spec.format == "module":
+            metadata["main_module"] = ENTRY_MODULE
+            content_type = "application/javascript+module"
+        else:
+            metadata["body_part"] = ENTRY_MODULE
+            content_type = "application/javascript"
+        if spec.compatibility_date:
+            metadata["compatibility_date"] = spec.compatibility_date
+        if spec.compatibility_flags:
+            metadata["compatibility_flags"] = list(spec.compatibility_flags)
+        document = {
+            "code": hashlib.sha256(code).hexdigest(),
+            "format": spec.format,
+            "compatibilityDate": spec.compatibility_date,
+            "compatibilityFlags": spec.compatibility_flags or [],
+            "bindings": hashed,
+        }
+        digest = hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()
+        return Upload(metadata, code, content_type, digest)
+
+    @staticmethod
+    async def _referenced(objects: Any, namespace: str, name: str) -> JSON | None:
+        if objects is None:
+            return None
+        with contextlib.suppress(TimeoutError):
+            await objects.wait_synced((namespace, name))
+        found: JSON | None = objects.get((namespace, name))
+        return found
+
+    async def _code(self, obj: WorkerScript) -> bytes:
+        if obj.spec.script is not None:
+            return obj.spec.script.encode()
+        ref = obj.spec.script_config_map_ref
+        assert ref is not None
+        namespace = obj.namespace or ""
+        config_map = await self._referenced(self.ctx.configmaps, namespace, ref.name)
+        where = f"ConfigMap {namespace}/{ref.name}"
+        if config_map is None:
+            raise NotReady(Reason.SCRIPT_CONFIG_MAP_NOT_FOUND, f"{where} not found")
+        value = (config_map.get("data") or {}).get(ref.key)
+        if value:
+            return str(value).encode()
+        binary = (config_map.get("binaryData") or {}).get(ref.key)
+        if binary:
+            with contextlib.suppress(binascii.Error):
+                return base64.b64decode(binary)
+        raise NotReady(Reason.SCRIPT_KEY_MISSING, f"{where} has no key {ref.key!r} (or it is empty)")
+
+    def _bound(self, obj: WorkerScript, kind: str, name: str, binding: str) -> JSON:
+        """A bound KVNamespace, R2Bucket or D1Database: there, of the same account, Ready (or being deleted, which
+        waits for this Worker) and with its ID; else the reason, naming it."""
+        namespace = obj.namespace or ""
+        where = f"{kind} {namespace}/{name} (binding {binding})"
+        raw = self.ctx.cached(kind, name, namespace)
+        if raw is None:
+            raise NotReady(f"{kind}NotFound", f"{where} not found")
+        theirs = account_name(raw)
+        if theirs != obj.spec.account_ref.name:
+            raise NotReady(
+                Reason.ACCOUNT_MISMATCH,
+                f"{where} uses CloudflareAccount {theirs}, not {obj.spec.account_ref.name}",
+            )
+        meta = (raw.get("status") or {}).get("cloudflareMetadata") or {}
+        has_id = {
+            "KVNamespace": bool(meta.get("namespaceID")),
+            "R2Bucket": bool(meta.get("creationDate")),
+            "D1Database": bool(meta.get("databaseID")),
+        }[kind]
+        deleting = bool(raw["metadata"].get("deletionTimestamp"))
+        if not has_id or not (can_serve(raw) or deleting):
+            raise NotReady(f"{kind}NotReady", f"{where} is not Ready")
+        return raw
+
+    # ---- the Worker in Cloudflare ------------------------------------------------------------------------------
+
+    def _lister(self, link: WorkerLink) -> AsyncIterator[CloudflareScript]:
+        return link.account.client.list_worker_scripts(link.account.account_id)
+
+    def object_id(self, obj: WorkerScript) -> str | None:
+        meta = obj.status.cloudflare_metadata
+        return obj.spec.name if meta is not None and meta.modified_on else None
+
+    def id_of(self, observed: CloudflareScript) -> str:
+        return observed.id
+
+    def describe(self, observed: CloudflareScript) -> str:
+        return f"Worker {observed.id}"
+
+    def _check_claim(self, obj: WorkerScript) -> None:
+        informer = self.ctx.informer_of(self.kind)
+        for other in [] if informer is None else informer.by_index(CLAIM_INDEX, obj.spec.name):
+            if other["metadata"].get("uid") != obj.metadata.uid and account_name(other) == obj.spec.account_ref.name:
+                owner = f"{other['metadata'].get('namespace')}/{other['metadata']['name']}"
+                raise NotReady(
+                    Reason.ALREADY_EXISTS,
+                    f"Worker {obj.spec.name} is managed by WorkerScript {owner}",
+                    requeue_after=RETRY_PARENT,
+                )
+
+    async def observe(self, link: WorkerLink, obj: WorkerScript, object_id: str) -> CloudflareScript | None:
+        return (await self.listings.items(link.collection, lambda: self._lister(link))).get(object_id)
+
+    async def find(self, link: WorkerLink, obj: WorkerScript) -> CloudflareScript | None:
+        self._check_claim(obj)
+        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
+        scripts = await self.listings.items(link.collection, lambda: self._lister(link), newer_than=newer_than)
+        return scripts.get(obj.spec.name)
+
+    async def _put(self, link: WorkerLink, obj: WorkerScript) -> CloudflareScript:
+        upload = link.upload
+        assert upload is not None
+        uploaded = await link.account.client.upload_worker_script(
+            link.account.account_id,
+            obj.spec.name,
+            upload.metadata,
+            [(ENTRY_MODULE, upload.code, upload.content_type)],
+        )
+        self.listings.put(link.collection, uploaded)
+        self._uploaded[obj.metadata.uid or ""] = (upload.digest, uploaded.modified_on)
+        self._log((obj.namespace or "", obj.name)).info(
+            "uploaded Worker", extra={"worker": obj.spec.name, "hash": upload.digest, "bytes": len(upload.code)}
+        )
+        return uploaded
+
+    async def create(self, link: WorkerLink, obj: WorkerScript) -> CloudflareScript:
+        return await self._put(link, obj)
+
+    def diff(self, obj: WorkerScript, observed: CloudflareScript) -> dict[str, Any]:
+        status = obj.status
+        applied = status.applied_hash
+        recorded = status.cloudflare_metadata.modified_on if status.cloudflare_metadata else None
+        last = self._uploaded.get(obj.metadata.uid or "")
+        if last is not None and last[1] == observed.modified_on:
+            applied, recorded = last  # this process uploaded it (just now, before the status says so)
+        changes: dict[str, Any] = {}
+        if self._digests.get(obj.metadata.uid or "") != applied:
+            changes["content"] = "what is uploaded changed"
+        if recorded != observed.modified_on:
+            changes["modifiedOn"] = "changed outside kflare" if recorded else "not uploaded by this resource"
+        return changes
+
+    async def update(
+        self, link: WorkerLink, obj: WorkerScript, observed: CloudflareScript, changes: dict[str, Any]
+    ) -> CloudflareScript:
+        return await self._put(link, obj)
+
+    async def delete(self, link: WorkerLink, obj: WorkerScript, object_id: str) -> None:
+        await link.account.client.delete_worker_script(link.account.account_id, object_id)
+        self.listings.drop(link.collection, object_id)
+
+    def record(self, obj: WorkerScript, observed: CloudflareScript | None, link: WorkerLink | None) -> None:
+        if observed is None:
+            obj.status.cloudflare_metadata = None
+            return
+        obj.status.cloudflare_metadata = WorkerScriptMetadata(etag=observed.etag, modified_on=observed.modified_on)
+        if link is not None and link.upload is not None:
+            obj.status.applied_hash = link.upload.digest
+
+
+# ---- routes --------------------------------------------------------------------------------------------------
+
+
+def pattern_host(pattern: str) -> str:
+    host = pattern.split("/", 1)[0].lower()
+    return host.removeprefix("*.").removeprefix("*")
+
+
+def in_zone(pattern: str, zone: str) -> bool:
+    host, zone = pattern_host(pattern), zone.lower().rstrip(".")
+    return host == zone or host.endswith("." + zone)
+
+
+@dataclass(frozen=True)
+class RouteLink:
+    account: AccountLink
+    zone_id: str
+    script: str | None
+
+    @property
+    def collection(self) -> str:
+        return f"zone:{self.zone_id}"
+
+
+class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute]):
+    model = WorkerRoute
+    claim_label = ROUTE_ID_LABEL
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.listings: Collections[CloudflareRoute] = Collections(id_of=lambda r: r.id, name_of=lambda r: r.pattern)
+        self._scripts: dict[str, str | None] = {}  # resource UID -> the Worker connect() found it runs
+
+    @classmethod
+    def parents_of(cls, raw: JSON) -> list[Ref]:
+        spec = raw.get("spec") or {}
+        namespace = raw["metadata"].get("namespace") or ""
+        refs = []
+        zone = (spec.get("zoneRef") or {}).get("name")
+        if zone:
+            refs.append(Ref("Zone", namespace, zone))
+        worker = (spec.get("workerScriptRef") or {}).get("name")
+        if worker:
+            refs.append(Ref("WorkerScript", namespace, worker))
+        return refs
+
+    @classmethod
+    def drift_group(cls, raw: JSON) -> str | None:
+        zone_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID")
+        return f"zone:{zone_id}" if zone_id else None
+
+    def open_drift_round(self, group: str) -> None:
+        self.listings.open_round(group)
+
+    async def connect(self, obj: WorkerRoute) -> RouteLink:
+        namespace = obj.namespace or ""
+        zone_name = obj.spec.zone_ref.name
+        raw = self.ctx.cached("Zone", zone_name, namespace)
+        if raw is None:
+            raise NotReady(Reason.ZONE_NOT_FOUND, f"Zone {zone_name} not found", parent_gone=True)
+        zone_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID")
+        deleting = bool(raw["metadata"].get("deletionTimestamp"))
+        if not (can_serve(raw) or deleting) or not zone_id:
+            raise NotReady(Reason.ZONE_NOT_READY, f"Zone {zone_name} is not Ready")
+        zone_account = account_name(raw) or ""
+        account = await ready_account(self.ctx, zone_account)
+        if obj.metadata.deleting:
+            return RouteLink(account, zone_id, None)
+        domain = raw["spec"]["name"]
+        if not in_zone(obj.spec.pattern, domain):
+            raise NotReady(
+                Reason.PATTERN_OUTSIDE_ZONE,
+                f"the host of pattern {obj.spec.pattern!r} is not {domain} or one of its subdomains",
+            )
+        script = None
+        if obj.spec.worker_script_ref is not None:
+            worker_name = obj.spec.worker_script_ref.name
+            worker = self.ctx.cached("WorkerScript", worker_name, namespace)
+            where = f"WorkerScript {namespace}/{worker_name}"
+            if worker is None:
+                raise NotReady(Reason.WORKER_SCRIPT_NOT_FOUND, f"{where} not found")
+            if account_name(worker) != zone_account:
+                raise NotReady(
+                    Reason.ACCOUNT_MISMATCH,
+                    f"{where} uses CloudflareAccount {account_name(worker)}, the Zone {zone_account}",
+                )
+            uploaded = ((worker.get("status") or {}).get("cloudflareMetadata") or {}).get("modifiedOn")
+            if not uploaded or not can_serve(worker):
+                raise NotReady(Reason.WORKER_SCRIPT_NOT_READY, f"{where} is not uploaded and Ready")
+            script = worker["spec"]["name"]
+        self._scripts[obj.metadata.uid or ""] = script
+        return RouteLink(account, zone_id, script)
+
+    def _lister(self, link: RouteLink) -> AsyncIterator[CloudflareRoute]:
+        return link.account.client.list_worker_routes(link.zone_id)
+
+    def object_id(self, obj: WorkerRoute) -> str | None:
+        meta = obj.status.cloudflare_metadata
+        return None if meta is None else meta.route_id
+
+    def id_of(self, observed: CloudflareRoute) -> str:
+        return observed.id
+
+    def describe(self, observed: CloudflareRoute) -> str:
+        return f"route {observed.pattern} ({observed.id})"
+
+    async def observe(self, link: RouteLink, obj: WorkerRoute, object_id: str) -> CloudflareRoute | None:
+        found = (await self.listings.items(link.collection, lambda: self._lister(link))).get(object_id)
+        if found is not None:
+            return found
+        try:  # not in the listing (deleted with its Worker, most likely): make sure before creating it again
+            found = await link.account.client.get_worker_route(link.zone_id, object_id)
+        except NotFound:
+            self.listings.drop(link.collection, object_id)
+            return None
+        self.listings.put(link.collection, found)
+        return found
+
+    async def find(self, link: RouteLink, obj: WorkerRoute) -> CloudflareRoute | None:
+        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
+        named = await self.listings.named(
+            link.collection, obj.spec.pattern, lambda: self._lister(link), newer_than=newer_than
+        )
+        for route in named:
+            if self.claimed_by_other(route.id, obj):
+                raise NotReady(
+                    Reason.PATTERN_CONFLICT,
+                    f"route {obj.spec.pattern} ({route.id}) is managed by another WorkerRoute",
+                    requeue_after=RETRY_PARENT,
+                )
+            return route
+        return None
+
+    async def create(self, link: RouteLink, obj: WorkerRoute) -> CloudflareRoute:
+        created = await link.account.client.create_worker_route(link.zone_id, obj.spec.pattern, link.script)
+        self.listings.put(link.collection, created)
+        return created
+
+    def diff(self, obj: WorkerRoute, observed: CloudflareRoute) -> dict[str, Any]:
+        changes: dict[str, Any] = {}
+        if observed.pattern != obj.spec.pattern:
+            changes["pattern"] = obj.spec.pattern
+        wanted = self._scripts.get(obj.metadata.uid or "")
+        if (observed.script or None) != wanted:
+            changes["script"] = wanted
+        return changes
+
+    async def update(
+        self, link: RouteLink, obj: WorkerRoute, observed: CloudflareRoute, changes: dict[str, Any]
+    ) -> CloudflareRoute:
+        updated = await link.account.client.update_worker_route(
+            link.zone_id, observed.id, obj.spec.pattern, link.script
+        )
+        self.listings.put(link.collection, updated)
+        return updated
+
+    async def delete(self, link: RouteLink, obj: WorkerRoute, object_id: str) -> None:
+        await link.account.client.delete_worker_route(link.zone_id, object_id)
+        self.listings.drop(link.collection, object_id)
+
+    def record(self, obj: WorkerRoute, observed: CloudflareRoute | None, link: RouteLink | None) -> None:
+        if observed is None:
+            obj.status.cloudflare_metadata = None
+            return
+        previous = obj.status.cloudflare_metadata
+        zone_id = link.zone_id if link is not None else (previous.zone_id if previous else None)
+        obj.status.cloudflare_metadata = WorkerRouteMetadata(
+            route_id=observed.id, zone_id=zone_id, script=observed.script or ""
+        )
