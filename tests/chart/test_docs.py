@@ -32,7 +32,7 @@ def yaml_blocks() -> list[list[dict[str, Any]]]:
 
 
 def table_first_column(text: str) -> set[str]:
-    return {m.group(1) for m in re.finditer(r"^\| `?([A-Za-z][A-Za-z ]*?)`? \|", text, flags=re.MULTILINE)}
+    return {m.group(1) for m in re.finditer(r"^\| `?([A-Za-z][A-Za-z0-9 ]*?)`? \|", text, flags=re.MULTILINE)}
 
 
 def reasons_the_reconcilers_set() -> set[str]:
