@@ -7,9 +7,17 @@ from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.context import Context
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.lifecycle import ManagedKind
+from reconcilers.tunnel import TunnelKind
+from reconcilers.tunnel_configuration import TunnelConfigurationKind
 from reconcilers.zone import ZoneKind
 
-KINDS: tuple[type[ManagedKind], ...] = (CloudflareAccountKind, ZoneKind, DNSRecordKind)  # type: ignore[type-arg]
+KINDS: tuple[type[ManagedKind], ...] = (  # type: ignore[type-arg]
+    CloudflareAccountKind,
+    ZoneKind,
+    DNSRecordKind,
+    TunnelKind,
+    TunnelConfigurationKind,
+)
 
 
 def register_all(manager: Manager, ctx: Context) -> None:

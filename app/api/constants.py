@@ -27,6 +27,8 @@ ZONE_ID_LABEL: Final = "kflare.dev/zone-id"
 ROUTE_ID_LABEL: Final = "kflare.dev/route-id"
 KV_NAMESPACE_ID_LABEL: Final = "kflare.dev/kv-namespace-id"
 R2_BUCKET_NAME_LABEL: Final = "kflare.dev/r2-bucket-name"
+TUNNEL_ID_LABEL: Final = "kflare.dev/tunnel-id"
+TUNNEL_CONFIGURATION_LABEL: Final = "kflare.dev/configured-tunnel-id"
 
 READY: Final = "Ready"
 """The one condition type every kind reports."""
@@ -72,3 +74,4 @@ class Reason(StrEnum):
     LIST_IN_USE = "ListInUse"
     RULESET_CONFLICT = "RulesetConflict"
     ALREADY_CONFIGURED = "AlreadyConfigured"
+    HOSTNAME_NOT_COVERED = "HostnameNotCovered"

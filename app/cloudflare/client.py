@@ -22,7 +22,16 @@ from app.cloudflare.budget import Slot, TokenBudget
 from app.cloudflare.envelope import ApiResponse, parse_rate_limit_headers, unwrap
 from app.cloudflare.errors import BadResponse, CloudflareError, InvalidToken, RateLimited, is_global_rate_limit
 from app.cloudflare.http import CloudflareHTTP, RawResponse
-from app.cloudflare.models import Account, Deleted, DNSBatchResult, DNSRecord, TokenStatus, Zone
+from app.cloudflare.models import (
+    Account,
+    Deleted,
+    DNSBatchResult,
+    DNSRecord,
+    TokenStatus,
+    Tunnel,
+    TunnelConfiguration,
+    Zone,
+)
 from app.cloudflare.pagination import PageStyle, paginate
 from app.cloudflare.secret import Secret
 
@@ -34,6 +43,7 @@ R = TypeVar("R")
 DNS_PER_PAGE = 1000
 ZONES_PER_PAGE = 50
 ACCOUNTS_PER_PAGE = 50
+TUNNELS_PER_PAGE = 1000
 
 
 def segment(value: str) -> str:
@@ -244,6 +254,59 @@ class CloudflareClient:
             if items:
                 body[key] = [dict(item) for item in items]
         return await self.fetch("POST", f"{self._dns(zone_id)}/batch", DNSBatchResult, json=body)
+
+    # -- tunnels ----------------------------------------------------------------------------------------------
+
+    def _tunnels(self, account_id: str, tunnel_id: str | None = None) -> str:
+        base = f"/accounts/{segment(account_id)}/cfd_tunnel"
+        return base if tunnel_id is None else f"{base}/{segment(tunnel_id)}"
+
+    def list_tunnels(
+        self, account_id: str, *, name: str | None = None, include_deleted: bool = False
+    ) -> AsyncIterator[Tunnel]:
+        """The account's tunnels (live ones only unless `include_deleted`)."""
+        params: dict[str, Any] = {} if include_deleted else {"is_deleted": False}
+        if name is not None:
+            params["name"] = name
+        return self.iterate(self._tunnels(account_id), Tunnel, params=params, per_page=TUNNELS_PER_PAGE)
+
+    async def get_tunnel(self, account_id: str, tunnel_id: str) -> Tunnel:
+        return await self.fetch("GET", self._tunnels(account_id, tunnel_id), Tunnel)
+
+    async def create_tunnel(self, account_id: str, name: str, *, tunnel_secret: str) -> Tunnel:
+        """A remotely managed tunnel (its configuration lives in the API)."""
+        body = {"name": name, "config_src": "cloudflare", "tunnel_secret": tunnel_secret}
+        return await self.fetch("POST", self._tunnels(account_id), Tunnel, json=body)
+
+    async def edit_tunnel(self, account_id: str, tunnel_id: str, changes: Mapping[str, Any]) -> Tunnel:
+        return await self.fetch("PATCH", self._tunnels(account_id, tunnel_id), Tunnel, json=dict(changes))
+
+    async def delete_tunnel(self, account_id: str, tunnel_id: str) -> Tunnel:
+        """Soft-delete the tunnel, its connectors with it (`cascade`)."""
+        path = self._tunnels(account_id, tunnel_id)
+        return await self.fetch("DELETE", path, Tunnel, params={"cascade": True})
+
+    async def get_tunnel_token(self, account_id: str, tunnel_id: str) -> Secret:
+        """The token cloudflared runs the tunnel with, wrapped so that it never shows in a log."""
+        response = await self.request("GET", f"{self._tunnels(account_id, tunnel_id)}/token")
+        if not isinstance(response.result, str) or not response.result:
+            raise BadResponse("the tunnel token is not a string", method="GET", path="token")
+        return Secret(response.result)
+
+    async def disconnect_tunnel(self, account_id: str, tunnel_id: str) -> None:
+        """Disconnect every connector (a running cloudflared drops at once)."""
+        await self.request("DELETE", f"{self._tunnels(account_id, tunnel_id)}/connections")
+
+    async def get_tunnel_configuration(self, account_id: str, tunnel_id: str) -> TunnelConfiguration:
+        path = f"{self._tunnels(account_id, tunnel_id)}/configurations"
+        return await self.fetch("GET", path, TunnelConfiguration)
+
+    async def put_tunnel_configuration(
+        self, account_id: str, tunnel_id: str, config: Mapping[str, Any]
+    ) -> TunnelConfiguration:
+        """Replace the whole configuration (Cloudflare bumps its version)."""
+        path = f"{self._tunnels(account_id, tunnel_id)}/configurations"
+        return await self.fetch("PUT", path, TunnelConfiguration, json={"config": dict(config)})
 
     # -- the call ---------------------------------------------------------------------------------------------
 

@@ -361,7 +361,7 @@ def test_manager_rbac(default: Rendered) -> None:
         assert rules[f"{plural}.kflare.dev"] == {"get", "list", "watch", "create", "update", "patch", "delete"}
         assert rules[f"{plural}/status.kflare.dev"] == {"get", "update", "patch"}
         assert rules[f"{plural}/finalizers.kflare.dev"] == {"update"}
-    assert rules["secrets"] == {"get", "list", "watch", "patch", "update"}
+    assert rules["secrets"] == {"get", "list", "watch", "create", "patch", "update"}  # never delete
     assert rules["events.events.k8s.io"] == {"create", "patch"}
     assert rules["tokenreviews.authentication.k8s.io"] == {"create"}
     assert rules["subjectaccessreviews.authorization.k8s.io"] == {"create"}

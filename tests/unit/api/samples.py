@@ -227,6 +227,47 @@ spec:
   proxied: true
 """
 
+TUNNEL = """
+apiVersion: kflare.dev/v1alpha1
+kind: Tunnel
+metadata:
+  name: web
+  namespace: default
+spec:
+  name: web-tunnel
+  accountRef:
+    name: my-account
+  credentialsSecretRef:
+    name: web-tunnel-token
+"""
+
+TUNNEL_CONFIGURATION = """
+apiVersion: kflare.dev/v1alpha1
+kind: TunnelConfiguration
+metadata:
+  name: web
+  namespace: default
+spec:
+  tunnelRef:
+    name: web
+  ingress:
+    - hostname: app.example.com
+      service: http://web.default.svc.cluster.local:80
+      originRequest:
+        httpHostHeader: app.example.com
+        noTLSVerify: false
+    - hostname: "*.example.com"
+      path: ^/api/.*
+      service: https://api.default.svc:8443
+      originRequest:
+        originServerName: api.internal
+        http2Origin: true
+        disableChunkedEncoding: true
+    - hostname: db.example.com
+      service: tcp://postgres.default.svc:5432
+  defaultService: http_status:404
+"""
+
 ALL: dict[str, str] = {
     "account": ACCOUNT,
     "account-with-key": ACCOUNT_WITH_KEY,
@@ -242,6 +283,8 @@ ALL: dict[str, str] = {
     "record-uri": RECORD_URI,
     "record-tunnel": RECORD_TUNNEL,
     "record-wildcard": RECORD_WILDCARD,
+    "tunnel": TUNNEL,
+    "tunnel-configuration": TUNNEL_CONFIGURATION,
 }
 
 
