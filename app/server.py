@@ -8,16 +8,19 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Response
 
+from app.api.base import GROUP, VERSION
+from app.api.registry import kind_for
 from app.cloudflare.budget import BudgetConfig
 from app.cloudflare.http import HttpConfig
 from app.cloudflare.session import CloudflareSession
-from app.kube.client import KubeClient
+from app.kube.client import KubeClient, ResourceType
 from app.kube.manager import Manager
 from app.metrics import instrument
 from app.metrics import listener as metrics_listener
@@ -101,6 +104,19 @@ class Runtime:
             self.last_tick = time.monotonic()
             await asyncio.sleep(1.0)
 
+    async def list_objects(self, kind: str, namespace: str | None) -> list[Mapping[str, Any]]:
+        """A kflare kind's objects, for the webhook's warnings: the leader's cache, else one read of the API server
+        (a standby holds no cache)."""
+        manager = self.manager
+        informer = manager.informer_of(kind) if manager is not None and manager.synced else None
+        if informer is not None:
+            return [o for o in informer.list() if namespace is None or o["metadata"].get("namespace") == namespace]
+        if self.kube is None:
+            return []
+        info = kind_for(kind).info
+        rt = ResourceType(GROUP, VERSION, info.plural, info.kind, namespaced=info.namespaced)
+        return list((await self.kube.list(rt, namespace)).get("items") or [])
+
     @property
     def healthy(self) -> bool:
         loop_ok = time.monotonic() - self.last_tick < LOOP_STALL
@@ -151,7 +167,7 @@ async def serve(settings: Settings) -> int:
     webhook_tls: ReloadingTLS | None = None
     if settings.webhook_port > 0:  # TLS from --webhook-cert-dir (tls.crt, tls.key), reloaded on change
         webhook_tls = ReloadingTLS(settings.webhook_cert_dir, hosts=["localhost", "127.0.0.1"])
-        app = instrument(webhook_app(), "webhook")
+        app = instrument(webhook_app(objects=runtime.list_objects), "webhook")
         config = uvicorn.Config(app, host="0.0.0.0", port=settings.webhook_port, log_config=None, lifespan="off")  # noqa: S104
         webhook_tls.apply(config)
         servers.append(Listener(config))

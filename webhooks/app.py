@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 
 from app.api import KINDS, FieldError, ResourceClass
 from app.api.schema import structural_schema
+from webhooks.advice import ListObjects, warnings_for
 from webhooks.review import AdmissionRequest, AdmissionReview, ReviewError, parse_review, review_response
 from webhooks.validate import INTERNAL, Decision, decide, deny
 
@@ -57,8 +58,11 @@ def _decide_safely(model: ResourceClass, request: AdmissionRequest) -> Decision:
         return deny([FieldError("", f"internal error while validating: {type(exc).__name__}")], code=INTERNAL)
 
 
-def create_app(*, max_body: int = MAX_BODY, body_timeout: float = BODY_TIMEOUT) -> FastAPI:
-    """The webhook app; one route serves every kind, by its plural."""
+def create_app(
+    *, max_body: int = MAX_BODY, body_timeout: float = BODY_TIMEOUT, objects: ListObjects | None = None
+) -> FastAPI:
+    """The webhook app; one route serves every kind, by its plural. `objects` reads the cluster's kflare objects
+    for the warnings of an allowed object (none without it)."""
     by_plural: dict[str, ResourceClass] = {model.info.plural: model for model in KINDS}
     plurals = ", ".join(sorted(by_plural))
     app = FastAPI(title="kflare admission webhooks", version="v1", docs_url=None, redoc_url=None, openapi_url=None)
@@ -93,6 +97,9 @@ def create_app(*, max_body: int = MAX_BODY, body_timeout: float = BODY_TIMEOUT) 
                 admission.name,
                 decision.message,
             )
-        return JSONResponse(review_response(admission.uid, decision.allowed, decision.status))
+        warnings: tuple[str, ...] = ()
+        if decision.allowed and admission.operation.upper() in ("CREATE", "UPDATE") and not admission.sub_resource:
+            warnings = await warnings_for(model, admission.object, admission.namespace, objects)
+        return JSONResponse(review_response(admission.uid, decision.allowed, decision.status, warnings))
 
     return app

@@ -376,6 +376,13 @@ async def test_controller_runs_with_the_charts_rbac(
         await kflare.make_record("www", "zone", name="www.example.com", type="A", content="192.0.2.1", proxied=True)
         record = await kflare.ready("DNSRecord", "www", reason="Synced")
         assert record["status"]["cloudflareMetadata"]["recordID"]
+        # A Tunnel's token Secret: created (and owned by the Tunnel) with the chart's permissions.
+        tunnel_spec = {"name": "t", "accountRef": {"name": kflare.account}, "credentialsSecretRef": {"name": "tok"}}
+        await kflare.apply({"kind": "Tunnel", "metadata": {"name": "tunnel"}, "spec": tunnel_spec})
+        await kflare.ready("Tunnel", "tunnel", reason="Synced")
+        token = await client.CoreV1Api(kube).read_namespaced_secret("tok", kflare.namespace)
+        assert token.data["TUNNEL_TOKEN"]
+        assert token.metadata.owner_references[0].kind == "Tunnel"
 
         lease = await client.CoordinationV1Api(kube).read_namespaced_lease(LEASE, ns)
         assert lease.spec.holder_identity.startswith(pod)
@@ -391,7 +398,12 @@ async def test_controller_runs_with_the_charts_rbac(
         )
 
         # Deleting goes through the controller's finalizers, with the same permissions.
-        for kind, name in [("DNSRecord", "www"), ("Zone", "zone"), ("CloudflareAccount", kflare.account)]:
+        for kind, name in [
+            ("DNSRecord", "www"),
+            ("Tunnel", "tunnel"),
+            ("Zone", "zone"),
+            ("CloudflareAccount", kflare.account),
+        ]:
             await kflare.delete(kind, name)
             await kflare.gone(kind, name)
 
