@@ -83,6 +83,9 @@ class TunnelKind(ManagedKind[Tunnel, TunnelLink, CloudflareTunnel]):
         secret = (spec.get("credentialsSecretRef") or {}).get("name")
         if secret:
             parents.append(Ref("Secret", namespace, secret))  # watched: a token Secret edited by hand is restored
+        previous = (raw.get("status") or {}).get("credentialsSecretName")
+        if previous and previous != secret:
+            parents.append(Ref("Secret", namespace, previous))  # until its token is removed
         return parents
 
     @classmethod
@@ -203,12 +206,14 @@ class TunnelKind(ManagedKind[Tunnel, TunnelLink, CloudflareTunnel]):
             }
             try:
                 await self.ctx.kube.create(SECRETS, body, namespace)
-                self._log((namespace, obj.name)).info("wrote the tunnel token to Secret %s", name)
-                return
             except KubeError as exc:
                 if not exc.conflict:
                     raise
-                current = await self.ctx.kube.get(SECRETS, name, namespace)  # made meanwhile: judge that one
+                # Made meanwhile (by someone, or by an earlier reconcile whose answer was lost): its watch event
+                # brings this Tunnel back at once to judge it, as an existing Secret.
+                return
+            self._log((namespace, obj.name)).info("wrote the tunnel token to Secret %s", name)
+            return
         if not controlled_by(current, uid):
             raise NotReady(
                 Reason.CREDENTIALS_SECRET_CONFLICT,
@@ -222,13 +227,9 @@ class TunnelKind(ManagedKind[Tunnel, TunnelLink, CloudflareTunnel]):
             self._log((namespace, obj.name)).info("restored the tunnel token in Secret %s", name)
 
     async def _strip_old_secret(self, obj: Tunnel, namespace: str, name: str) -> None:
-        try:
-            old = await self.ctx.kube.get(SECRETS, name, namespace)
-        except KubeError as exc:
-            if exc.not_found:
-                return
-            raise
-        if controlled_by(old, obj.metadata.uid or "") and TOKEN_KEY in (old.get("data") or {}):
+        await self.ctx.secrets.wait_synced((namespace, name))
+        old = self.ctx.secrets.get((namespace, name))
+        if old is not None and controlled_by(old, obj.metadata.uid or "") and TOKEN_KEY in (old.get("data") or {}):
             await self.ctx.kube.patch(SECRETS, name, {"data": {TOKEN_KEY: None}}, namespace)
 
     def _owner_reference(self, obj: Tunnel) -> JSON:

@@ -28,7 +28,8 @@ def cluster(zones: list[tuple[str, str]], records: list[str]) -> Any:
 async def answer(objects: Any, obj: dict[str, Any]) -> dict[str, Any]:
     app = create_app(objects=objects)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="https://webhook") as http:
-        reply = await http.post("/validate/tunnelconfigurations", json=review("CREATE", obj, kind="TunnelConfiguration"))
+        body = review("CREATE", obj, kind="TunnelConfiguration")
+        reply = await http.post("/validate/tunnelconfigurations", json=body)
     response: dict[str, Any] = reply.json()["response"]
     return response
 
