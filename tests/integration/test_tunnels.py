@@ -137,6 +137,12 @@ async def test_the_example_exposes_a_service_end_to_end(
     fresh_emulator.disconnect_tunnel(tunnel_id, client_id)
     await eventually(lambda: status("down"), timeout=30, what="the tunnel to be down")
 
+    # The token is a credential: it never shows in the controller's log.
+    token = base64.b64decode(secret.data["TUNNEL_TOKEN"]).decode()
+    log = controller.log()
+    assert token not in log
+    assert secret.data["TUNNEL_TOKEN"] not in log
+
 
 def test_the_examples_cloudflared_deployment_passes_the_api_server_and_restricted_pod_security(
     control_plane: ControlPlane, kflare_crds: None
