@@ -36,6 +36,7 @@ from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady, can_serve
 
 RESET: dict[str, Any] = {"ingress": [{"service": CATCH_ALL_404}]}
 TUNNEL_DELETED = 1014  # Cloudflare's answer to a write to a deleted tunnel
+RELEASE_RETRY = 1.0
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ class TunnelConfigurationKind(ManagedKind[TunnelConfiguration, ConfigLink, Cloud
         name = ((raw.get("spec") or {}).get("tunnelRef") or {}).get("name")
         return [Ref("Tunnel", raw["metadata"].get("namespace") or "", name)] if name else []
 
-    def _owner(self, obj: TunnelConfiguration) -> str | None:
+    def _owner(self, obj: TunnelConfiguration) -> str:
         """The name of the configuration of the same Tunnel created first (it owns the tunnel's document)."""
         namespace = obj.namespace or ""
         tunnel = Ref("Tunnel", namespace, obj.spec.tunnel_ref.name)
@@ -141,10 +142,14 @@ class TunnelConfigurationKind(ManagedKind[TunnelConfiguration, ConfigLink, Cloud
             raise NotReady(Reason.TUNNEL_NOT_READY, f"Tunnel {name} is not Ready")
         owner = self._owner(obj)
         if owner != obj.name:
+            owner_raw = self.ctx.cached(self.kind, owner, obj.namespace) or {"metadata": {}}
+            going = bool(owner_raw["metadata"].get("deletionTimestamp"))
             raise NotReady(
                 Reason.TUNNEL_ALREADY_CONFIGURED,
-                f"TunnelConfiguration {owner}, created earlier, configures Tunnel {name}; a tunnel has one",
-                requeue_after=RETRY_PARENT,
+                f"TunnelConfiguration {owner}, created earlier, configures Tunnel {name}; a tunnel has one"
+                + ("; it is being deleted, this one takes over once it is gone" if going else ""),
+                # The owner's release enqueues this one while it still exists: look again soon after.
+                requeue_after=RELEASE_RETRY if going else RETRY_PARENT,
             )
         account_ref = ((raw.get("spec") or {}).get("accountRef") or {}).get("name", "")
         return ConfigLink(await ready_account(self.ctx, account_ref), tunnel_id, account_ref)
@@ -203,6 +208,13 @@ class TunnelConfigurationKind(ManagedKind[TunnelConfiguration, ConfigLink, Cloud
         except Terminal as exc:
             if TUNNEL_DELETED not in exc.codes:
                 raise
+
+    async def released(self, obj: TunnelConfiguration) -> None:
+        """The next oldest configuration of the tunnel takes it over now, not at its next minutely look."""
+        tunnel = Ref("Tunnel", obj.namespace or "", obj.spec.tunnel_ref.name)
+        for sibling in self.ctx.index.children(tunnel, kind=self.kind):
+            if sibling.name != obj.name:
+                self.ctx.enqueue(sibling)
 
     def record(self, obj: TunnelConfiguration, observed: CloudflareConfiguration | None, link: Any) -> None:
         if observed is None:
