@@ -134,7 +134,10 @@ async def test_the_example_exposes_a_service_end_to_end(
         return True
 
     await eventually(lambda: status("healthy"), timeout=30, what="the tunnel to be healthy")
+    failing = fresh_emulator.connect_tunnel(tunnel_id, failed=2)
+    await eventually(lambda: status("degraded"), timeout=30, what="the tunnel to be degraded")
     fresh_emulator.disconnect_tunnel(tunnel_id, client_id)
+    fresh_emulator.disconnect_tunnel(tunnel_id, failing)
     await eventually(lambda: status("down"), timeout=30, what="the tunnel to be down")
 
     # The token is a credential: it never shows in the controller's log.
