@@ -23,6 +23,7 @@ point at it (they are its dependants).
 from __future__ import annotations
 
 import base64
+import hashlib
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -35,7 +36,7 @@ from app.cloudflare.errors import NotFound
 from app.cloudflare.models import Tunnel as CloudflareTunnel
 from app.kube.client import JSON, SECRETS, KubeError
 from app.kube.index import Ref
-from reconcilers.collections import Collections
+from reconcilers.collections import OBSERVE_TTL, Collections
 from reconcilers.context import Context
 from reconcilers.credentials import AccountLink, ready_account
 from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady
@@ -71,6 +72,9 @@ class TunnelKind(ManagedKind[Tunnel, TunnelLink, CloudflareTunnel]):
         self.listings: Collections[CloudflareTunnel] = Collections(
             id_of=lambda tunnel: tunnel.id, name_of=lambda tunnel: tunnel.name
         )
+        # Tunnel ID -> (digest of the token last read, when): a Secret that still holds it needs no new read until
+        # the next drift round, so the reconcile its own Secret write triggers costs no call.
+        self.tokens: dict[str, tuple[str, float]] = {}
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
@@ -168,6 +172,7 @@ class TunnelKind(ManagedKind[Tunnel, TunnelLink, CloudflareTunnel]):
         else:
             await client.delete_tunnel(account_id, object_id)
         self.listings.drop(link.collection, object_id)
+        self.tokens.pop(object_id, None)
 
     def record(self, obj: Tunnel, observed: CloudflareTunnel | None, link: Any) -> None:
         if observed is None:
@@ -179,13 +184,25 @@ class TunnelKind(ManagedKind[Tunnel, TunnelLink, CloudflareTunnel]):
 
     async def after_sync(self, link: TunnelLink, obj: Tunnel, observed: CloudflareTunnel) -> None:
         namespace, name = obj.namespace or "", obj.spec.credentials_secret_ref.name
-        token = await link.account.client.get_tunnel_token(link.account.account_id, observed.id)
-        encoded = base64.b64encode(token.reveal().encode()).decode()
-        await self._write_secret(obj, namespace, name, encoded)
+        if not self._token_current(link, observed.id, namespace, name, obj.metadata.uid or ""):
+            token = await link.account.client.get_tunnel_token(link.account.account_id, observed.id)
+            encoded = base64.b64encode(token.reveal().encode()).decode()
+            await self._write_secret(obj, namespace, name, encoded)
+            self.tokens[observed.id] = (_digest(encoded), time.monotonic())
         previous = obj.status.credentials_secret_name
         if previous and previous != name:
             await self._strip_old_secret(obj, namespace, previous)
         obj.status.credentials_secret_name = name
+
+    def _token_current(self, link: TunnelLink, tunnel_id: str, namespace: str, name: str, uid: str) -> bool:
+        """Whether the Secret holds the token read from Cloudflare since the drift round began (or a minute)."""
+        known = self.tokens.get(tunnel_id)
+        secret = self.ctx.secrets.get((namespace, name))
+        if known is None or secret is None or not controlled_by(secret, uid):
+            return False
+        fresh_after = max(self.listings.rounds.get(link.collection, 0.0), time.monotonic() - OBSERVE_TTL)
+        held = (secret.get("data") or {}).get(TOKEN_KEY)
+        return held is not None and _digest(held) == known[0] and known[1] >= fresh_after
 
     async def _write_secret(self, obj: Tunnel, namespace: str, name: str, encoded: str) -> None:
         uid = obj.metadata.uid or ""
@@ -241,3 +258,7 @@ class TunnelKind(ManagedKind[Tunnel, TunnelLink, CloudflareTunnel]):
             "controller": True,
             "blockOwnerDeletion": True,
         }
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
