@@ -9,17 +9,19 @@ import logging
 import signal
 import socket
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Response
 
+from app.api.base import GROUP, VERSION
+from app.api.registry import kind_for
 from app.cloudflare.budget import BudgetConfig
 from app.cloudflare.http import HttpConfig
 from app.cloudflare.session import CloudflareSession
-from app.kube.client import KubeClient
+from app.kube.client import KubeClient, ResourceType
 from app.kube.manager import Manager
 from app.listener import Limits, TLSAccept
 from app.listener import config as listener_config
@@ -31,6 +33,7 @@ from app.tls import ReloadingTLS
 from reconcilers.context import Context
 from reconcilers.registry import register_all
 from webhooks import create_app as webhook_app
+from webhooks.advice import ListObjects
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +109,19 @@ class Runtime:
             self.last_tick = time.monotonic()
             await asyncio.sleep(1.0)
 
+    async def list_objects(self, kind: str, namespace: str | None) -> list[Mapping[str, Any]]:
+        """A kflare kind's objects, for the webhook's warnings: the leader's cache, else one read of the API server
+        (a standby holds no cache)."""
+        manager = self.manager
+        informer = manager.informer_of(kind) if manager is not None and manager.synced else None
+        if informer is not None:
+            return [o for o in informer.list() if namespace is None or o["metadata"].get("namespace") == namespace]
+        if self.kube is None:
+            return []
+        info = kind_for(kind).info
+        rt = ResourceType(GROUP, VERSION, info.plural, info.kind, namespaced=info.namespaced)
+        return list((await self.kube.list(rt, namespace)).get("items") or [])
+
     @property
     def healthy(self) -> bool:
         loop_ok = time.monotonic() - self.last_tick < LOOP_STALL
@@ -178,11 +194,11 @@ def limits(settings: Settings) -> Limits:
     )
 
 
-def webhook_listener(settings: Settings, host: str, port: int) -> Served:
+def webhook_listener(settings: Settings, host: str, port: int, *, objects: ListObjects | None = None) -> Served:
     """The webhook listener: TLS from --webhook-cert-dir (tls.crt, tls.key), reloaded on change; a self-signed
-    certificate for localhost without one."""
+    certificate for localhost without one. `objects` reads the cluster's kflare objects for admission warnings."""
     tls = ReloadingTLS(settings.webhook_cert_dir, hosts=["localhost", "127.0.0.1"])
-    app = instrument(webhook_app(), "webhook")
+    app = instrument(webhook_app(objects=objects), "webhook")
     config = listener_config(app, host, port, limits(settings), context=tls.ssl_context)
     return Served("webhook", Listener(config), host, port, tls)
 
@@ -201,7 +217,7 @@ def listeners(settings: Settings, runtime: Runtime) -> list[Served]:
         out.append(Served("metrics", Listener(endpoint.config), *metrics, endpoint.tls))
     webhook = settings.webhook_address
     if webhook is not None:
-        out.append(webhook_listener(settings, *webhook))
+        out.append(webhook_listener(settings, *webhook, objects=runtime.list_objects))
     return out
 
 

@@ -53,6 +53,8 @@ class RecordLink:
     zone_id: str
     zone_name: str
     plan: str | None = None
+    tunnel_target: str | None = None
+    """`<tunnel-id>.cfargotunnel.com` for a record with `tunnelRef`: its content, whatever the spec says."""
 
     @property
     def client(self) -> CloudflareClient:
@@ -139,9 +141,14 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
-        name = ((raw.get("spec") or {}).get("zoneRef") or {}).get("name")
+        spec = raw.get("spec") or {}
+        name = (spec.get("zoneRef") or {}).get("name")
         namespace = raw["metadata"].get("namespace") or ""
-        return [Ref("Zone", namespace, name)] if name else []
+        parents = [Ref("Zone", namespace, name)] if name else []
+        tunnel = (spec.get("tunnelRef") or {}).get("name")
+        if tunnel:
+            parents.append(Ref("Tunnel", namespace, tunnel))  # followed when recreated; waits for this record
+        return parents
 
     @classmethod
     def drift_group(cls, raw: JSON) -> str | None:
@@ -162,13 +169,26 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         deleting = bool(raw["metadata"].get("deletionTimestamp"))  # it waits for its records to clean up
         if not (can_serve(raw) or deleting) or not zone_id:
             raise NotReady(Reason.ZONE_NOT_READY, f"Zone {zone_name} is not Ready")
-        if obj.spec.tunnel_ref is not None:
-            raise NotReady(
-                Reason.TUNNEL_NOT_FOUND, f"Tunnel {obj.spec.tunnel_ref.name} not found (Tunnels are not served yet)"
-            )
+        target = None if obj.spec.tunnel_ref is None else self._tunnel_target(obj)
         account_name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name", "")
         plan = (status.get("cloudflareMetadata") or {}).get("plan")
-        return RecordLink(await ready_account(self.ctx, account_name), zone_id, raw["spec"]["name"], plan)
+        return RecordLink(await ready_account(self.ctx, account_name), zone_id, raw["spec"]["name"], plan, target)
+
+    def _tunnel_target(self, obj: DNSRecord) -> str | None:
+        """The CNAME target of a record pointing at a tunnel. A record being deleted needs none: it goes anyway."""
+        assert obj.spec.tunnel_ref is not None
+        name = obj.spec.tunnel_ref.name
+        raw = self.ctx.cached("Tunnel", name, obj.namespace)
+        if raw is None:
+            if obj.metadata.deleting:
+                return None
+            raise NotReady(Reason.TUNNEL_NOT_FOUND, f"Tunnel {name} not found")
+        tunnel_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("tunnelID")
+        if not tunnel_id:
+            if obj.metadata.deleting:
+                return None
+            raise NotReady(Reason.TUNNEL_NOT_READY, f"Tunnel {name} has no tunnel in Cloudflare yet")
+        return f"{tunnel_id}.cfargotunnel.com"
 
     def object_id(self, obj: DNSRecord) -> str | None:
         meta = obj.status.cloudflare_metadata
@@ -237,7 +257,7 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
     def intent_match(self, obj: DNSRecord) -> str | None:
         return json.dumps(self._content_key(obj), sort_keys=True)
 
-    def desired(self, obj: DNSRecord, zone_name: str) -> dict[str, Any]:
+    def desired(self, obj: DNSRecord, zone_name: str, tunnel_target: str | None = None) -> dict[str, Any]:
         spec = obj.spec
         body: dict[str, Any] = {
             "name": fqdn(spec.name, zone_name),
@@ -249,15 +269,15 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         if spec.data is not None:
             body["data"] = spec.data
         else:
-            body["content"] = spec.content or ""
+            body["content"] = tunnel_target or spec.content or ""
         if spec.type in ("A", "AAAA", "CNAME"):
-            body["proxied"] = bool(spec.proxied)
+            body["proxied"] = bool(spec.proxied) or tunnel_target is not None
         if spec.priority is not None:
             body["priority"] = spec.priority
         return body
 
     async def create(self, link: RecordLink, obj: DNSRecord) -> CloudflareRecord:
-        body = self.desired(obj, link.zone_name)
+        body = self.desired(obj, link.zone_name, link.tunnel_target)
         if not body["tags"]:
             del body["tags"]  # not on the Free plan: sending an empty list is refused there
         if not body["comment"]:
@@ -279,14 +299,14 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
     def diff(self, obj: DNSRecord, observed: CloudflareRecord) -> dict[str, Any]:
         spec = obj.spec
         changes: dict[str, Any] = {}
+        target = None if spec.tunnel_ref is None or obj.metadata.deleting else self._tunnel_target(obj)
+        content = target or spec.content
         if spec.data is not None:
             if not _data_matches(spec.data, observed.data):
                 changes["data"] = spec.data
-        elif spec.type != "SRV" and normal_content(spec.type, spec.content) != normal_content(
-            spec.type, observed.content
-        ):
-            changes["content"] = spec.content or ""
-        proxied = bool(spec.proxied)
+        elif spec.type != "SRV" and normal_content(spec.type, content) != normal_content(spec.type, observed.content):
+            changes["content"] = content or ""
+        proxied = bool(spec.proxied) or target is not None
         if spec.type in ("A", "AAAA", "CNAME") and proxied != bool(observed.proxied):
             changes["proxied"] = proxied
         # A proxied record's TTL is always automatic; Cloudflare reports 1 whatever was asked.
@@ -306,7 +326,8 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
     ) -> CloudflareRecord:
         body = dict(changes)
         if obj.spec.type in ("A", "AAAA", "CNAME"):
-            body["proxied"] = bool(obj.spec.proxied)  # always explicit: PATCH leaves an omitted field as it was
+            # Always explicit: PATCH leaves an omitted field as it was.
+            body["proxied"] = bool(obj.spec.proxied) or link.tunnel_target is not None
         return await self._batcher(link).patch(obj.metadata.uid or "", observed.id, body)
 
     async def delete(self, link: RecordLink, obj: DNSRecord, object_id: str) -> None:

@@ -209,6 +209,18 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     def describe(self, observed: ObservedT) -> str:
         return self.id_of(observed)
 
+    def adoption_note(self, observed: ObservedT) -> str:
+        """Which object was adopted and why that one, for the Event (a key that is not unique says more)."""
+        return f"adopted {self.describe(observed)}"
+
+    async def after_sync(self, link: L, obj: R, observed: ObservedT) -> None:
+        """What the kind keeps in step beside its Cloudflare object once that is in sync (a Tunnel's token Secret).
+        May raise NotReady: the resource then waits with that reason."""
+
+    def ready_state(self, obj: R, observed: ObservedT) -> tuple[str, str]:
+        """Ready's reason and message once in sync (a kind may qualify them)."""
+        return self.ready_reason, self.ready_message
+
     async def released(self, obj: R) -> None:
         """Called once the resource is about to lose its finalizer (after any Cloudflare deletion)."""
 
@@ -292,14 +304,16 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
             if changes:
                 logger.info("correcting drift", extra={"fields": sorted(changes)})
                 observed = await self.update(link, obj, observed, changes)
+            self.record(obj, observed, link)
+            await self.after_sync(link, obj, observed)
         except CloudflareError as exc:
             return await self._cloudflare_failed(raw, key, exc)
-        except NotReady as wait:  # a conflict found on the way (another resource claims the key)
+        except NotReady as wait:
             logger.info("waiting: %s", wait.message, extra={"reason": wait.reason})
-            await self._set_ready(raw, "False", wait.reason, wait.message)
+            await self._set_ready(raw, "False", wait.reason, wait.message, status_model=obj.status)
             return Outcome(requeue_after=wait.requeue_after)
-        self.record(obj, observed, link)
-        await self._set_ready(raw, "True", self.ready_reason, self.ready_message, status_model=obj.status)
+        reason, message = self.ready_state(obj, observed)
+        await self._set_ready(raw, "True", reason, message, status_model=obj.status)
         return Outcome.done(synced=True)
 
     async def timed_out(self, key: Key, seconds: float) -> None:
@@ -332,8 +346,11 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
                 logger.info("recovered object created before a restart", extra={"id": self.id_of(existing)})
                 return await self._claim(raw, obj, existing, link, adopted=False), existing
             if policy in ("adopt", "adopt-or-create"):
-                logger.info("adopting existing object", extra={"id": self.id_of(existing)})
-                return await self._claim(raw, obj, existing, link, adopted=True), existing
+                note = self.adoption_note(existing)
+                logger.info("adopting existing object: %s", note, extra={"id": self.id_of(existing)})
+                raw = await self._claim(raw, obj, existing, link, adopted=True)
+                await self.ctx.recorder.record(raw, type_="Normal", reason="Adopted", note=note)
+                return raw, existing
             message = (
                 f"{self.describe(existing)} already exists in Cloudflare; set the annotation "
                 f"{ADOPTION_POLICY_ANNOTATION}: adopt to manage it"

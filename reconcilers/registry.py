@@ -8,6 +8,8 @@ from reconcilers.context import Context
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.lifecycle import ManagedKind
 from reconcilers.storage import D1DatabaseKind, KVNamespaceKind, R2BucketKind
+from reconcilers.tunnel import TunnelKind
+from reconcilers.tunnel_configuration import TunnelConfigurationKind
 from reconcilers.workers import WorkerRouteKind, WorkerScriptKind
 from reconcilers.zone import ZoneKind
 
@@ -20,6 +22,8 @@ KINDS: tuple[type[ManagedKind], ...] = (  # type: ignore[type-arg]
     D1DatabaseKind,
     WorkerScriptKind,
     WorkerRouteKind,
+    TunnelKind,
+    TunnelConfigurationKind,
 )
 
 

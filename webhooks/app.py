@@ -25,6 +25,7 @@ from starlette.requests import ClientDisconnect
 
 from app.api import KINDS, FieldError, ResourceClass
 from app.api.schema import structural_schema
+from webhooks.advice import ListObjects, warnings_for
 from webhooks.review import AdmissionRequest, AdmissionReview, ReviewError, parse_review, review_response
 from webhooks.validate import INTERNAL, Decision, decide, deny
 
@@ -81,8 +82,10 @@ def create_app(
     body_timeout: float = BODY_TIMEOUT,
     max_in_flight: int = MAX_IN_FLIGHT,
     wait_timeout: float | None = None,
+    objects: ListObjects | None = None,
 ) -> FastAPI:
-    """The webhook app; one route serves every kind, by its plural."""
+    """The webhook app; one route serves every kind, by its plural. `objects` reads the cluster's kflare objects
+    for the warnings of an allowed object (none without it)."""
     turn_timeout = body_timeout if wait_timeout is None else wait_timeout
     by_plural: dict[str, ResourceClass] = {model.info.plural: model for model in KINDS}
     plurals = ", ".join(sorted(by_plural))
@@ -133,6 +136,9 @@ def create_app(
                 admission.name,
                 decision.message,
             )
-        return JSONResponse(review_response(admission.uid, decision.allowed, decision.status))
+        warnings: tuple[str, ...] = ()
+        if decision.allowed and admission.operation.upper() in ("CREATE", "UPDATE") and not admission.sub_resource:
+            warnings = await warnings_for(model, admission.object, admission.namespace, objects)
+        return JSONResponse(review_response(admission.uid, decision.allowed, decision.status, warnings))
 
     return app

@@ -29,6 +29,8 @@ KV_NAMESPACE_ID_LABEL: Final = "kflare.dev/kv-namespace-id"
 R2_BUCKET_NAME_LABEL: Final = "kflare.dev/r2-bucket-name"
 D1_DATABASE_ID_LABEL: Final = "kflare.dev/d1-database-id"
 WORKER_NAME_LABEL: Final = "kflare.dev/worker-name"
+TUNNEL_ID_LABEL: Final = "kflare.dev/tunnel-id"
+TUNNEL_CONFIGURATION_LABEL: Final = "kflare.dev/configured-tunnel-id"
 
 READY: Final = "Ready"
 """The one condition type every kind reports."""
@@ -77,3 +79,4 @@ class Reason(StrEnum):
     LIST_IN_USE = "ListInUse"
     RULESET_CONFLICT = "RulesetConflict"
     ALREADY_CONFIGURED = "AlreadyConfigured"
+    HOSTNAME_NOT_COVERED = "HostnameNotCovered"

@@ -210,6 +210,8 @@ class DNSRecordSpec(KflareModel):
                 problems.add("tunnelRef", f"only a CNAME record can point at a tunnel, not {kind}", kind)
             if has_content:
                 problems.add("content", "leave content out when tunnelRef is set: the tunnel provides it")
+            if self.proxied is False:
+                problems.add("proxied", "a record pointing at a tunnel is always proxied", self.proxied)
         elif kind in CONTENT_TYPES and not has_content:
             problems.add("content", f"a {kind} record needs content")
         elif kind in DATA_TYPES and not has_content and self.data is None:

@@ -97,7 +97,7 @@ def _table(node: Schema, immutable: frozenset[str] = frozenset()) -> list[str]:
 def examples_of(kind: str, directory: Path = EXAMPLES) -> list[str]:
     """The documents of `kind` in the examples, as YAML text with their comments."""
     found = []
-    for path in sorted(directory.glob("*.yaml")):
+    for path in sorted(directory.rglob("*.yaml")):
         for text in path.read_text(encoding="utf-8").split("\n---\n"):
             doc = yaml.safe_load(text)
             if isinstance(doc, dict) and doc.get("kind") == kind and doc.get("apiVersion") == API_VERSION:

@@ -8,6 +8,7 @@ from app.api.account import CloudflareAccount
 from app.api.dnsrecord import DNSRecord
 from app.api.resource import ResourceClass
 from app.api.storage import D1Database, KVNamespace, R2Bucket
+from app.api.tunnel import Tunnel, TunnelConfiguration
 from app.api.workers import WorkerRoute, WorkerScript
 from app.api.zone import Zone
 
@@ -20,6 +21,8 @@ KINDS: Final[tuple[ResourceClass, ...]] = (
     D1Database,
     WorkerScript,
     WorkerRoute,
+    Tunnel,
+    TunnelConfiguration,
 )
 
 

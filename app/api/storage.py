@@ -10,6 +10,7 @@ from app.api.base import KflareModel, KindInfo, PrinterColumn
 from app.api.meta import Status
 from app.api.refs import LocalObjectReference
 from app.api.resource import Resource
+from app.api.text import TEXT_SCHEMA, TextCheck
 
 CloudflareValue = Annotated[str, Field(max_length=256)]
 LocationHint = Literal["wnam", "enam", "weur", "eeur", "apac", "oc"]
@@ -20,7 +21,7 @@ class KVNamespaceSpec(KflareModel):
 
     account_ref: LocalObjectReference
     """The CloudflareAccount the namespace belongs to."""
-    title: Annotated[str, Field(min_length=1, max_length=512)]
+    title: Annotated[str, TextCheck, Field(min_length=1, max_length=512, json_schema_extra=TEXT_SCHEMA)]
     """The namespace's title, unique in the account. Changing it renames the namespace in place (ID and data kept)."""
 
 

@@ -7,7 +7,9 @@ can look like another. Two levels:
 - `Name` (names that identify something: a DNS record's name): no control character (Unicode category Cc) and no
   format character (Cf: bidirectional marks, overrides and isolates, zero-width characters, soft hyphens...);
 - `Text` (values people read: a record's content, comments, tags): no control character and no bidirectional
-  mark, embedding, override or isolate. Other format characters stay allowed (the zero-width joiner of an emoji).
+  mark, embedding, override or isolate. Other format characters stay allowed (the zero-width joiner of an emoji);
+- `Code` (a Worker's script, a multi-line value): as `Text`, but tabs and line breaks are what code is made of.
+  Bidirectional controls are refused there too: they are how source code hides what it does.
 
 Each is checked twice, from the same definition: by pydantic (so the admission webhook names the character and
 its position) and by a CEL rule in the CRD's schema (so the API server refuses it even without the webhook).
@@ -30,14 +32,19 @@ BIDI_CONTROLS: Final = frozenset(
 _BIDI_CLASS: Final = "\\\\x{061C}\\\\x{200E}\\\\x{200F}\\\\x{202A}-\\\\x{202E}\\\\x{2066}-\\\\x{2069}"
 NAME_RULE: Final = "!self.matches('[\\\\p{Cc}\\\\p{Cf}]')"
 TEXT_RULE: Final = f"!self.matches('[\\\\p{{Cc}}{_BIDI_CLASS}]')"
+_CODE_CONTROLS: Final = "\\\\x{00}-\\\\x{08}\\\\x{0B}\\\\x{0C}\\\\x{0E}-\\\\x{1F}\\\\x{7F}-\\\\x{9F}"
+CODE_RULE: Final = f"!self.matches('[{_CODE_CONTROLS}{_BIDI_CLASS}]')"
+CODE_MESSAGE: Final = "must not contain control characters but tabs and line breaks, nor bidirectional overrides"
 NAME_MESSAGE: Final = "must not contain control or invisible formatting characters (such as NUL or U+202E)"
 TEXT_MESSAGE: Final = "must not contain control characters or bidirectional overrides (such as NUL or U+202E)"
 
 
-def hidden_character(value: str, *, name: bool) -> tuple[int, str] | None:
+def hidden_character(value: str, *, name: bool, code: bool = False) -> tuple[int, str] | None:
     """The first character `value` may not hold, with its position; None when there is none."""
     for index, char in enumerate(value):
         category = unicodedata.category(char)
+        if code and char in "\t\n\r":
+            continue
         if category == "Cc" or (category == "Cf" and (name or char in BIDI_CONTROLS)):
             return index, char
     return None
@@ -51,11 +58,11 @@ def _describe(char: str) -> str:
     return f"U+{code:04X} ({unicodedata.name(char, _CONTROL_NAMES.get(code, 'a control character'))})"
 
 
-def _checker(*, name: bool) -> Any:
-    message = NAME_MESSAGE if name else TEXT_MESSAGE
+def _checker(*, name: bool, code: bool = False) -> Any:
+    message = CODE_MESSAGE if code else NAME_MESSAGE if name else TEXT_MESSAGE
 
     def check(value: str) -> str:
-        found = hidden_character(value, name=name)
+        found = hidden_character(value, name=name, code=code)
         if found is not None:
             index, char = found
             if char in "\r\n":
@@ -82,8 +89,12 @@ NameCheck: Final = AfterValidator(_checker(name=True))
 TextCheck: Final = AfterValidator(_checker(name=False))
 NAME_SCHEMA: Final = _rule(NAME_RULE, NAME_MESSAGE)
 TEXT_SCHEMA: Final = _rule(TEXT_RULE, TEXT_MESSAGE)
+CodeCheck: Final = AfterValidator(_checker(name=False, code=True))
+CODE_SCHEMA: Final = _rule(CODE_RULE, CODE_MESSAGE)
 
 Name = Annotated[str, NameCheck, Field(json_schema_extra=NAME_SCHEMA)]
 """A string that names something: no control or format character."""
 Text = Annotated[str, TextCheck, Field(json_schema_extra=TEXT_SCHEMA)]
 """A string people read: no control character, no bidirectional control."""
+Code = Annotated[str, CodeCheck, Field(json_schema_extra=CODE_SCHEMA)]
+"""Code or a multi-line value: as Text, with tabs and line breaks."""

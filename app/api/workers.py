@@ -11,6 +11,7 @@ from app.api.base import KflareModel, KindInfo, PrinterColumn, Problems, wire_na
 from app.api.meta import Status
 from app.api.refs import KeyReference, LocalObjectReference
 from app.api.resource import Resource
+from app.api.text import CODE_SCHEMA, NAME_SCHEMA, CodeCheck, NameCheck
 
 WORKER_NAME_PATTERN = r"^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$"
 BINDING_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -43,6 +44,11 @@ def _exactly_one_rule(fields: tuple[str, ...]) -> str:
     return "[" + ", ".join(f"has(self.{f})" for f in fields) + "].filter(x, x).size() == 1"
 
 
+BindingID = Annotated[str, NameCheck, Field(min_length=1, max_length=64, json_schema_extra=NAME_SCHEMA)]
+BucketName = Annotated[str, NameCheck, Field(min_length=1, max_length=63, json_schema_extra=NAME_SCHEMA)]
+Flag = Annotated[str, NameCheck, Field(max_length=128, json_schema_extra=NAME_SCHEMA)]
+
+
 class WorkerBinding(KflareModel):
     """A binding: a name the Worker reads, and exactly one source of its value."""
 
@@ -59,17 +65,23 @@ class WorkerBinding(KflareModel):
 
     name: Annotated[str, Field(min_length=1, max_length=255, pattern=BINDING_NAME_PATTERN)]
     """The name the Worker sees (`env.NAME`)."""
-    plain_text: Annotated[str, Field(min_length=1, max_length=5120)] | None = None
+    plain_text: (
+        Annotated[str, CodeCheck, Field(min_length=1, max_length=5120, json_schema_extra=CODE_SCHEMA)] | None
+    ) = None
     """A plain-text value."""
     secret_key_ref: KeyReference | None = None
     """A Secret key in the same namespace, bound as a secret; its value is never written anywhere but Cloudflare."""
     kv_namespace_ref: LocalObjectReference | None = None
     """A KVNamespace in the same namespace (preferred over an ID)."""
-    kv_namespace_id: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    kv_namespace_id: (
+        Annotated[str, NameCheck, Field(min_length=1, max_length=64, json_schema_extra=NAME_SCHEMA)] | None
+    ) = None
     """The ID of a KV namespace kflare does not manage."""
     r2_bucket_ref: LocalObjectReference | None = None
     """An R2Bucket in the same namespace."""
-    r2_bucket_name: Annotated[str, Field(min_length=1, max_length=63)] | None = None
+    r2_bucket_name: (
+        Annotated[str, NameCheck, Field(min_length=1, max_length=63, json_schema_extra=NAME_SCHEMA)] | None
+    ) = None
     """The name of an R2 bucket kflare does not manage (default jurisdiction)."""
     d1_database_ref: LocalObjectReference | None = None
     """A D1Database in the same namespace."""
@@ -108,7 +120,7 @@ class WorkerScriptSpec(KflareModel):
     """The Worker's name in Cloudflare."""
     account_ref: LocalObjectReference
     """The CloudflareAccount the Worker belongs to."""
-    script: Annotated[str, Field(min_length=1)] | None = None
+    script: Annotated[str, CodeCheck, Field(min_length=1, json_schema_extra=CODE_SCHEMA)] | None = None
     """The code, inline (at most 3 MiB)."""
     script_config_map_ref: KeyReference | None = None
     """A ConfigMap key in the same namespace holding the code."""
@@ -116,7 +128,12 @@ class WorkerScriptSpec(KflareModel):
     """`module` (ES modules, `export default { fetch }`) or `serviceWorker` (`addEventListener('fetch', ...)`)."""
     compatibility_date: Annotated[str, Field(pattern=DATE_PATTERN)] | None = None
     """The Workers runtime compatibility date (YYYY-MM-DD)."""
-    compatibility_flags: Annotated[list[Annotated[str, Field(max_length=128)]], Field(max_length=64)] | None = None
+    compatibility_flags: (
+        Annotated[
+            list[Annotated[str, NameCheck, Field(max_length=128, json_schema_extra=NAME_SCHEMA)]], Field(max_length=64)
+        ]
+        | None
+    ) = None
     """Workers runtime compatibility flags."""
     bindings: (
         Annotated[

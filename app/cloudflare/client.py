@@ -32,6 +32,8 @@ from app.cloudflare.models import (
     KVNamespace,
     R2Bucket,
     TokenStatus,
+    Tunnel,
+    TunnelConfiguration,
     WorkerRoute,
     WorkerScript,
     Zone,
@@ -50,6 +52,7 @@ ACCOUNTS_PER_PAGE = 50
 KV_PER_PAGE = 1000
 R2_PER_PAGE = 1000
 D1_PER_PAGE = 10000
+TUNNELS_PER_PAGE = 1000
 
 
 def segment(value: str) -> str:
@@ -388,6 +391,59 @@ class CloudflareClient:
 
     async def delete_d1_database(self, account_id: str, database_id: str) -> None:
         await self.request("DELETE", self._d1(account_id, database_id))
+
+    # -- tunnels ----------------------------------------------------------------------------------------------
+
+    def _tunnels(self, account_id: str, tunnel_id: str | None = None) -> str:
+        base = f"/accounts/{segment(account_id)}/cfd_tunnel"
+        return base if tunnel_id is None else f"{base}/{segment(tunnel_id)}"
+
+    def list_tunnels(
+        self, account_id: str, *, name: str | None = None, include_deleted: bool = False
+    ) -> AsyncIterator[Tunnel]:
+        """The account's tunnels (live ones only unless `include_deleted`)."""
+        params: dict[str, Any] = {} if include_deleted else {"is_deleted": False}
+        if name is not None:
+            params["name"] = name
+        return self.iterate(self._tunnels(account_id), Tunnel, params=params, per_page=TUNNELS_PER_PAGE)
+
+    async def get_tunnel(self, account_id: str, tunnel_id: str) -> Tunnel:
+        return await self.fetch("GET", self._tunnels(account_id, tunnel_id), Tunnel)
+
+    async def create_tunnel(self, account_id: str, name: str, *, tunnel_secret: str) -> Tunnel:
+        """A remotely managed tunnel (its configuration lives in the API)."""
+        body = {"name": name, "config_src": "cloudflare", "tunnel_secret": tunnel_secret}
+        return await self.fetch("POST", self._tunnels(account_id), Tunnel, json=body)
+
+    async def edit_tunnel(self, account_id: str, tunnel_id: str, changes: Mapping[str, Any]) -> Tunnel:
+        return await self.fetch("PATCH", self._tunnels(account_id, tunnel_id), Tunnel, json=dict(changes))
+
+    async def delete_tunnel(self, account_id: str, tunnel_id: str) -> Tunnel:
+        """Soft-delete the tunnel, its connectors with it (`cascade`)."""
+        path = self._tunnels(account_id, tunnel_id)
+        return await self.fetch("DELETE", path, Tunnel, params={"cascade": True})
+
+    async def get_tunnel_token(self, account_id: str, tunnel_id: str) -> Secret:
+        """The token cloudflared runs the tunnel with, wrapped so that it never shows in a log."""
+        response = await self.request("GET", f"{self._tunnels(account_id, tunnel_id)}/token")
+        if not isinstance(response.result, str) or not response.result:
+            raise BadResponse("the tunnel token is not a string", method="GET", path="token")
+        return Secret(response.result)
+
+    async def disconnect_tunnel(self, account_id: str, tunnel_id: str) -> None:
+        """Disconnect every connector (a running cloudflared drops at once)."""
+        await self.request("DELETE", f"{self._tunnels(account_id, tunnel_id)}/connections")
+
+    async def get_tunnel_configuration(self, account_id: str, tunnel_id: str) -> TunnelConfiguration:
+        path = f"{self._tunnels(account_id, tunnel_id)}/configurations"
+        return await self.fetch("GET", path, TunnelConfiguration)
+
+    async def put_tunnel_configuration(
+        self, account_id: str, tunnel_id: str, config: Mapping[str, Any]
+    ) -> TunnelConfiguration:
+        """Replace the whole configuration (Cloudflare bumps its version)."""
+        path = f"{self._tunnels(account_id, tunnel_id)}/configurations"
+        return await self.fetch("PUT", path, TunnelConfiguration, json={"config": dict(config)})
 
     # -- the call ---------------------------------------------------------------------------------------------
 

@@ -132,3 +132,31 @@ class D1Database(CloudflareModel):
     created_at: str | None = None
     version: str | None = None
     jurisdiction: str | None = None
+
+
+class Tunnel(CloudflareModel):
+    """A Cloudflare Tunnel (`cfd_tunnel`); `deleted_at` is set once it is (soft-)deleted."""
+
+    id: str
+    name: str
+    account_tag: str | None = None
+    created_at: str | None = None
+    deleted_at: str | None = None
+    status: str | None = None
+    config_src: str | None = None
+    remote_config: bool | None = None
+
+    @property
+    def deleted(self) -> bool:
+        return self.deleted_at is not None
+
+
+class TunnelConfiguration(CloudflareModel):
+    """A tunnel's remote configuration; `config` is None (version 0) before the first write."""
+
+    tunnel_id: str
+    account_id: str | None = None
+    version: int = 0
+    config: dict[str, Any] | None = None
+    source: str | None = None
+    created_at: str | None = None

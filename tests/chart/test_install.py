@@ -356,7 +356,7 @@ async def test_controller_runs_with_the_charts_rbac(
     assert ask("update", "workerscripts.kflare.dev", "--subresource=status", "-n", "default")
     assert ask("patch", "secrets", "-n", "default")
     assert not ask("delete", "secrets", "-n", "default")
-    assert not ask("create", "secrets", "-n", "default")
+    assert ask("create", "secrets", "-n", "default")  # Tunnel token Secrets (owned by their Tunnel)
     assert not ask("create", "pods", "-n", ns)
     assert ask("create", "events.events.k8s.io", "-n", "default")
     assert ask("update", "leases.coordination.k8s.io", "-n", ns)
@@ -382,6 +382,13 @@ async def test_controller_runs_with_the_charts_rbac(
         await kflare.make_record("www", "zone", name="www.example.com", type="A", content="192.0.2.1", proxied=True)
         record = await kflare.ready("DNSRecord", "www", reason="Synced")
         assert record["status"]["cloudflareMetadata"]["recordID"]
+        # A Tunnel's token Secret: created (and owned by the Tunnel) with the chart's permissions.
+        tunnel_spec = {"name": "t", "accountRef": {"name": kflare.account}, "credentialsSecretRef": {"name": "tok"}}
+        await kflare.apply({"kind": "Tunnel", "metadata": {"name": "tunnel"}, "spec": tunnel_spec})
+        await kflare.ready("Tunnel", "tunnel", reason="Synced")
+        token = await client.CoreV1Api(kube).read_namespaced_secret("tok", kflare.namespace)
+        assert token.data["TUNNEL_TOKEN"]
+        assert token.metadata.owner_references[0].kind == "Tunnel"
 
         # The Workers kinds: code from a ConfigMap (read only), a Secret binding, storage of every kind, a route.
         core = client.CoreV1Api(kube)
@@ -435,6 +442,7 @@ async def test_controller_runs_with_the_charts_rbac(
             ("R2Bucket", "r2"),
             ("D1Database", "d1"),
             ("DNSRecord", "www"),
+            ("Tunnel", "tunnel"),
             ("Zone", "zone"),
             ("CloudflareAccount", kflare.account),
         ]:

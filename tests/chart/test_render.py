@@ -361,7 +361,7 @@ def test_manager_rbac(default: Rendered) -> None:
         assert rules[f"{plural}.kflare.dev"] == {"get", "list", "watch", "create", "update", "patch", "delete"}
         assert rules[f"{plural}/status.kflare.dev"] == {"get", "update", "patch"}
         assert rules[f"{plural}/finalizers.kflare.dev"] == {"update"}
-    assert rules["secrets"] == {"get", "list", "watch", "patch", "update"}
+    assert rules["secrets"] == {"get", "list", "watch", "create", "patch", "update"}  # never delete
     assert rules["configmaps"] == {"get", "list", "watch"}  # a Worker's code: read, never written
     assert {key for key in rules if not key.endswith(".kflare.dev")} == {
         "secrets",

@@ -90,6 +90,19 @@ def test_connectors_health_and_deletion(cf: cloudflare.Cloudflare, fresh_emulato
     assert tunnels(cf).delete(tunnel_id=tunnel.id, account_id=account).deleted_at is not None
 
 
+def test_a_failed_connection_degrades_the_tunnel(cf: cloudflare.Cloudflare, fresh_emulator: EmulatorProcess) -> None:
+    account = fresh_emulator.account_id
+    tunnel = tunnels(cf).create(account_id=account, name="edge", config_src="cloudflare")
+    fresh_emulator.connect_tunnel(tunnel.id, connections=4, failed=1)
+    degraded = tunnels(cf).get(tunnel_id=tunnel.id, account_id=account)
+    assert degraded.status == "degraded"
+    assert [c.is_pending_reconnect for c in degraded.connections or []] == [True, False, False, False]
+    fresh_emulator.connect_tunnel(tunnel.id, connections=4)
+    assert tunnels(cf).get(tunnel_id=tunnel.id, account_id=account).status == "degraded"  # still one failing
+    tunnels(cf).connections.delete(tunnel_id=tunnel.id, account_id=account)
+    assert tunnels(cf).get(tunnel_id=tunnel.id, account_id=account).status == "down"
+
+
 def test_cascade_and_connector_leaving(cf: cloudflare.Cloudflare, fresh_emulator: EmulatorProcess) -> None:
     account = fresh_emulator.account_id
     tunnel = tunnels(cf).create(account_id=account, name="edge")

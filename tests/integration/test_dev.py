@@ -34,6 +34,14 @@ def test_kflare_dev_once_converges_the_examples(control_plane: ControlPlane) -> 
     final = done.stdout.rsplit("KIND", 1)[1]
     for name in ("demo-account", "example-com", "www", "mx-primary", "mx-backup", "sip-srv", "caa", "api-cache", "api"):
         assert name in final
+    # examples/expose-a-service: the Zone, the Tunnel, its configuration and the record pointing at it.
+    for kind, name in [
+        ("Zone", "example-net"),
+        ("Tunnel", "web"),
+        ("TunnelConfiguration", "web"),
+        ("DNSRecord", "app"),
+    ]:
+        assert any(line.split()[:3] == [kind, "web", name] for line in final.splitlines()), (kind, name)
     assert "False" not in final
 
 

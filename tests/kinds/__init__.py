@@ -274,3 +274,62 @@ SAMPLES: dict[str, Sample] = {
         WorkerRouteSample(),
     )
 }
+
+
+class TunnelSample(Sample):
+    kind = "Tunnel"
+
+    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+        await kflare.token_secret()
+        await kflare.make_account()
+        await kflare.ready("CloudflareAccount", kflare.account)
+        return {"name": f"{label}-tunnel", "account": kflare.account, "account_id": kflare.emulator.account_id}
+
+    def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
+        return {"name": ctx["name"], "accountRef": {"name": ctx["account"]}, "credentialsSecretRef": {"name": "tok"}}
+
+    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+        body = {"name": ctx["name"], "config_src": "cloudflare"}
+        return str(cf(emulator, "POST", f"/accounts/{ctx['account_id']}/cfd_tunnel", json=body)["id"])
+
+    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        params = {"name": ctx["name"], "is_deleted": "false"}
+        return list(cf(emulator, "GET", f"/accounts/{ctx['account_id']}/cfd_tunnel", params=params))
+
+
+class TunnelConfigurationSample(Sample):
+    kind = "TunnelConfiguration"
+    service = "http://web.default.svc:80"
+
+    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+        # The zone covers the rule's host name (else Ready says HostnameNotCovered).
+        await kflare.ready_zone(f"{label}.example")
+        ctx = {"name": f"{label}-tunnel", "account": kflare.account, "account_id": kflare.emulator.account_id}
+        await kflare.apply({"kind": "Tunnel", "metadata": {"name": "tunnel"}, "spec": TunnelSample().spec(ctx)})
+        tunnel = await kflare.ready("Tunnel", "tunnel")
+        return {**ctx, "tunnel_id": tunnel["status"]["cloudflareMetadata"]["tunnelID"], "host": f"app.{label}.example"}
+
+    def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
+        return {"tunnelRef": {"name": "tunnel"}, "ingress": [{"hostname": ctx["host"], "service": self.service}]}
+
+    def _path(self, ctx: dict[str, Any]) -> str:
+        return f"/accounts/{ctx['account_id']}/cfd_tunnel/{ctx['tunnel_id']}/configurations"
+
+    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+        rules = [{"hostname": ctx["host"], "service": "http://old.default.svc:80"}, {"service": "http_status:404"}]
+        cf(emulator, "PUT", self._path(ctx), json={"config": {"ingress": rules}})
+        return str(ctx["tunnel_id"])
+
+    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        """The tunnel's configuration, unless it is nothing or the single catch-all a reset leaves."""
+        held = cf(emulator, "GET", self._path(ctx))
+        rules = (held.get("config") or {}).get("ingress") or []
+        if rules in ([], [{"service": "http_status:404"}]):
+            return []
+        return [{"id": held["tunnel_id"], **held}]
+
+    def matches_spec(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        return bool(held["config"]["ingress"][0]["service"] == self.service)
+
+
+SAMPLES.update({sample.kind: sample for sample in (TunnelSample(), TunnelConfigurationSample())})

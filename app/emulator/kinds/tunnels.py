@@ -8,9 +8,11 @@ secret. Deletion is soft: the tunnel keeps answering with ``deleted_at`` set, li
 ``is_deleted=false``, and its name is free again; a tunnel with connectors refuses to go (400/1022, observed) unless
 ``cascade=true`` or its connections were deleted first.
 
-``status`` follows the connectors: ``inactive`` before any, ``healthy`` while one is connected, ``down`` once all left.
-Connectors are simulated through the admin API: ``POST /__emulator/tunnels/{tunnel_id}/connectors`` with
-``{"connections"?: 4, "version"?, "arch"?, "colo"?}`` answers ``{"client_id"}``; ``DELETE
+``status`` follows the connectors: ``inactive`` before any, ``healthy`` while one is connected, ``degraded`` while
+one of the connections is pending a reconnect (Cloudflare's "serving, but at least one connection has failed"; when
+exactly Cloudflare says so is unverified), ``down`` once all left. Connectors are simulated through the admin API:
+``POST /__emulator/tunnels/{tunnel_id}/connectors`` with ``{"connections"?: 4, "failed"?: 0, "version"?, "arch"?,
+"colo"?}`` (``failed``: how many of its connections are pending a reconnect) answers ``{"client_id"}``; ``DELETE
 .../connectors/{client_id}`` makes it leave. ``GET .../connections`` lists them (``config_version`` being the
 configuration they run), ``DELETE .../connections[?client_id=]`` disconnects one or all.
 
@@ -114,6 +116,7 @@ class ConnectorSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     connections: int = Field(default=4, ge=1, le=16)
+    failed: int = Field(default=0, ge=0, le=16)
     version: str = "2025.1.0"
     arch: str = "linux_amd64"
     colo: str = "ams"
@@ -275,10 +278,11 @@ class Tunnels(Kind):
     def _refresh(self, tunnel: Obj) -> None:
         now = now_iso()
         active = any(connector["conns"] for connector in tunnel["connectors"])
+        failing = any(conn["is_pending_reconnect"] for connector in tunnel["connectors"] for conn in connector["conns"])
         if active:
-            if tunnel["status"] != "healthy":
+            if tunnel["status"] not in ("healthy", "degraded"):
                 tunnel["conns_active_at"] = now
-            tunnel.update(status="healthy", was_active=True)
+            tunnel.update(status="degraded" if failing else "healthy", was_active=True)
         elif tunnel["was_active"]:
             if tunnel["status"] != "down":
                 tunnel["conns_inactive_at"] = now
@@ -292,7 +296,7 @@ class Tunnels(Kind):
                 "id": str(uuid.uuid4()),
                 "uuid": str(uuid.uuid4()),
                 "colo_name": f"{spec.colo}{index + 1:02}",
-                "is_pending_reconnect": False,
+                "is_pending_reconnect": index < spec.failed,
                 "opened_at": opened,
                 "origin_ip": f"198.51.100.{10 + index}",
             }

@@ -343,6 +343,47 @@ spec:
   locationHint: weur
 """
 
+TUNNEL = """
+apiVersion: kflare.dev/v1alpha1
+kind: Tunnel
+metadata:
+  name: web
+  namespace: default
+spec:
+  name: web-tunnel
+  accountRef:
+    name: my-account
+  credentialsSecretRef:
+    name: web-tunnel-token
+"""
+
+TUNNEL_CONFIGURATION = """
+apiVersion: kflare.dev/v1alpha1
+kind: TunnelConfiguration
+metadata:
+  name: web
+  namespace: default
+spec:
+  tunnelRef:
+    name: web
+  ingress:
+    - hostname: app.example.com
+      service: http://web.default.svc.cluster.local:80
+      originRequest:
+        httpHostHeader: app.example.com
+        noTLSVerify: false
+    - hostname: "*.example.com"
+      path: ^/api/.*
+      service: https://api.default.svc:8443
+      originRequest:
+        originServerName: api.internal
+        http2Origin: true
+        disableChunkedEncoding: true
+    - hostname: db.example.com
+      service: tcp://postgres.default.svc:5432
+  defaultService: http_status:404
+"""
+
 ALL: dict[str, str] = {
     "account": ACCOUNT,
     "account-with-key": ACCOUNT_WITH_KEY,
@@ -365,6 +406,8 @@ ALL: dict[str, str] = {
     "kv": KV,
     "r2": R2,
     "d1": D1,
+    "tunnel": TUNNEL,
+    "tunnel-configuration": TUNNEL_CONFIGURATION,
 }
 
 

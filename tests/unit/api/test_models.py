@@ -177,7 +177,11 @@ def test_registry_is_consistent() -> None:
         "D1Database",
         "WorkerScript",
         "WorkerRoute",
+        "Tunnel",
+        "TunnelConfiguration",
     ]
+    assert kinds[:3] == ["CloudflareAccount", "Zone", "DNSRecord"]
+    assert {"Tunnel", "TunnelConfiguration"} <= set(kinds)
     names = [name for model in KINDS for name in model.info.names()]
     assert len(names) == len(set(names)), "a name is used by two kinds"
     for model in KINDS:

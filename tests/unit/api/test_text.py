@@ -13,7 +13,7 @@ import pytest
 
 from app.api import KINDS, ResourceClass
 from app.api.crds import openapi_schema
-from app.api.text import NAME_RULE, TEXT_RULE, hidden_character
+from app.api.text import CODE_RULE, NAME_RULE, TEXT_RULE, hidden_character
 from tests.unit.webhooks.reviews import review, sample
 from webhooks import decide, parse_review
 
@@ -114,7 +114,9 @@ def test_every_string_of_every_crd_refuses_hidden_characters(model: ResourceClas
         ascii_only = pattern is not None and all(
             not re.search(pattern, f"a{c}b") and not re.search(pattern, c) for c in HOSTILE.values()
         )
-        assert "enum" in node or ascii_only or rules & {NAME_RULE, TEXT_RULE}, f"{model.info.kind} {path}: {node}"
+        assert "enum" in node or ascii_only or rules & {NAME_RULE, TEXT_RULE, CODE_RULE}, (
+            f"{model.info.kind} {path}: {node}"
+        )
 
 
 def _json(value: Any) -> bytes:

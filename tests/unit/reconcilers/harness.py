@@ -18,7 +18,7 @@ import httpx
 from app.cloudflare.http import HttpConfig
 from app.cloudflare.session import CloudflareSession
 from app.emulator import create_app
-from app.kube.client import JSON, JSON_PATCH, ResourceType
+from app.kube.client import JSON, JSON_PATCH, KubeError, ResourceType
 from app.kube.index import DependencyIndex, Ref
 from app.kube.informer import Informer, key_of
 from reconcilers.context import Context
@@ -67,6 +67,20 @@ class MemoryKube:
         found = self.objects.get((kind, namespace, name))
         return None if found is None else copy.deepcopy(found)
 
+    async def create(self, rt: ResourceType, body: JSON, namespace: str | None = None) -> JSON:
+        """POST (the controller creates Secrets): refused with 409 if the name is taken."""
+        self.writes += 1
+        crash = self.crash_at is not None and self.writes >= self.crash_at
+        if crash and not self.crash_after_apply:
+            raise Crash
+        name = body["metadata"]["name"]
+        if (rt.kind, namespace or "", name) in self.objects:
+            raise KubeError(409, "AlreadyExists", f"{rt.plural} {name!r} already exists")
+        created = self.add({**copy.deepcopy(body), "kind": rt.kind})
+        if crash:
+            raise Crash
+        return created
+
     async def patch(
         self,
         rt: ResourceType,
@@ -96,6 +110,8 @@ class MemoryKube:
                 apply_merge(obj.setdefault("status", {}), patch.get("status") or {})
             else:
                 apply_merge(obj["metadata"], {k: v for k, v in meta_patch.items() if k != "resourceVersion"})
+                if not rt.group:  # a core object (a Secret): its data as well
+                    apply_merge(obj, {k: v for k, v in patch.items() if k not in ("metadata", "status")})
         self.version += 1
         obj["metadata"]["resourceVersion"] = str(self.version)
         if obj["metadata"].get("deletionTimestamp") and not obj["metadata"].get("finalizers"):
@@ -116,6 +132,19 @@ class MemorySecrets:
 
     def get(self, key: tuple[str, str]) -> JSON | None:
         return self.secrets.get(key)
+
+    async def wait_synced(self, key: tuple[str, str], timeout: float = 10.0) -> None:
+        return None
+
+
+@dataclass
+class KubeSecrets:
+    """The Secrets as the API server holds them (the controller writes some: a Tunnel's token)."""
+
+    kube: MemoryKube
+
+    def get(self, key: tuple[str, str]) -> JSON | None:
+        return self.kube.get("Secret", key[1], key[0])
 
     async def wait_synced(self, key: tuple[str, str], timeout: float = 10.0) -> None:
         return None
@@ -156,7 +185,7 @@ class Runtime:
     kube: MemoryKube
     cloudflare: Cloudflare
     kinds: list[type[ManagedKind]]  # type: ignore[type-arg]
-    secrets: MemorySecrets
+    secrets: MemorySecrets | KubeSecrets
     informers: dict[str, Informer] = field(default_factory=dict)
     reconcilers: dict[str, ManagedKind] = field(default_factory=dict)  # type: ignore[type-arg]
     enqueued: list[Ref] = field(default_factory=list)

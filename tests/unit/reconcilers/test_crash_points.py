@@ -5,7 +5,7 @@ resource), and Cloudflare never holds a duplicate. Every write point of every pa
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,12 +14,15 @@ import pytest
 from app.api.constants import ADOPTED_ANNOTATION, ADOPTION_POLICY_ANNOTATION
 from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.dns_record import DNSRecordKind
+from reconcilers.tunnel import TunnelKind
+from reconcilers.tunnel_configuration import TunnelConfigurationKind, says_something
 from reconcilers.zone import ZoneKind
 from tests.unit.reconcilers.harness import (
     ACCOUNT_ID,
     TOKEN,
     Cloudflare,
     Crash,
+    KubeSecrets,
     MemoryKube,
     MemorySecrets,
     Runtime,
@@ -30,7 +33,8 @@ from tests.unit.reconcilers.harness import (
 
 ZONE_ID = "e" * 32
 NS = "team"
-KINDS = [CloudflareAccountKind, ZoneKind, DNSRecordKind]
+KINDS = [CloudflareAccountKind, ZoneKind, DNSRecordKind, TunnelKind, TunnelConfigurationKind]
+TUNNEL_ID = "0f0f0f0f-1111-4222-8333-444455556666"
 PROTECTED = {"name": "token", "finalizers": ["kflare.dev/token-protection"]}
 SECRETS = MemorySecrets(
     {(NS, "token"): {"metadata": PROTECTED, "data": {"CF_API_TOKEN": base64.b64encode(TOKEN.encode()).decode()}}}
@@ -53,6 +57,14 @@ class Case:
     existing: bool  # Cloudflare already holds the object (adoption), else kflare creates it
     count_path: str
     count_params: dict[str, str]
+    tunnels: tuple[dict[str, Any], ...] = ()
+    count: Callable[[Cloudflare], Awaitable[int]] | None = None
+    """How many of the resource's objects Cloudflare holds, when a listing's length does not say."""
+
+    async def held(self, cloudflare: Cloudflare) -> int:
+        if self.count is not None:
+            return await self.count(cloudflare)
+        return len(await cloudflare.get(self.count_path, **self.count_params))
 
 
 def zone_resource(annotations: dict[str, str]) -> dict[str, Any]:
@@ -85,19 +97,70 @@ CASES = {
         "DNSRecord", record_resource({}), [{"id": ZONE_ID, "name": "example.com"}], False, RECORDS, {"type": "A"}
     ),
 }  # fmt: skip
+TUNNELS = f"/accounts/{ACCOUNT_ID}/cfd_tunnel"
+CONFIGURATION = f"{TUNNELS}/{TUNNEL_ID}/configurations"
+OLD_CONFIG = {"ingress": [{"hostname": "app.example.com", "service": "http://old:80"}, {"service": "http_status:404"}]}
+
+
+def tunnel_resource(annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "kind": "Tunnel",
+        "metadata": {"name": "web", "namespace": NS, "annotations": annotations},
+        "spec": {"name": "web", "accountRef": {"name": "acct"}, "credentialsSecretRef": {"name": "web-token"}},
+    }
+
+
+def config_resource(annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "kind": "TunnelConfiguration",
+        "metadata": {"name": "web", "namespace": NS, "annotations": annotations},
+        "spec": {"tunnelRef": {"name": "web"}, "ingress": [{"hostname": "app.example.com", "service": "http://w:80"}]},
+    }
+
+
+async def configured(cloudflare: Cloudflare) -> int:
+    return 1 if says_something((await cloudflare.get(CONFIGURATION))["config"]) else 0
+
+
+LIVE = {"is_deleted": "false", "name": "web"}
+CASES.update({
+    "tunnel-adopted": Case("Tunnel", tunnel_resource(ADOPT), [], True, TUNNELS, LIVE, ({"name": "web"},)),
+    "tunnel-created": Case("Tunnel", tunnel_resource({}), [], False, TUNNELS, LIVE),
+    "config-adopted": Case(
+        "TunnelConfiguration", config_resource(ADOPT), [], True, CONFIGURATION, {},
+        ({"id": TUNNEL_ID, "name": "web", "configuration": {"version": 1, "config": OLD_CONFIG}},), configured,
+    ),
+    "config-created": Case(
+        "TunnelConfiguration", config_resource({}), [], False, CONFIGURATION, {},
+        ({"id": TUNNEL_ID, "name": "web"},), configured,
+    ),
+})  # fmt: skip
 
 
 def parents(kind: str) -> list[dict[str, Any]]:
     """A Ready account (and for records a Ready zone) for a resource of `kind`."""
     account = ready(ACCOUNT, accountName="harness")
-    if kind == "Zone":
-        return [account]
+    token = {"kind": "Secret", **SECRETS.secrets[(NS, "token")], "metadata": {**PROTECTED, "namespace": NS}}
+    if kind in ("Zone", "Tunnel"):
+        return [account, token]
+    if kind == "TunnelConfiguration":
+        tunnel = {
+            **tunnel_resource({}),
+            "metadata": {"name": "web", "namespace": NS, "finalizers": ["kflare.dev/finalizer"]},
+        }
+        return [account, token, ready(tunnel, cloudflareMetadata={"tunnelID": TUNNEL_ID})]
     zone = {
         "kind": "Zone",
         "metadata": {"name": "zone", "namespace": NS, "finalizers": ["kflare.dev/finalizer"]},
         "spec": ZONE_SPEC,
     }
-    return [account, ready(zone, cloudflareMetadata={"zoneID": ZONE_ID})]
+    return [account, token, ready(zone, cloudflareMetadata={"zoneID": ZONE_ID})]
+
+
+def state_of(case: Case) -> dict[str, Any]:
+    state = emulator_state(case.zones)
+    state["tunnels"] = [{**tunnel, "account_id": ACCOUNT_ID} for tunnel in case.tunnels]
+    return state
 
 
 def crash_points() -> Iterator[tuple[int, bool]]:
@@ -108,7 +171,7 @@ def crash_points() -> Iterator[tuple[int, bool]]:
 
 async def converge(kube: MemoryKube, cloudflare: Cloudflare, case: Case) -> Runtime:
     """Reconcile until nothing changes any more, as the restarted controller would."""
-    runtime = Runtime(kube, cloudflare, KINDS, SECRETS)
+    runtime = Runtime(kube, cloudflare, KINDS, KubeSecrets(kube))
     name = case.resource["metadata"]["name"]
     for _ in range(4):
         await runtime.reconcile(case.kind, name, NS)
@@ -124,10 +187,10 @@ async def test_a_crash_at_any_write_keeps_what_was_claimed_and_how(case_name: st
         for obj in parents(case.kind):
             kube.add(obj)
         kube.add(case.resource)
-        cloudflare = Cloudflare(emulator_state(case.zones))
+        cloudflare = Cloudflare(state_of(case))
         try:
             kube.crash_at, kube.crash_after_apply = crash_at, after_apply
-            first = Runtime(kube, cloudflare, KINDS, SECRETS)
+            first = Runtime(kube, cloudflare, KINDS, KubeSecrets(kube))
             name = case.resource["metadata"]["name"]
             try:
                 for _ in range(4):
@@ -145,16 +208,16 @@ async def test_a_crash_at_any_write_keeps_what_was_claimed_and_how(case_name: st
             assert stored["status"]["conditions"][0]["status"] == "True", where
             annotations = stored["metadata"].get("annotations") or {}
             assert (annotations.get(ADOPTED_ANNOTATION) == "true") is case.existing, f"{where}: {annotations}"
-            held = await cloudflare.get(case.count_path, **case.count_params)
-            assert len(held) == 1, f"{where}: Cloudflare holds {held}"
+            held = await case.held(cloudflare)
+            assert held == 1, f"{where}: Cloudflare holds {held}"
 
             # Deleting the resource keeps an adopted object and deletes a created one.
             mark_deleted(kube, case.kind, name, NS)
-            runtime = Runtime(kube, cloudflare, KINDS, SECRETS)
+            runtime = Runtime(kube, cloudflare, KINDS, KubeSecrets(kube))
             await runtime.reconcile(case.kind, name, NS)
             assert kube.get(case.kind, name, NS) is None, where
-            held = await cloudflare.get(case.count_path, **case.count_params)
-            assert len(held) == (1 if case.existing else 0), f"{where}: after deletion Cloudflare holds {held}"
+            held = await case.held(cloudflare)
+            assert held == (1 if case.existing else 0), f"{where}: after deletion Cloudflare holds {held}"
         finally:
             await cloudflare.aclose()
     assert tried >= 4, "the crash points did not reach into the claim"

@@ -18,6 +18,8 @@ SAMPLES: dict[str, str] = {
     "D1Database": samples.D1,
     "WorkerScript": samples.WORKER,
     "WorkerRoute": samples.ROUTE,
+    "Tunnel": samples.TUNNEL,
+    "TunnelConfiguration": samples.TUNNEL_CONFIGURATION,
 }
 """A valid manifest of every kind."""
 

@@ -1,0 +1,264 @@
+"""Tunnel: a remotely managed Cloudflare Tunnel (`config_src: cloudflare`) and the Secret holding its token.
+
+Key for adoption: the name, among the account's live tunnels. Names are not unique over time (a deleted tunnel keeps
+its name, and Cloudflare only keeps names unique among live tunnels), so only live tunnels are candidates, tunnels
+another Tunnel claims are skipped, and the Event of an adoption says which one was taken and why. A tunnel with
+`deleted_at` set counts as gone: its resource creates a new one.
+
+Reads come from one listing of the account's live tunnels (`Collections`): observing, adoption, crash recovery and
+drift checks of all the account's tunnels share it. The token is read once per reconcile (Cloudflare has no way to
+list tokens), so a drift check costs about one call per tunnel beside its share of the listing.
+
+The token goes into the Secret `credentialsSecretRef` names, under `TUNNEL_TOKEN`, created with a controller
+ownerReference to the Tunnel (garbage-collected with it). A Secret of that name the Tunnel does not control is never
+touched (`CredentialsSecretConflict`); an owned one edited or deleted by hand is restored (it is watched: it is one of
+the Tunnel's parents). When `credentialsSecretRef` moves to another Secret, the token is removed from the old one,
+which the garbage collector deletes with the Tunnel (kflare may create and update Secrets, never delete them).
+
+Renaming is in place (PATCH). Deletion, unless retained: the connectors are disconnected first, then the tunnel is
+deleted (Cloudflare keeps it, soft-deleted). A Tunnel waits for its TunnelConfigurations and for the DNSRecords that
+point at it (they are its dependants).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from app.api.constants import TUNNEL_ID_LABEL, Reason
+from app.api.tunnel import TOKEN_KEY, Tunnel, TunnelMetadata
+from app.cloudflare.errors import NotFound
+from app.cloudflare.models import Tunnel as CloudflareTunnel
+from app.kube.client import JSON, SECRETS, KubeError
+from app.kube.index import Ref
+from reconcilers.collections import OBSERVE_TTL, Collections
+from reconcilers.context import Context
+from reconcilers.credentials import AccountLink, ready_account
+from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "kflare"}
+
+
+@dataclass(frozen=True)
+class TunnelLink:
+    account: AccountLink
+    account_ref: str
+
+    @property
+    def collection(self) -> str:
+        return f"account:{self.account_ref}"
+
+    def tunnels(self) -> AsyncIterator[CloudflareTunnel]:
+        return self.account.client.list_tunnels(self.account.account_id)
+
+
+def controlled_by(secret: JSON, owner_uid: str) -> bool:
+    return any(
+        ref.get("controller") and ref.get("uid") == owner_uid for ref in secret["metadata"].get("ownerReferences") or []
+    )
+
+
+class TunnelKind(ManagedKind[Tunnel, TunnelLink, CloudflareTunnel]):
+    model = Tunnel
+    claim_label = TUNNEL_ID_LABEL
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.listings: Collections[CloudflareTunnel] = Collections(
+            id_of=lambda tunnel: tunnel.id, name_of=lambda tunnel: tunnel.name
+        )
+        # Tunnel ID -> (digest of the token last read, when): a Secret that still holds it needs no new read until
+        # the next drift round, so the reconcile its own Secret write triggers costs no call.
+        self.tokens: dict[str, tuple[str, float]] = {}
+
+    @classmethod
+    def parents_of(cls, raw: JSON) -> list[Ref]:
+        spec = raw.get("spec") or {}
+        namespace = raw["metadata"].get("namespace") or ""
+        parents = []
+        account = (spec.get("accountRef") or {}).get("name")
+        if account:
+            parents.append(Ref("CloudflareAccount", "", account))
+        secret = (spec.get("credentialsSecretRef") or {}).get("name")
+        if secret:
+            parents.append(Ref("Secret", namespace, secret))  # watched: a token Secret edited by hand is restored
+        previous = (raw.get("status") or {}).get("credentialsSecretName")
+        if previous and previous != secret:
+            parents.append(Ref("Secret", namespace, previous))  # until its token is removed
+        return parents
+
+    @classmethod
+    def drift_group(cls, raw: JSON) -> str | None:
+        """Tunnels are drift-checked per account: one listing of the account's tunnels serves them all."""
+        name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name")
+        return f"account:{name}" if name else None
+
+    def open_drift_round(self, group: str) -> None:
+        self.listings.open_round(group)
+
+    async def connect(self, obj: Tunnel) -> TunnelLink:
+        name = obj.spec.account_ref.name
+        return TunnelLink(await ready_account(self.ctx, name), name)
+
+    def object_id(self, obj: Tunnel) -> str | None:
+        meta = obj.status.cloudflare_metadata
+        return None if meta is None else meta.tunnel_id
+
+    def id_of(self, observed: CloudflareTunnel) -> str:
+        return observed.id
+
+    def describe(self, observed: CloudflareTunnel) -> str:
+        return f"tunnel {observed.name} ({observed.id})"
+
+    def adoption_note(self, observed: CloudflareTunnel) -> str:
+        return (
+            f"adopted tunnel {observed.name} ({observed.id}, created {observed.created_at or 'at an unknown time'}): "
+            "the live tunnel of that name no other Tunnel claims; Cloudflare keeps names unique among live tunnels "
+            "only, so deleted tunnels of the same name were not considered"
+        )
+
+    async def observe(self, link: TunnelLink, obj: Tunnel, object_id: str) -> CloudflareTunnel | None:
+        found = (await self.listings.items(link.collection, link.tunnels)).get(object_id)
+        if found is not None:
+            return found
+        try:  # not among the live tunnels: deleted, most likely; one read makes sure before a new one is made
+            found = await link.account.client.get_tunnel(link.account.account_id, object_id)
+        except NotFound:
+            found = None
+        if found is None or found.deleted:
+            self.listings.drop(link.collection, object_id)
+            return None
+        self.listings.put(link.collection, found)
+        return found
+
+    async def find(self, link: TunnelLink, obj: Tunnel) -> CloudflareTunnel | None:
+        # After a crash or a timeout a create may have landed: only a listing taken from now on shows it.
+        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
+        named = await self.listings.named(link.collection, obj.spec.name, link.tunnels, newer_than=newer_than)
+        live = [t for t in named if not t.deleted and not self.claimed_by_other(t.id, obj)]
+        live.sort(key=lambda t: (t.created_at or "", t.id))
+        return live[0] if live else None
+
+    async def create(self, link: TunnelLink, obj: Tunnel) -> CloudflareTunnel:
+        # The secret is Cloudflare's to keep: kflare hands cloudflared the token, never the secret itself.
+        tunnel_secret = base64.b64encode(secrets.token_bytes(32)).decode()
+        created = await link.account.client.create_tunnel(
+            link.account.account_id, obj.spec.name, tunnel_secret=tunnel_secret
+        )
+        self.listings.put(link.collection, created)
+        return created
+
+    def diff(self, obj: Tunnel, observed: CloudflareTunnel) -> dict[str, Any]:
+        return {"name": obj.spec.name} if observed.name != obj.spec.name else {}
+
+    async def update(
+        self, link: TunnelLink, obj: Tunnel, observed: CloudflareTunnel, changes: dict[str, Any]
+    ) -> CloudflareTunnel:
+        renamed = await link.account.client.edit_tunnel(link.account.account_id, observed.id, changes)
+        self.listings.put(link.collection, renamed)
+        return renamed
+
+    async def delete(self, link: TunnelLink, obj: Tunnel, object_id: str) -> None:
+        client, account_id = link.account.client, link.account.account_id
+        try:
+            await client.disconnect_tunnel(account_id, object_id)
+        except NotFound:
+            pass
+        else:
+            await client.delete_tunnel(account_id, object_id)
+        self.listings.drop(link.collection, object_id)
+        self.tokens.pop(object_id, None)
+
+    def record(self, obj: Tunnel, observed: CloudflareTunnel | None, link: Any) -> None:
+        if observed is None:
+            obj.status.cloudflare_metadata = None
+            return
+        obj.status.cloudflare_metadata = TunnelMetadata(tunnel_id=observed.id, status=observed.status)
+
+    # ---- the token Secret --------------------------------------------------------------------------------------
+
+    async def after_sync(self, link: TunnelLink, obj: Tunnel, observed: CloudflareTunnel) -> None:
+        namespace, name = obj.namespace or "", obj.spec.credentials_secret_ref.name
+        if not self._token_current(link, observed.id, namespace, name, obj.metadata.uid or ""):
+            token = await link.account.client.get_tunnel_token(link.account.account_id, observed.id)
+            encoded = base64.b64encode(token.reveal().encode()).decode()
+            await self._write_secret(obj, namespace, name, encoded)
+            self.tokens[observed.id] = (_digest(encoded), time.monotonic())
+        previous = obj.status.credentials_secret_name
+        if previous and previous != name:
+            await self._strip_old_secret(obj, namespace, previous)
+        obj.status.credentials_secret_name = name
+
+    def _token_current(self, link: TunnelLink, tunnel_id: str, namespace: str, name: str, uid: str) -> bool:
+        """Whether the Secret holds the token read from Cloudflare since the drift round began (or a minute)."""
+        known = self.tokens.get(tunnel_id)
+        secret = self.ctx.secrets.get((namespace, name))
+        if known is None or secret is None or not controlled_by(secret, uid):
+            return False
+        fresh_after = max(self.listings.rounds.get(link.collection, 0.0), time.monotonic() - OBSERVE_TTL)
+        held = (secret.get("data") or {}).get(TOKEN_KEY)
+        return held is not None and _digest(held) == known[0] and known[1] >= fresh_after
+
+    async def _write_secret(self, obj: Tunnel, namespace: str, name: str, encoded: str) -> None:
+        uid = obj.metadata.uid or ""
+        await self.ctx.secrets.wait_synced((namespace, name))
+        current = self.ctx.secrets.get((namespace, name))
+        if current is None:
+            body: JSON = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "labels": MANAGED_BY,
+                    "ownerReferences": [self._owner_reference(obj)],
+                },
+                "type": "Opaque",
+                "data": {TOKEN_KEY: encoded},
+            }
+            try:
+                await self.ctx.kube.create(SECRETS, body, namespace)
+            except KubeError as exc:
+                if not exc.conflict:
+                    raise
+                # Made meanwhile (by someone, or by an earlier reconcile whose answer was lost): its watch event
+                # brings this Tunnel back at once to judge it, as an existing Secret.
+                return
+            self._log((namespace, obj.name)).info("wrote the tunnel token to Secret %s", name)
+            return
+        if not controlled_by(current, uid):
+            raise NotReady(
+                Reason.CREDENTIALS_SECRET_CONFLICT,
+                f"Secret {name} exists and is not controlled by this Tunnel; kflare does not overwrite it: delete "
+                "it, or point credentialsSecretRef at another name",
+                requeue_after=RETRY_PARENT,
+            )
+        if (current.get("data") or {}).get(TOKEN_KEY) != encoded or current.get("type", "Opaque") != "Opaque":
+            patch = {"data": {TOKEN_KEY: encoded}}
+            await self.ctx.kube.patch(SECRETS, name, patch, namespace)
+            self._log((namespace, obj.name)).info("restored the tunnel token in Secret %s", name)
+
+    async def _strip_old_secret(self, obj: Tunnel, namespace: str, name: str) -> None:
+        await self.ctx.secrets.wait_synced((namespace, name))
+        old = self.ctx.secrets.get((namespace, name))
+        if old is not None and controlled_by(old, obj.metadata.uid or "") and TOKEN_KEY in (old.get("data") or {}):
+            await self.ctx.kube.patch(SECRETS, name, {"data": {TOKEN_KEY: None}}, namespace)
+
+    def _owner_reference(self, obj: Tunnel) -> JSON:
+        return {
+            "apiVersion": self.resource_type().api_version,
+            "kind": self.kind,
+            "name": obj.name,
+            "uid": obj.metadata.uid or "",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()

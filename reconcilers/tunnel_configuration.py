@@ -1,0 +1,251 @@
+"""TunnelConfiguration: the whole ingress configuration of a Tunnel, a document kflare owns entirely.
+
+The oldest TunnelConfiguration of a Tunnel (by creation time, then name; one being deleted included) owns its
+configuration; any other reports `TunnelAlreadyConfigured` and looks again every minute. The document is the rules in
+order, then `defaultService` as the catch-all rule. It is compared with what Cloudflare holds after normalisation
+(host names without case, empty `originRequest`s and false switches left out, a top-level `originRequest` or
+`warp-routing` counted only when they say something), so an idle reconcile writes nothing and Cloudflare's
+`version` stays put; when it differs, one PUT replaces it.
+
+"Exists" for adoption: the tunnel holds a configuration that says something (anything but nothing, or the single
+`http_status:404` rule a deletion leaves). Deletion, unless retained, resets the tunnel to that single rule
+(Cloudflare refuses an empty configuration); skipped if the Tunnel resource is gone.
+
+Cloudflare cannot list configurations across tunnels, so each is read with one GET (there is one per tunnel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.api.constants import TUNNEL_CONFIGURATION_LABEL, Reason
+from app.api.tunnel import (
+    CATCH_ALL_404,
+    IngressRule,
+    TunnelConfiguration,
+    TunnelConfigurationMetadata,
+    uncovered_hostnames,
+)
+from app.cloudflare.errors import NotFound, Terminal
+from app.cloudflare.models import TunnelConfiguration as CloudflareConfiguration
+from app.kube.client import JSON
+from app.kube.index import Ref
+from reconcilers.credentials import AccountLink, ready_account
+from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady, can_serve
+
+RESET: dict[str, Any] = {"ingress": [{"service": CATCH_ALL_404}]}
+TUNNEL_DELETED = 1014  # Cloudflare's answer to a write to a deleted tunnel
+RELEASE_RETRY = 1.0
+
+
+@dataclass(frozen=True)
+class ConfigLink:
+    account: AccountLink
+    tunnel_id: str
+    account_ref: str
+
+
+def _prune(value: Any) -> Any:
+    """`value` without what says nothing: None, false, empty objects."""
+    if isinstance(value, dict):
+        pruned = {k: _prune(v) for k, v in value.items()}
+        return {k: v for k, v in pruned.items() if v not in (None, False, {}, [])}
+    if isinstance(value, list):
+        return [_prune(v) for v in value]
+    return value
+
+
+def _normal_rule(rule: Any) -> dict[str, Any]:
+    if not isinstance(rule, dict):
+        return {"invalid": rule}
+    out: dict[str, Any] = {}
+    host = rule.get("hostname")
+    if host not in (None, "", "*"):
+        out["hostname"] = str(host).rstrip(".").lower()
+    if rule.get("path") not in (None, ""):
+        out["path"] = rule["path"]
+    out["service"] = rule.get("service")
+    origin = _prune(rule.get("originRequest"))
+    if origin:
+        out["originRequest"] = origin
+    return out
+
+
+def normalise(config: dict[str, Any] | None) -> dict[str, Any]:
+    """A configuration as kflare compares it."""
+    if not config:
+        return {"ingress": []}
+    out: dict[str, Any] = {"ingress": [_normal_rule(rule) for rule in config.get("ingress") or []]}
+    for key, value in config.items():
+        if key == "ingress":
+            continue
+        if key == "warp-routing" and not (isinstance(value, dict) and value.get("enabled")):
+            continue
+        pruned = _prune(value)
+        if pruned not in (None, False, {}, [], ""):
+            out[key] = pruned
+    return out
+
+
+def says_something(config: dict[str, Any] | None) -> bool:
+    """Whether a tunnel's configuration is more than nothing or the reset a deletion leaves."""
+    normal = normalise(config)
+    return normal != {"ingress": []} and normal != normalise(RESET)
+
+
+def rule_document(rule: IngressRule) -> dict[str, Any]:
+    out: dict[str, Any] = {"hostname": rule.hostname, "service": rule.service}
+    if rule.path is not None:
+        out["path"] = rule.path
+    if rule.origin_request is not None:
+        origin = rule.origin_request.to_wire()
+        if origin:
+            out["originRequest"] = origin
+    return out
+
+
+def desired(obj: TunnelConfiguration) -> dict[str, Any]:
+    spec = obj.spec
+    return {"ingress": [*(rule_document(rule) for rule in spec.ingress), {"service": spec.default_service}]}
+
+
+class TunnelConfigurationKind(ManagedKind[TunnelConfiguration, ConfigLink, CloudflareConfiguration]):
+    model = TunnelConfiguration
+    claim_label = TUNNEL_CONFIGURATION_LABEL
+
+    @classmethod
+    def parents_of(cls, raw: JSON) -> list[Ref]:
+        name = ((raw.get("spec") or {}).get("tunnelRef") or {}).get("name")
+        return [Ref("Tunnel", raw["metadata"].get("namespace") or "", name)] if name else []
+
+    def _owner(self, obj: TunnelConfiguration) -> str:
+        """The name of the configuration of the same Tunnel created first (it owns the tunnel's document)."""
+        namespace = obj.namespace or ""
+        tunnel = Ref("Tunnel", namespace, obj.spec.tunnel_ref.name)
+        created = obj.metadata.creation_timestamp
+        candidates: list[tuple[str, str]] = [(created.strftime("%Y-%m-%dT%H:%M:%SZ") if created else "", obj.name)]
+        for child in self.ctx.index.children(tunnel, kind=self.kind):
+            raw = self.ctx.cached(self.kind, child.name, namespace)
+            if raw is not None and child.name != obj.name:
+                candidates.append((raw["metadata"].get("creationTimestamp") or "", child.name))
+        return min(candidates)[1]
+
+    async def connect(self, obj: TunnelConfiguration) -> ConfigLink:
+        name = obj.spec.tunnel_ref.name
+        raw = self.ctx.cached("Tunnel", name, obj.namespace)
+        if raw is None:
+            raise NotReady(Reason.TUNNEL_NOT_FOUND, f"Tunnel {name} not found", parent_gone=True)
+        tunnel_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("tunnelID")
+        deleting = bool(raw["metadata"].get("deletionTimestamp"))  # it waits for its configurations to clean up
+        if not (can_serve(raw) or deleting) or not tunnel_id:
+            raise NotReady(Reason.TUNNEL_NOT_READY, f"Tunnel {name} is not Ready")
+        owner = self._owner(obj)
+        if owner != obj.name:
+            owner_raw = self.ctx.cached(self.kind, owner, obj.namespace) or {"metadata": {}}
+            going = bool(owner_raw["metadata"].get("deletionTimestamp"))
+            raise NotReady(
+                Reason.TUNNEL_ALREADY_CONFIGURED,
+                f"TunnelConfiguration {owner}, created earlier, configures Tunnel {name}; a tunnel has one"
+                + ("; it is being deleted, this one takes over once it is gone" if going else ""),
+                # The owner's release enqueues this one while it still exists: look again soon after.
+                requeue_after=RELEASE_RETRY if going else RETRY_PARENT,
+            )
+        account_ref = ((raw.get("spec") or {}).get("accountRef") or {}).get("name", "")
+        return ConfigLink(await ready_account(self.ctx, account_ref), tunnel_id, account_ref)
+
+    def object_id(self, obj: TunnelConfiguration) -> str | None:
+        meta = obj.status.cloudflare_metadata
+        return None if meta is None else meta.tunnel_id
+
+    def id_of(self, observed: CloudflareConfiguration) -> str:
+        return observed.tunnel_id
+
+    def describe(self, observed: CloudflareConfiguration) -> str:
+        return f"the configuration of tunnel {observed.tunnel_id} (version {observed.version})"
+
+    async def _read(self, link: ConfigLink) -> CloudflareConfiguration:
+        return await link.account.client.get_tunnel_configuration(link.account.account_id, link.tunnel_id)
+
+    async def observe(
+        self, link: ConfigLink, obj: TunnelConfiguration, object_id: str
+    ) -> CloudflareConfiguration | None:
+        if object_id != link.tunnel_id:
+            return None  # the Tunnel now has another tunnel (recreated): configure that one
+        try:
+            return await self._read(link)
+        except NotFound:
+            return None
+
+    async def find(self, link: ConfigLink, obj: TunnelConfiguration) -> CloudflareConfiguration | None:
+        try:
+            current = await self._read(link)
+        except NotFound:
+            return None
+        return current if says_something(current.config) else None
+
+    async def create(self, link: ConfigLink, obj: TunnelConfiguration) -> CloudflareConfiguration:
+        return await self._put(link, desired(obj))
+
+    async def _put(self, link: ConfigLink, config: dict[str, Any]) -> CloudflareConfiguration:
+        client = link.account.client
+        return await client.put_tunnel_configuration(link.account.account_id, link.tunnel_id, config)
+
+    def diff(self, obj: TunnelConfiguration, observed: CloudflareConfiguration) -> dict[str, Any]:
+        wanted = desired(obj)
+        return {} if normalise(wanted) == normalise(observed.config) else {"config": wanted}
+
+    async def update(
+        self, link: ConfigLink, obj: TunnelConfiguration, observed: CloudflareConfiguration, changes: dict[str, Any]
+    ) -> CloudflareConfiguration:
+        return await self._put(link, changes["config"])
+
+    async def delete(self, link: ConfigLink, obj: TunnelConfiguration, object_id: str) -> None:
+        if object_id != link.tunnel_id:
+            return  # that tunnel is gone; the current one was never configured by this resource
+        try:
+            await self._put(link, RESET)
+        except Terminal as exc:
+            if TUNNEL_DELETED not in exc.codes:
+                raise
+
+    async def released(self, obj: TunnelConfiguration) -> None:
+        """The next oldest configuration of the tunnel takes it over now, not at its next minutely look."""
+        tunnel = Ref("Tunnel", obj.namespace or "", obj.spec.tunnel_ref.name)
+        for sibling in self.ctx.index.children(tunnel, kind=self.kind):
+            if sibling.name != obj.name:
+                self.ctx.enqueue(sibling)
+
+    def record(self, obj: TunnelConfiguration, observed: CloudflareConfiguration | None, link: Any) -> None:
+        if observed is None:
+            obj.status.cloudflare_metadata = None
+            return
+        obj.status.cloudflare_metadata = TunnelConfigurationMetadata(
+            tunnel_id=observed.tunnel_id, version=observed.version
+        )
+
+    def ready_state(self, obj: TunnelConfiguration, observed: CloudflareConfiguration) -> tuple[str, str]:
+        missing = self.uncovered(obj)
+        if missing:
+            return (
+                Reason.HOSTNAME_NOT_COVERED,
+                f"in sync with Cloudflare, but no DNSRecord or Zone of the tunnel's account covers "
+                f"{', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}: requests for them cannot reach the "
+                "tunnel (add a DNSRecord with tunnelRef)",
+            )
+        return self.ready_reason, self.ready_message
+
+    def uncovered(self, obj: TunnelConfiguration) -> list[str]:
+        tunnel = self.ctx.cached("Tunnel", obj.spec.tunnel_ref.name, obj.namespace)
+        account = (((tunnel or {}).get("spec") or {}).get("accountRef") or {}).get("name")
+        zones = [
+            str(z["spec"]["name"])
+            for z in self.ctx.cached_all("Zone")
+            if ((z.get("spec") or {}).get("accountRef") or {}).get("name") == account and z["spec"].get("name")
+        ]
+        records = [
+            str(r["spec"]["name"])
+            for r in self.ctx.cached_all("DNSRecord")
+            if r["metadata"].get("namespace") == obj.namespace and (r.get("spec") or {}).get("name")
+        ]
+        return uncovered_hostnames(obj.spec.hostnames(), zones, records)
