@@ -233,23 +233,28 @@ def _settle(op: _Op, *, result: DNSRecord | None = None, error: BaseException | 
 
 
 class _TakingPart:
-    """One reconcile of a zone that may still submit an operation."""
+    """One reconcile of a record of a zone: running (`active`), and until it submits, one the batch may wait for."""
 
-    def __init__(self, batches: Batches, zone_id: str) -> None:
-        self.batches, self.zone_id, self.open = batches, zone_id, True
-        batches.expected[zone_id] = batches.expected.get(zone_id, 0) + 1
+    def __init__(self, batches: Batches, zone_id: str, owner: str) -> None:
+        self.batches, self.zone_id, self.owner, self.open = batches, zone_id, owner, True
+        batches.unsubmitted[zone_id] = batches.unsubmitted.get(zone_id, 0) + 1
+        batches.active.setdefault(zone_id, set()).add(owner)
 
     def submitted(self) -> None:
         if self.open:
             self.open = False
-            left = self.batches.expected[self.zone_id] - 1
+            left = self.batches.unsubmitted[self.zone_id] - 1
             if left:
-                self.batches.expected[self.zone_id] = left
+                self.batches.unsubmitted[self.zone_id] = left
             else:
-                del self.batches.expected[self.zone_id]
-            for (zone_id, _), batcher in self.batches.batchers.items():
-                if zone_id == self.zone_id:
-                    batcher.wake()
+                del self.batches.unsubmitted[self.zone_id]
+            self.batches.wake(self.zone_id)
+
+    def ended(self) -> None:
+        self.submitted()
+        owners = self.batches.active.get(self.zone_id)
+        if owners is not None:
+            owners.discard(self.owner)
 
 
 _TAKING_PART: contextvars.ContextVar[_TakingPart | None] = contextvars.ContextVar("dns_batch_taking_part", default=None)
@@ -257,24 +262,49 @@ _TAKING_PART: contextvars.ContextVar[_TakingPart | None] = contextvars.ContextVa
 
 @dataclass
 class Batches:
-    """One batcher per zone and token."""
+    """One batcher per zone and token, and who may still write to each zone.
 
+    `waiting_of(zone_id)` tells which records of the zone wait for work (new, changed or being deleted) by their
+    resource UID: those not running yet sit in the work queue, behind the workers, and will write soon; a batch
+    waits for them too (up to HOLD), which is what makes a bulk apply one batch per zone and not one per gap."""
+
+    waiting_of: Callable[[str], set[str]] = lambda zone_id: set()
+    capacity: int = 256
+    """Reconciles of records that run at once: with all of them busy, a queued record cannot join a batch."""
     batchers: dict[tuple[str, str], ZoneBatcher] = field(default_factory=dict)
-    expected: dict[str, int] = field(default_factory=dict)
+    unsubmitted: dict[str, int] = field(default_factory=dict)
+    active: dict[str, set[str]] = field(default_factory=dict)
 
     @contextlib.contextmanager
-    def taking_part(self, zone_id: str | None) -> Iterator[None]:
+    def taking_part(self, zone_id: str | None, owner: str) -> Iterator[None]:
         """Around a reconcile of a record of the zone: until it submits or ends, the zone's batch may wait for it."""
         if zone_id is None:
             yield
             return
-        part = _TakingPart(self, zone_id)
+        part = _TakingPart(self, zone_id, owner)
         token = _TAKING_PART.set(part)
         try:
             yield
         finally:
             _TAKING_PART.reset(token)
-            part.submitted()
+            part.ended()
+            self.wake(zone_id)
+
+    def expected(self, zone_id: str) -> int:
+        """Writes that may still join the zone's batch: running reconciles that have not submitted, and records
+        waiting in the queue (not running, nothing in flight)."""
+        unsubmitted = self.unsubmitted.get(zone_id, 0)
+        if sum(len(owners) for owners in self.active.values()) >= self.capacity:
+            return unsubmitted  # every worker is busy: nothing queued can start before this batch goes
+        running = self.active.get(zone_id, set())
+        inflight = {owner for (zone, _), b in self.batchers.items() if zone == zone_id for owner in b.inflight}
+        queued = self.waiting_of(zone_id) - running - inflight
+        return unsubmitted + len(queued)
+
+    def wake(self, zone_id: str) -> None:
+        for (zone, _), batcher in self.batchers.items():
+            if zone == zone_id:
+                batcher.wake()
 
     applied: Callable[[str, OpKind, Mapping[str, Any], DNSRecord | None], None] = lambda zone, kind, body, rec: None
 
@@ -287,7 +317,7 @@ class Batches:
                 self.applied(zone_id, kind, body, record)
 
             batcher = self.batchers[key] = ZoneBatcher(
-                client, zone_id, applied, expected=lambda: self.expected.get(zone_id, 0)
+                client, zone_id, applied, expected=lambda: self.expected(zone_id)
             )
         batcher.client = client  # the newest client of the token (the session may have been renewed)
         batcher.limit = min(size, ops_per_call(plan)) if size else ops_per_call(plan)

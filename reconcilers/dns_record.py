@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.api import DNSRecord
-from app.api.constants import RECORD_ID_LABEL, Reason
+from app.api.constants import FINALIZER, RECORD_ID_LABEL, Reason
 from app.api.dnsrecord import DNSRecordMetadata
 from app.cloudflare.client import CloudflareClient
 from app.cloudflare.errors import NotFound
@@ -35,7 +35,7 @@ from app.cloudflare.models import DNSRecord as CloudflareRecord
 from app.kube.client import JSON
 from app.kube.controller import Outcome
 from app.kube.index import Ref
-from app.kube.informer import Key
+from app.kube.informer import Indexer, Key
 from reconcilers.collections import Collections
 from reconcilers.context import Context
 from reconcilers.credentials import AccountLink, ready_account
@@ -63,6 +63,19 @@ class RecordLink:
     @property
     def collection(self) -> str:
         return f"zone:{self.zone_id}"
+
+
+ZONE_INDEX = "zone"
+
+
+def _needs_work(raw: JSON) -> bool:
+    meta = raw["metadata"]
+    if meta.get("deletionTimestamp"):
+        return FINALIZER in (meta.get("finalizers") or [])
+    for condition in (raw.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return bool(condition.get("observedGeneration") != meta.get("generation"))
+    return True
 
 
 def _lookup_key(record_type: str, name: str) -> str:
@@ -122,14 +135,17 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         self.listings: Collections[CloudflareRecord] = Collections(
             id_of=lambda record: record.id, name_of=lambda record: _lookup_key(record.type, record.name)
         )
-        self.batches = Batches(applied=self._applied)
+        self.batches = Batches(waiting_of=self._waiting_in, capacity=self.concurrency or 1, applied=self._applied)
+        self._zones: dict[str, tuple[str, str]] = {}  # zone ID -> (namespace, Zone name), as records name it
         # Records this process created, by the UID of the resource that owns each: another worker creating a
         # member of the same record set must not take one for unclaimed before its owner has labelled it.
         self.created_for: dict[str, str] = {}
 
     async def reconcile(self, key: Key) -> Outcome:
         # The zone's batch may wait for this reconcile's write (it knows who may still join).
-        with self.batches.taking_part(self._zone_id_of(key)):
+        raw = self.ctx.cached(self.kind, key[1], key[0] or None)
+        uid = ((raw or {}).get("metadata") or {}).get("uid", "")
+        with self.batches.taking_part(self._zone_id_of(key), uid):
             return await super().reconcile(key)
 
     def _zone_id_of(self, key: Key) -> str | None:
@@ -137,7 +153,30 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         zone_name = ((raw or {}).get("spec") or {}).get("zoneRef", {}).get("name")
         zone = self.ctx.cached("Zone", zone_name, key[0] or None) if zone_name else None
         zone_id = ((zone or {}).get("status") or {}).get("cloudflareMetadata", {}).get("zoneID")
-        return zone_id if isinstance(zone_id, str) else None
+        if not isinstance(zone_id, str):
+            return None
+        self._zones[zone_id] = (key[0], zone_name)
+        return zone_id
+
+    def _waiting_in(self, zone_id: str) -> set[str]:
+        """UIDs of the zone's records that wait for work: not reconciled at their generation, or being deleted."""
+        where = self._zones.get(zone_id)
+        informer = self.ctx.informer_of(self.kind)
+        if where is None or informer is None:
+            return set()
+        return {
+            raw["metadata"].get("uid", "")
+            for raw in informer.by_index(ZONE_INDEX, f"{where[0]}/{where[1]}")
+            if _needs_work(raw)
+        }
+
+    @classmethod
+    def indexes(cls) -> dict[str, Indexer]:
+        def zone_of(raw: JSON) -> list[str]:
+            name = ((raw.get("spec") or {}).get("zoneRef") or {}).get("name")
+            return [f"{raw['metadata'].get('namespace') or ''}/{name}"] if name else []
+
+        return {**super().indexes(), ZONE_INDEX: zone_of}
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
