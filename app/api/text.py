@@ -35,6 +35,9 @@ TEXT_RULE: Final = f"!self.matches('[\\\\p{{Cc}}{_BIDI_CLASS}]')"
 _CODE_CONTROLS: Final = "\\\\x{00}-\\\\x{08}\\\\x{0B}\\\\x{0C}\\\\x{0E}-\\\\x{1F}\\\\x{7F}-\\\\x{9F}"
 CODE_RULE: Final = f"!self.matches('[{_CODE_CONTROLS}{_BIDI_CLASS}]')"
 CODE_MESSAGE: Final = "must not contain control characters but tabs and line breaks, nor bidirectional overrides"
+PRINTABLE_ASCII: Final = r"^[ -~]*$"
+"""A pattern for values that are ASCII by nature (URLs, host names, paths in a container): it refuses every hidden
+character at no cost to the API server's CEL budget, which nested lists of rules (a tunnel's ingress) exhaust."""
 NAME_MESSAGE: Final = "must not contain control or invisible formatting characters (such as NUL or U+202E)"
 TEXT_MESSAGE: Final = "must not contain control characters or bidirectional overrides (such as NUL or U+202E)"
 

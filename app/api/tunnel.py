@@ -12,7 +12,7 @@ from app.api.base import KflareModel, KindInfo, PrinterColumn, Problems
 from app.api.meta import Status
 from app.api.refs import LocalObjectReference
 from app.api.resource import Resource
-from app.api.text import NAME_SCHEMA, TEXT_SCHEMA, NameCheck, TextCheck
+from app.api.text import NAME_SCHEMA, PRINTABLE_ASCII, NameCheck, TextCheck
 
 TUNNEL_NAME_MAX: Final = 255
 TOKEN_KEY: Final = "TUNNEL_TOKEN"
@@ -126,11 +126,11 @@ class AccessSettings(KflareModel):
 
     required: bool | None = None
     """Refuse requests without a valid Access token."""
-    team_name: Annotated[str, TextCheck, Field(json_schema_extra=TEXT_SCHEMA, min_length=1, max_length=255)]
+    team_name: Annotated[str, Field(pattern=PRINTABLE_ASCII, min_length=1, max_length=255), TextCheck]
     """The Zero Trust team (organisation) name."""
     aud_tag: (
         Annotated[
-            list[Annotated[str, TextCheck, Field(json_schema_extra=TEXT_SCHEMA, min_length=1, max_length=255)]],
+            list[Annotated[str, Field(pattern=PRINTABLE_ASCII, min_length=1, max_length=255), TextCheck]],
             Field(max_length=32),
         ]
         | None
@@ -144,9 +144,9 @@ Seconds = Annotated[int, Field(ge=0, le=86400)]
 class OriginRequest(KflareModel):
     """How cloudflared talks to the origin of a rule (cloudflared's `originRequest`)."""
 
-    http_host_header: Annotated[str, NameCheck, Field(max_length=255, json_schema_extra=NAME_SCHEMA)] | None = None
+    http_host_header: Annotated[str, Field(pattern=PRINTABLE_ASCII, max_length=255), NameCheck] | None = None
     """Host header sent to the origin."""
-    origin_server_name: Annotated[str, NameCheck, Field(max_length=255, json_schema_extra=NAME_SCHEMA)] | None = None
+    origin_server_name: Annotated[str, Field(pattern=PRINTABLE_ASCII, max_length=255), NameCheck] | None = None
     """Name the origin's TLS certificate is checked against."""
     no_tls_verify: bool | None = None
     """Accept any certificate from the origin."""
@@ -166,7 +166,7 @@ class OriginRequest(KflareModel):
     """Idle connections to the origin kept open (default: 100)."""
     no_happy_eyeballs: bool | None = None
     """Do not fall back from IPv6 to IPv4 (or back) when dialling the origin."""
-    ca_pool: Annotated[str, TextCheck, Field(json_schema_extra=TEXT_SCHEMA, max_length=4096)] | None = None
+    ca_pool: Annotated[str, Field(pattern=PRINTABLE_ASCII, max_length=4096), TextCheck] | None = None
     """Path, in the cloudflared container, of the CA certificates the origin's certificate is checked against."""
     proxy_type: Annotated[str, Field(max_length=16, pattern=r"^(|socks)$")] | None = None
     """`socks` makes cloudflared a SOCKS5 proxy for the rule."""
@@ -179,11 +179,11 @@ class OriginRequest(KflareModel):
 class IngressRule(KflareModel):
     """One rule: requests for `hostname` (and `path`) go to `service`."""
 
-    hostname: Annotated[str, NameCheck, Field(min_length=1, max_length=253, json_schema_extra=NAME_SCHEMA)]
+    hostname: Annotated[str, Field(pattern=PRINTABLE_ASCII, min_length=1, max_length=253), NameCheck]
     """Host name the rule matches: exact (`app.example.com`) or a wildcard (`*.example.com`)."""
-    path: Annotated[str, TextCheck, Field(min_length=1, max_length=1024, json_schema_extra=TEXT_SCHEMA)] | None = None
+    path: Annotated[str, Field(pattern=PRINTABLE_ASCII, min_length=1, max_length=1024), TextCheck] | None = None
     """Regular expression the request's path must match."""
-    service: Annotated[str, TextCheck, Field(min_length=1, max_length=1024, json_schema_extra=TEXT_SCHEMA)]
+    service: Annotated[str, Field(pattern=PRINTABLE_ASCII, min_length=1, max_length=1024), TextCheck]
     """Where matching requests go: `http://svc.ns:80`, `https://...`, `tcp://db:5432`, `unix:/path`,
     `http_status:404`..."""
     origin_request: OriginRequest | None = None
@@ -228,7 +228,7 @@ class TunnelConfigurationSpec(KflareModel):
     """The Tunnel, in the same namespace, this configuration is for."""
     ingress: Annotated[list[IngressRule], Field(min_length=1, max_length=1000)]
     """Rules in order; the first that matches a request wins."""
-    default_service: Annotated[str, TextCheck, Field(min_length=1, max_length=1024, json_schema_extra=TEXT_SCHEMA)] = (
+    default_service: Annotated[str, Field(pattern=PRINTABLE_ASCII, min_length=1, max_length=1024), TextCheck] = (
         CATCH_ALL_404
     )
     """Where requests no rule matches go: the last, catch-all rule."""
