@@ -7,9 +7,10 @@ from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.context import Context
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.lifecycle import ManagedKind
+from reconcilers.rules import RULE_KINDS
 from reconcilers.zone import ZoneKind
 
-KINDS: tuple[type[ManagedKind], ...] = (CloudflareAccountKind, ZoneKind, DNSRecordKind)  # type: ignore[type-arg]
+KINDS: tuple[type[ManagedKind], ...] = (CloudflareAccountKind, ZoneKind, DNSRecordKind, *RULE_KINDS)  # type: ignore[type-arg]
 
 
 def register_all(manager: Manager, ctx: Context) -> None:

@@ -27,6 +27,7 @@ ZONE_ID_LABEL: Final = "kflare.dev/zone-id"
 ROUTE_ID_LABEL: Final = "kflare.dev/route-id"
 KV_NAMESPACE_ID_LABEL: Final = "kflare.dev/kv-namespace-id"
 R2_BUCKET_NAME_LABEL: Final = "kflare.dev/r2-bucket-name"
+RULE_ID_LABEL: Final = "kflare.dev/rule-id"
 
 READY: Final = "Ready"
 """The one condition type every kind reports."""
@@ -72,3 +73,4 @@ class Reason(StrEnum):
     LIST_IN_USE = "ListInUse"
     RULESET_CONFLICT = "RulesetConflict"
     ALREADY_CONFIGURED = "AlreadyConfigured"
+    LIST_NOT_FOUND = "ListNotFound"

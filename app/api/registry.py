@@ -7,12 +7,14 @@ from typing import Final
 from app.api.account import CloudflareAccount
 from app.api.dnsrecord import DNSRecord
 from app.api.resource import ResourceClass
+from app.api.rules import RULE_KINDS
 from app.api.zone import Zone
 
 KINDS: Final[tuple[ResourceClass, ...]] = (
     CloudflareAccount,
     Zone,
     DNSRecord,
+    *RULE_KINDS,
 )
 
 

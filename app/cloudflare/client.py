@@ -22,7 +22,7 @@ from app.cloudflare.budget import Slot, TokenBudget
 from app.cloudflare.envelope import ApiResponse, parse_rate_limit_headers, unwrap
 from app.cloudflare.errors import BadResponse, CloudflareError, InvalidToken, RateLimited, is_global_rate_limit
 from app.cloudflare.http import CloudflareHTTP, RawResponse
-from app.cloudflare.models import Account, Deleted, DNSBatchResult, DNSRecord, TokenStatus, Zone
+from app.cloudflare.models import Account, Deleted, DNSBatchResult, DNSRecord, Ruleset, TokenStatus, Zone
 from app.cloudflare.pagination import PageStyle, paginate
 from app.cloudflare.secret import Secret
 
@@ -244,6 +244,37 @@ class CloudflareClient:
             if items:
                 body[key] = [dict(item) for item in items]
         return await self.fetch("POST", f"{self._dns(zone_id)}/batch", DNSBatchResult, json=body)
+
+    # -- rulesets ---------------------------------------------------------------------------------------------
+
+    async def get_entrypoint(self, zone_id: str, phase: str) -> Ruleset:
+        """The zone's entry point ruleset of a phase, with its rules; `NotFound` until the zone has one."""
+        return await self.fetch(
+            "GET", f"/zones/{segment(zone_id)}/rulesets/phases/{segment(phase)}/entrypoint", Ruleset
+        )
+
+    async def create_entrypoint(self, zone_id: str, phase: str, *, name: str = "default") -> Ruleset:
+        """A new, empty entry point (POST: unlike a PUT of the entry point, it can never replace anyone's rules)."""
+        body = {"name": name, "kind": "zone", "phase": phase, "rules": []}
+        return await self.fetch("POST", f"/zones/{segment(zone_id)}/rulesets", Ruleset, json=body)
+
+    async def delete_ruleset(self, zone_id: str, ruleset_id: str) -> None:
+        await self.request_raw("DELETE", f"/zones/{segment(zone_id)}/rulesets/{segment(ruleset_id)}")
+
+    def _rules(self, zone_id: str, ruleset_id: str, rule_id: str | None = None) -> str:
+        base = f"/zones/{segment(zone_id)}/rulesets/{segment(ruleset_id)}/rules"
+        return base if rule_id is None else f"{base}/{segment(rule_id)}"
+
+    async def create_rule(self, zone_id: str, ruleset_id: str, rule: Mapping[str, Any]) -> Ruleset:
+        """Add one rule (where its `position` says, else last); the whole ruleset comes back."""
+        return await self.fetch("POST", self._rules(zone_id, ruleset_id), Ruleset, json=dict(rule))
+
+    async def edit_rule(self, zone_id: str, ruleset_id: str, rule_id: str, rule: Mapping[str, Any]) -> Ruleset:
+        """Change a rule (the complete definition) and/or move it (`position` alone); the whole ruleset comes back."""
+        return await self.fetch("PATCH", self._rules(zone_id, ruleset_id, rule_id), Ruleset, json=dict(rule))
+
+    async def delete_rule(self, zone_id: str, ruleset_id: str, rule_id: str) -> Ruleset:
+        return await self.fetch("DELETE", self._rules(zone_id, ruleset_id, rule_id), Ruleset)
 
     # -- the call ---------------------------------------------------------------------------------------------
 

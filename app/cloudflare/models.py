@@ -96,3 +96,30 @@ class Deleted(CloudflareModel):
     """The `{id}` most DELETE calls answer with."""
 
     id: str | None = None
+
+
+class RulesetRule(CloudflareModel):
+    """One rule of a ruleset, as Cloudflare answers it."""
+
+    id: str
+    ref: str | None = None
+    version: str | None = None
+    action: str | None = None
+    expression: str | None = None
+    description: str = ""
+    enabled: bool = True
+    action_parameters: dict[str, Any] | None = None
+    ratelimit: dict[str, Any] | None = None
+    logging: dict[str, Any] | None = None
+    last_updated: str | None = None
+
+
+class Ruleset(CloudflareModel):
+    """A ruleset with its rules (a zone's entry point for one phase)."""
+
+    id: str
+    name: str | None = None
+    kind: str | None = None
+    phase: str | None = None
+    version: str | None = None
+    rules: list[RulesetRule] = Field(default_factory=list)

@@ -14,6 +14,7 @@ import pytest
 from app.api.constants import ADOPTED_ANNOTATION, ADOPTION_POLICY_ANNOTATION
 from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.dns_record import DNSRecordKind
+from reconcilers.rules import RULE_KINDS
 from reconcilers.zone import ZoneKind
 from tests.unit.reconcilers.harness import (
     ACCOUNT_ID,
@@ -30,7 +31,7 @@ from tests.unit.reconcilers.harness import (
 
 ZONE_ID = "e" * 32
 NS = "team"
-KINDS = [CloudflareAccountKind, ZoneKind, DNSRecordKind]
+KINDS = [CloudflareAccountKind, ZoneKind, DNSRecordKind, *RULE_KINDS]
 PROTECTED = {"name": "token", "finalizers": ["kflare.dev/token-protection"]}
 SECRETS = MemorySecrets(
     {(NS, "token"): {"metadata": PROTECTED, "data": {"CF_API_TOKEN": base64.b64encode(TOKEN.encode()).decode()}}}
@@ -71,7 +72,17 @@ def record_resource(annotations: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def rule_resource(annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "kind": "WAFCustomRule",
+        "metadata": {"name": "www", "namespace": NS, "annotations": annotations},
+        "spec": {"zoneRef": {"name": "zone"}, "expression": 'http.host eq "www.example.com"', "action": "block"},
+    }
+
+
 ADOPT = {ADOPTION_POLICY_ANNOTATION: "adopt"}
+FOREIGN_RULE = {"ref": "theirs", "action": "block", "expression": 'http.host eq "other.example.com"'}
+CUSTOM = f"/zones/{ZONE_ID}/rulesets/phases/http_request_firewall_custom/entrypoint"
 WWW = {"type": "A", "name": "www", "content": "192.0.2.1"}
 RECORDS = f"/zones/{ZONE_ID}/dns_records"
 CASES = {
@@ -84,7 +95,22 @@ CASES = {
     "record-created": Case(
         "DNSRecord", record_resource({}), [{"id": ZONE_ID, "name": "example.com"}], False, RECORDS, {"type": "A"}
     ),
+    # Rules are never adopted (their ref marks them as kflare's), so only creation has crash points of its own.
+    "rule-created": Case(
+        "WAFCustomRule", rule_resource({}),
+        [{"id": ZONE_ID, "name": "example.com", "rulesets": [{"phase": "http_request_firewall_custom",
+                                                              "rules": [FOREIGN_RULE]}]}],
+        False, CUSTOM, {},
+    ),
 }  # fmt: skip
+
+
+async def held_of(cloudflare: Cloudflare, case: Case) -> list[Any]:
+    """The resource's objects in Cloudflare (for a rule: the rules of its entry point but the foreign one)."""
+    held = await cloudflare.get(case.count_path, **case.count_params)
+    if isinstance(held, dict):
+        return [rule for rule in held["rules"] if rule["ref"] != FOREIGN_RULE["ref"]]
+    return list(held)
 
 
 def parents(kind: str) -> list[dict[str, Any]]:
@@ -145,7 +171,7 @@ async def test_a_crash_at_any_write_keeps_what_was_claimed_and_how(case_name: st
             assert stored["status"]["conditions"][0]["status"] == "True", where
             annotations = stored["metadata"].get("annotations") or {}
             assert (annotations.get(ADOPTED_ANNOTATION) == "true") is case.existing, f"{where}: {annotations}"
-            held = await cloudflare.get(case.count_path, **case.count_params)
+            held = await held_of(cloudflare, case)
             assert len(held) == 1, f"{where}: Cloudflare holds {held}"
 
             # Deleting the resource keeps an adopted object and deletes a created one.
@@ -153,7 +179,7 @@ async def test_a_crash_at_any_write_keeps_what_was_claimed_and_how(case_name: st
             runtime = Runtime(kube, cloudflare, KINDS, SECRETS)
             await runtime.reconcile(case.kind, name, NS)
             assert kube.get(case.kind, name, NS) is None, where
-            held = await cloudflare.get(case.count_path, **case.count_params)
+            held = await held_of(cloudflare, case)
             assert len(held) == (1 if case.existing else 0), f"{where}: after deletion Cloudflare holds {held}"
         finally:
             await cloudflare.aclose()

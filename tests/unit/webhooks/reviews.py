@@ -9,7 +9,12 @@ from typing import Any
 from app.api import GROUP, KINDS, VERSION, ResourceClass
 from tests.unit.api import samples
 
-SAMPLES: dict[str, str] = {"CloudflareAccount": samples.ACCOUNT, "Zone": samples.ZONE, "DNSRecord": samples.RECORD_A}
+SAMPLES: dict[str, str] = {
+    "CloudflareAccount": samples.ACCOUNT,
+    "Zone": samples.ZONE,
+    "DNSRecord": samples.RECORD_A,
+    **samples.RULES,
+}
 """A valid manifest of every kind."""
 
 
