@@ -28,7 +28,8 @@ def test_kflare_dev_once_converges_the_examples(control_plane: ControlPlane) -> 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "all resources are Ready" in done.stdout
     final = done.stdout.rsplit("KIND", 1)[1]
-    for name in ("demo-account", "example-com", "www", "mx-primary", "mx-backup", "sip-srv", "caa"):
+    rules = ("block-admin", "login", "free-managed", "old-api", "security-headers", "www-to-apex", "static-assets")
+    for name in ("demo-account", "example-com", "www", "mx-primary", "mx-backup", "sip-srv", "caa", *rules):
         assert name in final
     assert "False" not in final
 
