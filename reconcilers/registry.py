@@ -7,10 +7,17 @@ from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.context import Context
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.lifecycle import ManagedKind
+from reconcilers.managed_transform import ManagedTransformKind
 from reconcilers.rules import RULE_KINDS
 from reconcilers.zone import ZoneKind
 
-KINDS: tuple[type[ManagedKind], ...] = (CloudflareAccountKind, ZoneKind, DNSRecordKind, *RULE_KINDS)  # type: ignore[type-arg]
+KINDS: tuple[type[ManagedKind], ...] = (  # type: ignore[type-arg]
+    CloudflareAccountKind,
+    ZoneKind,
+    DNSRecordKind,
+    *RULE_KINDS,
+    ManagedTransformKind,
+)
 
 
 def register_all(manager: Manager, ctx: Context) -> None:

@@ -42,8 +42,8 @@ from app.kube.client import JSON
 from app.kube.index import Ref
 from reconcilers.collections import Collections
 from reconcilers.context import Context
-from reconcilers.credentials import AccountLink, ready_account
-from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady, can_serve
+from reconcilers.credentials import AccountLink, ready_zone
+from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady
 
 REF_PREFIX = "kflare-"
 ENTRYPOINT = "entrypoint"
@@ -265,16 +265,8 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
 
     async def connect(self, obj: RuleT) -> RuleLink:
         spec: RuleSpec = obj.spec
-        zone_name = spec.zone_ref.name
-        raw = self.ctx.cached("Zone", zone_name, obj.namespace)
-        if raw is None:
-            raise NotReady(Reason.ZONE_NOT_FOUND, f"Zone {zone_name} not found", parent_gone=True)
-        zone_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID")
-        deleting = bool(raw["metadata"].get("deletionTimestamp"))  # it waits for its rules to clean up
-        if not (can_serve(raw) or deleting) or not zone_id:
-            raise NotReady(Reason.ZONE_NOT_READY, f"Zone {zone_name} is not Ready")
-        account_name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name", "")
-        link = RuleLink(await ready_account(self.ctx, account_name), zone_id, spec.phase)
+        zone = await ready_zone(self.ctx, obj.namespace, spec.zone_ref.name)
+        link = RuleLink(zone.account, zone.zone_id, spec.phase)
         if not obj.metadata.deleting:
             problem = await self.conflict(link, obj, await self.engine.entrypoint(link))
             if problem is not None:

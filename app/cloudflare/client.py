@@ -22,7 +22,16 @@ from app.cloudflare.budget import Slot, TokenBudget
 from app.cloudflare.envelope import ApiResponse, parse_rate_limit_headers, unwrap
 from app.cloudflare.errors import BadResponse, CloudflareError, InvalidToken, RateLimited, is_global_rate_limit
 from app.cloudflare.http import CloudflareHTTP, RawResponse
-from app.cloudflare.models import Account, Deleted, DNSBatchResult, DNSRecord, Ruleset, TokenStatus, Zone
+from app.cloudflare.models import (
+    Account,
+    Deleted,
+    DNSBatchResult,
+    DNSRecord,
+    ManagedHeaders,
+    Ruleset,
+    TokenStatus,
+    Zone,
+)
 from app.cloudflare.pagination import PageStyle, paginate
 from app.cloudflare.secret import Secret
 
@@ -275,6 +284,21 @@ class CloudflareClient:
 
     async def delete_rule(self, zone_id: str, ruleset_id: str, rule_id: str) -> Ruleset:
         return await self.fetch("DELETE", self._rules(zone_id, ruleset_id, rule_id), Ruleset)
+
+    # -- managed transforms -----------------------------------------------------------------------------------
+
+    async def get_managed_headers(self, zone_id: str) -> ManagedHeaders:
+        return await self.fetch("GET", f"/zones/{segment(zone_id)}/managed_headers", ManagedHeaders)
+
+    async def patch_managed_headers(self, zone_id: str, changes: Mapping[str, Any]) -> ManagedHeaders:
+        """Turn the transforms sent on or off; the others keep their state."""
+        return await self.fetch(
+            "PATCH", f"/zones/{segment(zone_id)}/managed_headers", ManagedHeaders, json=dict(changes)
+        )
+
+    async def delete_managed_headers(self, zone_id: str) -> None:
+        """Turn every managed transform of the zone off."""
+        await self.request_raw("DELETE", f"/zones/{segment(zone_id)}/managed_headers")
 
     # -- the call ---------------------------------------------------------------------------------------------
 

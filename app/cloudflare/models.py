@@ -123,3 +123,19 @@ class Ruleset(CloudflareModel):
     phase: str | None = None
     version: str | None = None
     rules: list[RulesetRule] = Field(default_factory=list)
+
+
+class ManagedTransformState(CloudflareModel):
+    id: str
+    enabled: bool = False
+    has_conflict: bool = False
+
+
+class ManagedHeaders(CloudflareModel):
+    """A zone's managed transforms, those its plan offers."""
+
+    managed_request_headers: list[ManagedTransformState] = Field(default_factory=list)
+    managed_response_headers: list[ManagedTransformState] = Field(default_factory=list)
+
+    def enabled(self) -> list[str]:
+        return sorted(t.id for t in (*self.managed_request_headers, *self.managed_response_headers) if t.enabled)

@@ -226,4 +226,33 @@ RULE_SAMPLES = (
     ),
 )
 
-SAMPLES: dict[str, Sample] = {sample.kind: sample for sample in (ZoneSample(), DNSRecordSample(), *RULE_SAMPLES)}
+
+class ManagedTransformSample(Sample):
+    """The zone's managed-headers document: "exists" when a transform is on, as kflare counts it."""
+
+    kind = "ManagedTransform"
+
+    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+        return {"zone_id": await kflare.ready_zone(f"{label}.example")}
+
+    def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
+        return {"zoneRef": {"name": "zone"}, "managedResponseHeaders": [{"id": "add_security_headers"}]}
+
+    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+        switch = {"id": "add_visitor_location_headers", "enabled": True}
+        cf(emulator, "PATCH", f"/zones/{ctx['zone_id']}/managed_headers", json={"managed_request_headers": [switch]})
+        return str(ctx["zone_id"])
+
+    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        document = cf(emulator, "GET", f"/zones/{ctx['zone_id']}/managed_headers")
+        switches = [*document["managed_request_headers"], *document["managed_response_headers"]]
+        on = sorted(t["id"] for t in switches if t["enabled"])
+        return [{"id": ctx["zone_id"], "enabled": on}] if on else []
+
+    def matches_spec(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        return "add_security_headers" in held["enabled"]
+
+
+SAMPLES: dict[str, Sample] = {
+    sample.kind: sample for sample in (ZoneSample(), DNSRecordSample(), *RULE_SAMPLES, ManagedTransformSample())
+}

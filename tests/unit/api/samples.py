@@ -263,5 +263,8 @@ def _documents(path: str) -> dict[str, str]:
     return out
 
 
-RULES: dict[str, str] = _documents("examples/40-rules.yaml")
-"""One manifest of each rule kind, as the examples give them."""
+RULES: dict[str, str] = {
+    **_documents("examples/40-rules.yaml"),
+    **_documents("examples/50-managed-transform.yaml"),
+}
+"""One manifest of each rule kind and of ManagedTransform, as the examples give them."""

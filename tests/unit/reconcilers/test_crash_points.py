@@ -14,6 +14,7 @@ import pytest
 from app.api.constants import ADOPTED_ANNOTATION, ADOPTION_POLICY_ANNOTATION
 from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.dns_record import DNSRecordKind
+from reconcilers.managed_transform import ManagedTransformKind
 from reconcilers.rules import RULE_KINDS
 from reconcilers.zone import ZoneKind
 from tests.unit.reconcilers.harness import (
@@ -31,7 +32,7 @@ from tests.unit.reconcilers.harness import (
 
 ZONE_ID = "e" * 32
 NS = "team"
-KINDS = [CloudflareAccountKind, ZoneKind, DNSRecordKind, *RULE_KINDS]
+KINDS = [CloudflareAccountKind, ZoneKind, DNSRecordKind, *RULE_KINDS, ManagedTransformKind]
 PROTECTED = {"name": "token", "finalizers": ["kflare.dev/token-protection"]}
 SECRETS = MemorySecrets(
     {(NS, "token"): {"metadata": PROTECTED, "data": {"CF_API_TOKEN": base64.b64encode(TOKEN.encode()).decode()}}}
@@ -80,7 +81,16 @@ def rule_resource(annotations: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def transform_resource(annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "kind": "ManagedTransform",
+        "metadata": {"name": "headers", "namespace": NS, "annotations": annotations},
+        "spec": {"zoneRef": {"name": "zone"}, "managedResponseHeaders": [{"id": "add_security_headers"}]},
+    }
+
+
 ADOPT = {ADOPTION_POLICY_ANNOTATION: "adopt"}
+HEADERS = f"/zones/{ZONE_ID}/managed_headers"
 FOREIGN_RULE = {"ref": "theirs", "action": "block", "expression": 'http.host eq "other.example.com"'}
 CUSTOM = f"/zones/{ZONE_ID}/rulesets/phases/http_request_firewall_custom/entrypoint"
 WWW = {"type": "A", "name": "www", "content": "192.0.2.1"}
@@ -102,12 +112,24 @@ CASES = {
                                                               "rules": [FOREIGN_RULE]}]}],
         False, CUSTOM, {},
     ),
+    "transform-adopted": Case(
+        "ManagedTransform", transform_resource(ADOPT),
+        [{"id": ZONE_ID, "name": "example.com",
+          "managed_headers": [{"enabled": ["add_visitor_location_headers"]}]}],
+        True, HEADERS, {},
+    ),
+    "transform-created": Case(
+        "ManagedTransform", transform_resource({}), [{"id": ZONE_ID, "name": "example.com"}], False, HEADERS, {}
+    ),
 }  # fmt: skip
 
 
 async def held_of(cloudflare: Cloudflare, case: Case) -> list[Any]:
     """The resource's objects in Cloudflare (for a rule: the rules of its entry point but the foreign one)."""
     held = await cloudflare.get(case.count_path, **case.count_params)
+    if isinstance(held, dict) and "managed_request_headers" in held:
+        switches = [*held["managed_request_headers"], *held["managed_response_headers"]]
+        return [held] if any(t["enabled"] for t in switches) else []
     if isinstance(held, dict):
         return [rule for rule in held["rules"] if rule["ref"] != FOREIGN_RULE["ref"]]
     return list(held)
