@@ -117,6 +117,8 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     ready_message: ClassVar[str] = "in sync with Cloudflare"
     creates: ClassVar[bool] = True
     """False for kinds whose Cloudflare object kflare never creates or deletes (CloudflareAccount)."""
+    in_use_reason: ClassVar[str] = Reason.IN_USE
+    """The reason a resource reports while its dependants hold its deletion back (an IP list: `ListInUse`)."""
     concurrency: ClassVar[int | None] = None
     """Reconciles in flight at once, when the kind needs more than the manager's default (batched writes)."""
     key_marks_ownership: ClassVar[bool] = False
@@ -428,7 +430,9 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         if users:
             listed = ", ".join(str(u) for u in users[:MAX_LISTED_DEPENDANTS])
             more = ", ..." if len(users) > MAX_LISTED_DEPENDANTS else ""
-            await self._set_ready(raw, "False", Reason.IN_USE, f"waiting for dependants to be deleted: {listed}{more}")
+            await self._set_ready(
+                raw, "False", self.in_use_reason, f"waiting for dependants to be deleted: {listed}{more}"
+            )
             return Outcome.done()  # each dependant's deletion enqueues this object again
         logger = self._log(key)
         object_id = self.current_id(obj)
@@ -452,6 +456,9 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
                         logger.info("deleted in Cloudflare", extra={"id": object_id})
                 except CloudflareError as exc:
                     return await self._cloudflare_failed(raw, key, exc)
+                except NotReady as wait:  # Cloudflare's object cannot go yet (something outside kflare uses it)
+                    await self._set_ready(raw, "False", wait.reason, wait.message)
+                    return Outcome(requeue_after=wait.requeue_after)
         elif object_id:
             logger.info("keeping the Cloudflare object (deletion policy retain)", extra={"id": object_id})
         return await self._finish_deletion(raw, key, obj)

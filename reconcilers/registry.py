@@ -6,6 +6,7 @@ from app.kube.manager import Manager, Registration
 from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.context import Context
 from reconcilers.dns_record import DNSRecordKind
+from reconcilers.ip_list import IPListKind
 from reconcilers.lifecycle import ManagedKind
 from reconcilers.managed_transform import ManagedTransformKind
 from reconcilers.rules import RULE_KINDS
@@ -15,6 +16,7 @@ KINDS: tuple[type[ManagedKind], ...] = (  # type: ignore[type-arg]
     CloudflareAccountKind,
     ZoneKind,
     DNSRecordKind,
+    IPListKind,
     *RULE_KINDS,
     ManagedTransformKind,
 )

@@ -27,6 +27,7 @@ import asyncio
 import bisect
 import contextlib
 import hashlib
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from app.api.resource import Resource
 from app.api.rules import RuleMetadata, RuleSpec
 from app.cloudflare.client import CloudflareClient
 from app.cloudflare.errors import NotFound, Terminal
-from app.cloudflare.models import Ruleset, RulesetRule
+from app.cloudflare.models import CustomList, Ruleset, RulesetRule
 from app.kube.client import JSON
 from app.kube.index import Ref
 from reconcilers.collections import Collections
@@ -89,6 +90,12 @@ class Engine:
     """What all rule kinds of one process share: the entry points as last read or written, and a lock per one."""
 
     rulesets: Collections[Ruleset] = field(default_factory=lambda: Collections(id_of=lambda _: ENTRYPOINT))
+    lists: Collections[CustomList] = field(
+        default_factory=lambda: Collections(id_of=lambda found: found.id, name_of=lambda found: found.name)
+    )
+    """Each account's custom lists (`account:<id>`): which `$name`s a rule may use, and IPList's own reads."""
+    released: set[str] = field(default_factory=set)
+    """UIDs of rule resources whose rule is gone from Cloudflare (their lists need not wait for them)."""
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     kinds: dict[str, type[RuleKind[Any]]] = field(default_factory=dict)
 
@@ -128,6 +135,14 @@ class Engine:
                     meta["name"],
                 )
         return keys
+
+
+_LIST_REFERENCE = re.compile(r"\$([a-z0-9_]+)")
+
+
+def list_names(expression: str) -> set[str]:
+    """The custom lists an expression names (`ip.src in $blocked` -> {"blocked"})."""
+    return set(_LIST_REFERENCE.findall(expression))
 
 
 def engine_of(ctx: Context) -> Engine:
@@ -268,10 +283,38 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
         zone = await ready_zone(self.ctx, obj.namespace, spec.zone_ref.name)
         link = RuleLink(zone.account, zone.zone_id, spec.phase)
         if not obj.metadata.deleting:
+            await self._lists_exist(link, spec.expression)
+        if not obj.metadata.deleting:
             problem = await self.conflict(link, obj, await self.engine.entrypoint(link))
             if problem is not None:
                 raise NotReady(Reason.RULESET_CONFLICT, problem, requeue_after=RETRY_PARENT)
         return link
+
+    async def _lists_exist(self, link: RuleLink, expression: str) -> None:
+        """Cloudflare refuses a rule naming a list the account lacks: such a rule waits until the list exists."""
+        names = list_names(expression)
+        if not names:
+            return
+        account = link.account
+        held = await self.engine.lists.items(
+            f"account:{account.account_id}", lambda: account.client.list_lists(account.account_id)
+        )
+        missing = sorted(names - {found.name for found in held.values()})
+        if missing:
+            raise NotReady(
+                Reason.LIST_NOT_FOUND,
+                f"the account has no list ${missing[0]} yet; the rule is written once it exists",
+                requeue_after=RETRY_PARENT,
+            )
+
+    async def released(self, obj: RuleT) -> None:
+        """The rule is gone from Cloudflare: the lists it named need not wait for it any longer."""
+        self.engine.released.add(obj.metadata.uid or "")
+        names = list_names(obj.spec.expression)
+        for raw in self.ctx.cached_all("IPList") if names else []:
+            if (raw.get("spec") or {}).get("name") in names:
+                meta = raw["metadata"]
+                self.ctx.enqueue(Ref("IPList", meta.get("namespace") or "", meta["name"]))
 
     def object_id(self, obj: RuleT) -> str | None:
         meta = obj.status.cloudflare_metadata

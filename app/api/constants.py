@@ -28,6 +28,7 @@ ROUTE_ID_LABEL: Final = "kflare.dev/route-id"
 KV_NAMESPACE_ID_LABEL: Final = "kflare.dev/kv-namespace-id"
 R2_BUCKET_NAME_LABEL: Final = "kflare.dev/r2-bucket-name"
 RULE_ID_LABEL: Final = "kflare.dev/rule-id"
+IP_LIST_ID_LABEL: Final = "kflare.dev/ip-list-id"
 
 READY: Final = "Ready"
 """The one condition type every kind reports."""

@@ -6,6 +6,7 @@ from typing import Final
 
 from app.api.account import CloudflareAccount
 from app.api.dnsrecord import DNSRecord
+from app.api.iplist import IPList
 from app.api.managedtransform import ManagedTransform
 from app.api.resource import ResourceClass
 from app.api.rules import RULE_KINDS
@@ -15,6 +16,7 @@ KINDS: Final[tuple[ResourceClass, ...]] = (
     CloudflareAccount,
     Zone,
     DNSRecord,
+    IPList,
     *RULE_KINDS,
     ManagedTransform,
 )

@@ -24,10 +24,14 @@ from app.cloudflare.errors import BadResponse, CloudflareError, InvalidToken, Ra
 from app.cloudflare.http import CloudflareHTTP, RawResponse
 from app.cloudflare.models import (
     Account,
+    CustomList,
     Deleted,
     DNSBatchResult,
     DNSRecord,
+    ListItem,
+    ListOperation,
     ManagedHeaders,
+    OperationID,
     Ruleset,
     TokenStatus,
     Zone,
@@ -43,6 +47,7 @@ R = TypeVar("R")
 DNS_PER_PAGE = 1000
 ZONES_PER_PAGE = 50
 ACCOUNTS_PER_PAGE = 50
+LIST_ITEMS_PER_PAGE = 500
 
 
 def segment(value: str) -> str:
@@ -299,6 +304,45 @@ class CloudflareClient:
     async def delete_managed_headers(self, zone_id: str) -> None:
         """Turn every managed transform of the zone off."""
         await self.request_raw("DELETE", f"/zones/{segment(zone_id)}/managed_headers")
+
+    # -- custom lists -----------------------------------------------------------------------------------------
+
+    def _lists(self, account_id: str, list_id: str | None = None) -> str:
+        base = f"/accounts/{segment(account_id)}/rules/lists"
+        return base if list_id is None else f"{base}/{segment(list_id)}"
+
+    def list_lists(self, account_id: str) -> AsyncIterator[CustomList]:
+        """The account's custom lists, without their items (one call: Cloudflare answers them in one page)."""
+        return self.iterate(self._lists(account_id), CustomList, style=PageStyle.SINGLE)
+
+    async def get_list(self, account_id: str, list_id: str) -> CustomList:
+        return await self.fetch("GET", self._lists(account_id, list_id), CustomList)
+
+    async def create_list(self, account_id: str, name: str, *, kind: str = "ip", description: str = "") -> CustomList:
+        body = {"name": name, "kind": kind, "description": description}
+        return await self.fetch("POST", self._lists(account_id), CustomList, json=body)
+
+    async def update_list(self, account_id: str, list_id: str, description: str) -> CustomList:
+        return await self.fetch("PUT", self._lists(account_id, list_id), CustomList, json={"description": description})
+
+    async def delete_list(self, account_id: str, list_id: str) -> None:
+        await self.request("DELETE", self._lists(account_id, list_id))
+
+    def list_items(
+        self, account_id: str, list_id: str, *, per_page: int = LIST_ITEMS_PER_PAGE
+    ) -> AsyncIterator[ListItem]:
+        return self.iterate(
+            f"{self._lists(account_id, list_id)}/items", ListItem, style=PageStyle.CURSOR_AFTER, per_page=per_page
+        )
+
+    async def replace_list_items(self, account_id: str, list_id: str, items: Sequence[Mapping[str, Any]]) -> str:
+        """Replace every item of the list (asynchronously): the bulk operation's ID."""
+        path = f"{self._lists(account_id, list_id)}/items"
+        return (await self.fetch("PUT", path, OperationID, json=[dict(item) for item in items])).operation_id
+
+    async def get_list_operation(self, account_id: str, operation_id: str) -> ListOperation:
+        path = f"{self._lists(account_id)}/bulk_operations/{segment(operation_id)}"
+        return await self.fetch("GET", path, ListOperation)
 
     # -- the call ---------------------------------------------------------------------------------------------
 

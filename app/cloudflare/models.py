@@ -139,3 +139,33 @@ class ManagedHeaders(CloudflareModel):
 
     def enabled(self) -> list[str]:
         return sorted(t.id for t in (*self.managed_request_headers, *self.managed_response_headers) if t.enabled)
+
+
+class CustomList(CloudflareModel):
+    """An account's custom list (without its items)."""
+
+    id: str
+    name: str
+    kind: str = "ip"
+    description: str | None = None
+    num_items: int = 0
+    num_referencing_filters: int = 0
+
+
+class ListItem(CloudflareModel):
+    id: str | None = None
+    ip: str | None = None
+    comment: str | None = None
+
+
+class ListOperation(CloudflareModel):
+    """An asynchronous bulk operation on a list's items."""
+
+    id: str
+    status: str
+    error: str | None = None
+    completed: str | None = None
+
+
+class OperationID(CloudflareModel):
+    operation_id: str

@@ -29,7 +29,7 @@ def test_kflare_dev_once_converges_the_examples(control_plane: ControlPlane) -> 
     assert "all resources are Ready" in done.stdout
     final = done.stdout.rsplit("KIND", 1)[1]
     rules = ("block-admin", "login", "free-managed", "old-api", "security-headers", "www-to-apex", "static-assets")
-    rules = (*rules, "api-settings", "admin-port")
+    rules = (*rules, "api-settings", "admin-port", "office-networks")
     for name in ("demo-account", "example-com", "www", "mx-primary", "mx-backup", "sip-srv", "caa", *rules):
         assert name in final
     assert "False" not in final

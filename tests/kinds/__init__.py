@@ -253,6 +253,34 @@ class ManagedTransformSample(Sample):
         return "add_security_headers" in held["enabled"]
 
 
+class IPListSample(Sample):
+    """A custom list, found by its name in the account."""
+
+    kind = "IPList"
+
+    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+        await kflare.token_secret()
+        await kflare.make_account()
+        await kflare.ready("CloudflareAccount", kflare.account)
+        return {"account": kflare.account, "account_id": kflare.emulator.account_id, "name": f"{label}_list"}
+
+    def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
+        items = [{"ip": "192.0.2.0/24", "comment": "office"}, {"ip": "198.51.100.7"}]
+        return {"accountRef": {"name": ctx["account"]}, "name": ctx["name"], "description": "kflare", "items": items}
+
+    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+        body = {"name": ctx["name"], "kind": "ip", "description": "made by hand"}
+        return str(cf(emulator, "POST", f"/accounts/{ctx['account_id']}/rules/lists", json=body)["id"])
+
+    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        lists = cf(emulator, "GET", f"/accounts/{ctx['account_id']}/rules/lists")
+        return [found for found in lists if found["name"] == ctx["name"]]
+
+    def matches_spec(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        return bool(held.get("description") == "kflare" and held.get("num_items") == 2)
+
+
 SAMPLES: dict[str, Sample] = {
-    sample.kind: sample for sample in (ZoneSample(), DNSRecordSample(), *RULE_SAMPLES, ManagedTransformSample())
+    sample.kind: sample
+    for sample in (ZoneSample(), DNSRecordSample(), IPListSample(), *RULE_SAMPLES, ManagedTransformSample())
 }

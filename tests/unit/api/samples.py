@@ -266,5 +266,6 @@ def _documents(path: str) -> dict[str, str]:
 RULES: dict[str, str] = {
     **_documents("examples/40-rules.yaml"),
     **_documents("examples/50-managed-transform.yaml"),
+    **_documents("examples/35-ip-list.yaml"),
 }
 """One manifest of each rule kind and of ManagedTransform, as the examples give them."""

@@ -14,6 +14,7 @@ import pytest
 from app.api.constants import ADOPTED_ANNOTATION, ADOPTION_POLICY_ANNOTATION
 from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.dns_record import DNSRecordKind
+from reconcilers.ip_list import IPListKind
 from reconcilers.managed_transform import ManagedTransformKind
 from reconcilers.rules import RULE_KINDS
 from reconcilers.zone import ZoneKind
@@ -32,7 +33,7 @@ from tests.unit.reconcilers.harness import (
 
 ZONE_ID = "e" * 32
 NS = "team"
-KINDS = [CloudflareAccountKind, ZoneKind, DNSRecordKind, *RULE_KINDS, ManagedTransformKind]
+KINDS = [CloudflareAccountKind, ZoneKind, DNSRecordKind, IPListKind, *RULE_KINDS, ManagedTransformKind]
 PROTECTED = {"name": "token", "finalizers": ["kflare.dev/token-protection"]}
 SECRETS = MemorySecrets(
     {(NS, "token"): {"metadata": PROTECTED, "data": {"CF_API_TOKEN": base64.b64encode(TOKEN.encode()).decode()}}}
@@ -89,7 +90,16 @@ def transform_resource(annotations: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def list_resource(annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "kind": "IPList",
+        "metadata": {"name": "office", "namespace": NS, "annotations": annotations},
+        "spec": {"accountRef": {"name": "acct"}, "name": "office", "items": [{"ip": "192.0.2.0/24"}]},
+    }
+
+
 ADOPT = {ADOPTION_POLICY_ANNOTATION: "adopt"}
+LISTS = f"/accounts/{ACCOUNT_ID}/rules/lists"
 HEADERS = f"/zones/{ZONE_ID}/managed_headers"
 FOREIGN_RULE = {"ref": "theirs", "action": "block", "expression": 'http.host eq "other.example.com"'}
 CUSTOM = f"/zones/{ZONE_ID}/rulesets/phases/http_request_firewall_custom/entrypoint"
@@ -121,6 +131,8 @@ CASES = {
     "transform-created": Case(
         "ManagedTransform", transform_resource({}), [{"id": ZONE_ID, "name": "example.com"}], False, HEADERS, {}
     ),
+    "list-adopted": Case("IPList", list_resource(ADOPT), [], True, LISTS, {}),
+    "list-created": Case("IPList", list_resource({}), [], False, LISTS, {}),
 }  # fmt: skip
 
 
@@ -172,7 +184,10 @@ async def test_a_crash_at_any_write_keeps_what_was_claimed_and_how(case_name: st
         for obj in parents(case.kind):
             kube.add(obj)
         kube.add(case.resource)
-        cloudflare = Cloudflare(emulator_state(case.zones))
+        state = emulator_state(case.zones)
+        if case.kind == "IPList" and case.existing:
+            state["lists"] = [{"name": "office", "account_id": ACCOUNT_ID, "description": "by hand"}]
+        cloudflare = Cloudflare(state)
         try:
             kube.crash_at, kube.crash_after_apply = crash_at, after_apply
             first = Runtime(kube, cloudflare, KINDS, SECRETS)
