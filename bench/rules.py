@@ -2,9 +2,10 @@
 
 Runs the real stack on this machine (the test control plane, the emulator with its rate limit lifted, `kflare run`):
 
-1. RULES rules of the seven rule kinds that take many rules (WAF custom, rate limiting, transform of the
-   three types, redirect, cache, configuration, origin) in one Business zone (its limits fit them), applied at once: Cloudflare calls
-   to converge, beside the baseline of one write per rule plus one read and one create per (zone, phase);
+1. RULES rules of the seven rule kinds that take many rules (WAF custom, rate limiting, transform of the three
+   types, redirect, cache, configuration, origin) in one Business zone (its limits fit them), applied at once, out
+   of priority order: Cloudflare calls to converge, beside the baseline of one write per rule plus one read and
+   one create per (zone, phase);
 2. one drift round of those rules: calls per round, beside the one-GET-per-rule baseline;
 3. an IPList of ITEMS items: calls to converge, and calls per drift round beside the deploy guide's figure
    (2, plus 1 per 500 items past the first 500).
