@@ -168,8 +168,9 @@ def placement(rules: list[RulesetRule], ref: str, keys: dict[str, tuple[int, str
 def moves(rules: list[RulesetRule], keys: dict[str, tuple[int, str, str]]) -> list[tuple[str, dict[str, str]]]:
     """The fewest moves that put kflare's rules in order (rule ID, position), other rules staying where they are.
 
-    The longest run of kflare's rules already in order stays; each other one, taken in order, goes right after its
-    predecessor in the order (already in place by then) or, for the first, right before its successor."""
+    The longest run of kflare's rules already in order stays; each other one goes next to a neighbour in the order
+    that is already in place: those before the run's first, nearest first, right before their successor; the others,
+    in order, right after their predecessor."""
     own = [r for r in rules if r.ref in keys]
     wanted = sorted(own, key=lambda r: keys[r.ref or ""])
     if [r.id for r in own] == [r.id for r in wanted]:
@@ -371,6 +372,8 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
             try:
                 ruleset = await link.client.create_rule(link.zone_id, ruleset.id, body)
             except Terminal:
+                if "position" not in body:
+                    raise
                 # The copy may be stale (the neighbour deleted outside kflare): place it again from a fresh read.
                 fresh = await self.engine.entrypoint(link, newer_than=time.monotonic())
                 if fresh is None or _by_ref(fresh, ref) is not None:

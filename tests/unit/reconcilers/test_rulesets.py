@@ -264,3 +264,15 @@ def test_moves_are_the_fewest_and_only_of_kflares_rules() -> None:
     assert planned == [("id-e", {"after": "id-d"})]
     assert moves([rule("b"), rule("a")], keys) in ([("id-a", {"before": "id-b"})], [("id-b", {"after": "id-a"})])
     assert moves([rule("a"), rule("x"), rule("b")], keys) == []
+
+
+async def test_a_rule_placed_next_to_a_neighbour_deleted_outside_kflare_is_placed_again(world: World) -> None:
+    await world.converge(waf("a", 10))
+    ruleset = await world.entrypoint()
+    neighbour = next(r for r in ruleset["rules"] if r["ref"] == ours("a"))
+    await world.cloudflare.http.delete(
+        f"/zones/{ZONE_ID}/rulesets/{ruleset['id']}/rules/{neighbour['id']}",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+    await world.converge(waf("b", 20))  # placed after a, which the shared copy still shows
+    assert ours("b") in refs(await world.entrypoint())
