@@ -530,15 +530,6 @@ class CacheKey(KflareModel):
     """Leave the whole query string out of the cache key."""
 
 
-class VaryHeader(KflareModel):
-    """Vary a cached response by one header."""
-
-    name: Annotated[str, Field(min_length=1, max_length=256)]
-    """The request header."""
-    values: Annotated[list[Annotated[str, Field(max_length=256)]], Field(max_length=64)] | None = None
-    """Its values that get a cache entry each."""
-
-
 class CacheRuleSpec(RuleSpec):
     """A cache rule: cache settings for the requests it matches."""
 
@@ -552,8 +543,6 @@ class CacheRuleSpec(RuleSpec):
     """Browser cache TTL."""
     cache_key: CacheKey | None = None
     """The cache key."""
-    vary: Annotated[list[VaryHeader], Field(max_length=16)] | None = None
-    """How the Vary header shapes the cache key."""
     respect_strong_etags: bool | None = None
     """Keep strong ETags as the origin sent them."""
     origin_error_page_passthru: bool | None = None

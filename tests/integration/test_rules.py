@@ -24,6 +24,7 @@ CUSTOM = "http_request_firewall_custom"
 MANAGED = "http_request_firewall_managed"
 FREE_MANAGED = "77454fe2d30c4220b5701f6fdfb893ba"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "40-rules.yaml"
+LIST_EXAMPLE = EXAMPLES.with_name("35-ip-list.yaml")
 
 
 def entrypoint(emulator: EmulatorProcess, zone_id: str, phase: str) -> dict[str, Any] | None:
@@ -72,10 +73,14 @@ async def test_every_example_rule_converges_in_a_free_zone(
 ) -> None:
     zone_id = await kflare.ready_zone("rules.example")
     documents = [d for d in yaml.safe_load_all(EXAMPLES.read_text(encoding="utf-8")) if d]
-    for document in documents:
+    for document in documents:  # the WAF rule uses the list: it waits for it, applied last
         document["metadata"] = {"name": document["metadata"]["name"]}
         document["spec"]["zoneRef"] = {"name": "zone"}
         await kflare.apply(document)
+    (office,) = yaml.safe_load_all(LIST_EXAMPLE.read_text(encoding="utf-8"))
+    office["metadata"] = {"name": office["metadata"]["name"]}
+    office["spec"]["accountRef"] = {"name": kflare.account}
+    await kflare.apply(office)
     for document in documents:
         resource = await kflare.ready(document["kind"], document["metadata"]["name"], reason="Synced")
         meta = resource["status"]["cloudflareMetadata"]
