@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from app.cloudflare.client import CloudflareClient
 from app.kube.client import JSON, KubeClient
@@ -33,6 +34,8 @@ class Context:
     configmaps: ReferencedObjects | None = None
     """The ConfigMaps resources reference (a Worker's script), like the Secrets."""
     """Tell the kind's controller that this object is the result of a write the current reconcile made."""
+    shared: dict[str, Any] = field(default_factory=dict)
+    """State several kinds' reconcilers share for one life of the manager (the ruleset engine's entry points)."""
 
     def cached(self, kind: str, name: str, namespace: str | None = None) -> JSON | None:
         informer = self.informer_of(kind)

@@ -93,3 +93,27 @@ async def ready_account(ctx: Context, name: str) -> AccountLink:
     except NotReady as wait:
         raise NotReady(wait.reason, wait.message, requeue_after=RETRY_PARENT) from None
     return AccountLink(account.spec.account_id, ctx.cloudflare(token))
+
+
+@dataclass(frozen=True)
+class ZoneLink:
+    """A Zone that can serve its children: its Cloudflare ID, and its account's link."""
+
+    account: AccountLink
+    zone_id: str
+    zone_name: str
+
+
+async def ready_zone(ctx: Context, namespace: str | None, name: str) -> ZoneLink:
+    """The named Zone of the namespace, if it can serve its children (a Zone being deleted still serves: it waits
+    for them to clean up), with its account's link."""
+    raw = ctx.cached("Zone", name, namespace)
+    if raw is None:
+        raise NotReady(Reason.ZONE_NOT_FOUND, f"Zone {name} not found", parent_gone=True)
+    zone_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID")
+    deleting = bool(raw["metadata"].get("deletionTimestamp"))
+    if not (can_serve(raw) or deleting) or not zone_id:
+        raise NotReady(Reason.ZONE_NOT_READY, f"Zone {name} is not Ready")
+    spec = raw.get("spec") or {}
+    account = await ready_account(ctx, (spec.get("accountRef") or {}).get("name", ""))
+    return ZoneLink(account, str(zone_id), str(spec.get("name", "")))

@@ -117,8 +117,13 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     ready_message: ClassVar[str] = "in sync with Cloudflare"
     creates: ClassVar[bool] = True
     """False for kinds whose Cloudflare object kflare never creates or deletes (CloudflareAccount)."""
+    in_use_reason: ClassVar[str] = Reason.IN_USE
+    """The reason a resource reports while its dependants hold its deletion back (an IP list: `ListInUse`)."""
     concurrency: ClassVar[int | None] = None
     """Reconciles in flight at once, when the kind needs more than the manager's default (batched writes)."""
+    key_marks_ownership: ClassVar[bool] = False
+    """True when the key itself says kflare made the object (a rule's ref): what `find` returns is then always this
+    resource's own object, claimed as created, and adoption policies do not apply."""
     claim_label: ClassVar[str] = "kflare.dev/cloudflare-id"
     """A label recording the Cloudflare ID on the resource, so adoption skips objects other resources own and a
     crash between the claim and the status write loses nothing."""
@@ -341,8 +346,9 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         existing = await self.find(link, obj)
         policy = annotations.get(ADOPTION_POLICY_ANNOTATION)
         if existing is not None:
-            if CREATE_INTENT_ANNOTATION in annotations:
-                # Created by this resource just before a crash: ours, not an adoption.
+            if CREATE_INTENT_ANNOTATION in annotations or self.key_marks_ownership:
+                # Created by this resource just before a crash (or before a move to this cluster): ours, not an
+                # adoption.
                 logger.info("recovered object created before a restart", extra={"id": self.id_of(existing)})
                 return await self._claim(raw, obj, existing, link, adopted=False), existing
             if policy in ("adopt", "adopt-or-create"):
@@ -358,7 +364,7 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
             await self._set_ready(raw, "False", Reason.ALREADY_EXISTS, message)
             # Looked at again: the object may be claimed by its owner meanwhile, or deleted, or the policy set.
             return Outcome(requeue_after=RETRY_PARENT)
-        if policy == "adopt":
+        if policy == "adopt" and not self.key_marks_ownership:
             message = f"nothing to adopt: no such object in Cloudflare, and {ADOPTION_POLICY_ANNOTATION} is adopt"
             await self._set_ready(raw, "False", "AdoptionTargetNotFound", message)
             return Outcome(requeue_after=RETRY_PARENT)
@@ -441,7 +447,9 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         if users:
             listed = ", ".join(str(u) for u in users[:MAX_LISTED_DEPENDANTS])
             more = ", ..." if len(users) > MAX_LISTED_DEPENDANTS else ""
-            await self._set_ready(raw, "False", Reason.IN_USE, f"waiting for dependants to be deleted: {listed}{more}")
+            await self._set_ready(
+                raw, "False", self.in_use_reason, f"waiting for dependants to be deleted: {listed}{more}"
+            )
             return Outcome.done()  # each dependant's deletion enqueues this object again
         logger = self._log(key)
         object_id = self.current_id(obj)
@@ -465,7 +473,7 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
                         logger.info("deleted in Cloudflare", extra={"id": object_id})
                 except CloudflareError as exc:
                     return await self._cloudflare_failed(raw, key, exc)
-                except NotReady as wait:  # Cloudflare refuses for now (a bucket that still holds objects)
+                except NotReady as wait:  # Cloudflare's object cannot go yet (a bucket holding objects, a list in use)
                     logger.info("deletion waits: %s", wait.message, extra={"reason": wait.reason})
                     await self._set_ready(raw, "False", wait.reason, wait.message)
                     return Outcome(requeue_after=wait.requeue_after)

@@ -6,7 +6,10 @@ from app.kube.manager import Manager, Registration
 from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.context import Context
 from reconcilers.dns_record import DNSRecordKind
+from reconcilers.ip_list import IPListKind
 from reconcilers.lifecycle import ManagedKind
+from reconcilers.managed_transform import ManagedTransformKind
+from reconcilers.rules import RULE_KINDS
 from reconcilers.storage import D1DatabaseKind, KVNamespaceKind, R2BucketKind
 from reconcilers.tunnel import TunnelKind
 from reconcilers.tunnel_configuration import TunnelConfigurationKind
@@ -24,6 +27,9 @@ KINDS: tuple[type[ManagedKind], ...] = (  # type: ignore[type-arg]
     WorkerRouteKind,
     TunnelKind,
     TunnelConfigurationKind,
+    IPListKind,
+    *RULE_KINDS,
+    ManagedTransformKind,
 )
 
 

@@ -31,6 +31,8 @@ D1_DATABASE_ID_LABEL: Final = "kflare.dev/d1-database-id"
 WORKER_NAME_LABEL: Final = "kflare.dev/worker-name"
 TUNNEL_ID_LABEL: Final = "kflare.dev/tunnel-id"
 TUNNEL_CONFIGURATION_LABEL: Final = "kflare.dev/configured-tunnel-id"
+RULE_ID_LABEL: Final = "kflare.dev/rule-id"
+IP_LIST_ID_LABEL: Final = "kflare.dev/ip-list-id"
 
 READY: Final = "Ready"
 """The one condition type every kind reports."""
@@ -80,3 +82,4 @@ class Reason(StrEnum):
     RULESET_CONFLICT = "RulesetConflict"
     ALREADY_CONFIGURED = "AlreadyConfigured"
     HOSTNAME_NOT_COVERED = "HostnameNotCovered"
+    LIST_NOT_FOUND = "ListNotFound"

@@ -6,7 +6,10 @@ from typing import Final
 
 from app.api.account import CloudflareAccount
 from app.api.dnsrecord import DNSRecord
+from app.api.iplist import IPList
+from app.api.managedtransform import ManagedTransform
 from app.api.resource import ResourceClass
+from app.api.rules import RULE_KINDS
 from app.api.storage import D1Database, KVNamespace, R2Bucket
 from app.api.tunnel import Tunnel, TunnelConfiguration
 from app.api.workers import WorkerRoute, WorkerScript
@@ -23,6 +26,9 @@ KINDS: Final[tuple[ResourceClass, ...]] = (
     WorkerRoute,
     Tunnel,
     TunnelConfiguration,
+    IPList,
+    *RULE_KINDS,
+    ManagedTransform,
 )
 
 

@@ -25,12 +25,18 @@ from app.cloudflare.errors import BadResponse, CloudflareError, InvalidToken, Ra
 from app.cloudflare.http import CloudflareHTTP, RawResponse
 from app.cloudflare.models import (
     Account,
+    CustomList,
     D1Database,
     Deleted,
     DNSBatchResult,
     DNSRecord,
     KVNamespace,
+    ListItem,
+    ListOperation,
+    ManagedHeaders,
+    OperationID,
     R2Bucket,
+    Ruleset,
     TokenStatus,
     Tunnel,
     TunnelConfiguration,
@@ -53,6 +59,8 @@ KV_PER_PAGE = 1000
 R2_PER_PAGE = 1000
 D1_PER_PAGE = 10000
 TUNNELS_PER_PAGE = 1000
+
+LIST_ITEMS_PER_PAGE = 500
 
 
 def segment(value: str) -> str:
@@ -444,6 +452,91 @@ class CloudflareClient:
         """Replace the whole configuration (Cloudflare bumps its version)."""
         path = f"{self._tunnels(account_id, tunnel_id)}/configurations"
         return await self.fetch("PUT", path, TunnelConfiguration, json={"config": dict(config)})
+
+    # -- rulesets ---------------------------------------------------------------------------------------------
+
+    async def get_entrypoint(self, zone_id: str, phase: str) -> Ruleset:
+        """The zone's entry point ruleset of a phase, with its rules; `NotFound` until the zone has one."""
+        return await self.fetch(
+            "GET", f"/zones/{segment(zone_id)}/rulesets/phases/{segment(phase)}/entrypoint", Ruleset
+        )
+
+    async def create_entrypoint(self, zone_id: str, phase: str, *, name: str = "default") -> Ruleset:
+        """A new, empty entry point (POST: unlike a PUT of the entry point, it can never replace anyone's rules)."""
+        body = {"name": name, "kind": "zone", "phase": phase, "rules": []}
+        return await self.fetch("POST", f"/zones/{segment(zone_id)}/rulesets", Ruleset, json=body)
+
+    async def delete_ruleset(self, zone_id: str, ruleset_id: str) -> None:
+        await self.request_raw("DELETE", f"/zones/{segment(zone_id)}/rulesets/{segment(ruleset_id)}")
+
+    def _rules(self, zone_id: str, ruleset_id: str, rule_id: str | None = None) -> str:
+        base = f"/zones/{segment(zone_id)}/rulesets/{segment(ruleset_id)}/rules"
+        return base if rule_id is None else f"{base}/{segment(rule_id)}"
+
+    async def create_rule(self, zone_id: str, ruleset_id: str, rule: Mapping[str, Any]) -> Ruleset:
+        """Add one rule (where its `position` says, else last); the whole ruleset comes back."""
+        return await self.fetch("POST", self._rules(zone_id, ruleset_id), Ruleset, json=dict(rule))
+
+    async def edit_rule(self, zone_id: str, ruleset_id: str, rule_id: str, rule: Mapping[str, Any]) -> Ruleset:
+        """Change a rule (the complete definition) and/or move it (`position` alone); the whole ruleset comes back."""
+        return await self.fetch("PATCH", self._rules(zone_id, ruleset_id, rule_id), Ruleset, json=dict(rule))
+
+    async def delete_rule(self, zone_id: str, ruleset_id: str, rule_id: str) -> Ruleset:
+        return await self.fetch("DELETE", self._rules(zone_id, ruleset_id, rule_id), Ruleset)
+
+    # -- managed transforms -----------------------------------------------------------------------------------
+
+    async def get_managed_headers(self, zone_id: str) -> ManagedHeaders:
+        return await self.fetch("GET", f"/zones/{segment(zone_id)}/managed_headers", ManagedHeaders)
+
+    async def patch_managed_headers(self, zone_id: str, changes: Mapping[str, Any]) -> ManagedHeaders:
+        """Turn the transforms sent on or off; the others keep their state."""
+        return await self.fetch(
+            "PATCH", f"/zones/{segment(zone_id)}/managed_headers", ManagedHeaders, json=dict(changes)
+        )
+
+    async def delete_managed_headers(self, zone_id: str) -> None:
+        """Turn every managed transform of the zone off."""
+        await self.request_raw("DELETE", f"/zones/{segment(zone_id)}/managed_headers")
+
+    # -- custom lists -----------------------------------------------------------------------------------------
+
+    def _lists(self, account_id: str, list_id: str | None = None) -> str:
+        base = f"/accounts/{segment(account_id)}/rules/lists"
+        return base if list_id is None else f"{base}/{segment(list_id)}"
+
+    def list_lists(self, account_id: str) -> AsyncIterator[CustomList]:
+        """The account's custom lists, without their items (one call: Cloudflare answers them in one page)."""
+        return self.iterate(self._lists(account_id), CustomList, style=PageStyle.SINGLE)
+
+    async def get_list(self, account_id: str, list_id: str) -> CustomList:
+        return await self.fetch("GET", self._lists(account_id, list_id), CustomList)
+
+    async def create_list(self, account_id: str, name: str, *, kind: str = "ip", description: str = "") -> CustomList:
+        body = {"name": name, "kind": kind, "description": description}
+        return await self.fetch("POST", self._lists(account_id), CustomList, json=body)
+
+    async def update_list(self, account_id: str, list_id: str, description: str) -> CustomList:
+        return await self.fetch("PUT", self._lists(account_id, list_id), CustomList, json={"description": description})
+
+    async def delete_list(self, account_id: str, list_id: str) -> None:
+        await self.request("DELETE", self._lists(account_id, list_id))
+
+    def list_items(
+        self, account_id: str, list_id: str, *, per_page: int = LIST_ITEMS_PER_PAGE
+    ) -> AsyncIterator[ListItem]:
+        return self.iterate(
+            f"{self._lists(account_id, list_id)}/items", ListItem, style=PageStyle.CURSOR_AFTER, per_page=per_page
+        )
+
+    async def replace_list_items(self, account_id: str, list_id: str, items: Sequence[Mapping[str, Any]]) -> str:
+        """Replace every item of the list (asynchronously): the bulk operation's ID."""
+        path = f"{self._lists(account_id, list_id)}/items"
+        return (await self.fetch("PUT", path, OperationID, json=[dict(item) for item in items])).operation_id
+
+    async def get_list_operation(self, account_id: str, operation_id: str) -> ListOperation:
+        path = f"{self._lists(account_id)}/bulk_operations/{segment(operation_id)}"
+        return await self.fetch("GET", path, ListOperation)
 
     # -- the call ---------------------------------------------------------------------------------------------
 

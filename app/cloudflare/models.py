@@ -160,3 +160,76 @@ class TunnelConfiguration(CloudflareModel):
     config: dict[str, Any] | None = None
     source: str | None = None
     created_at: str | None = None
+
+
+class RulesetRule(CloudflareModel):
+    """One rule of a ruleset, as Cloudflare answers it."""
+
+    id: str
+    ref: str | None = None
+    version: str | None = None
+    action: str | None = None
+    expression: str | None = None
+    description: str = ""
+    enabled: bool = True
+    action_parameters: dict[str, Any] | None = None
+    ratelimit: dict[str, Any] | None = None
+    logging: dict[str, Any] | None = None
+    last_updated: str | None = None
+
+
+class Ruleset(CloudflareModel):
+    """A ruleset with its rules (a zone's entry point for one phase)."""
+
+    id: str
+    name: str | None = None
+    kind: str | None = None
+    phase: str | None = None
+    version: str | None = None
+    rules: list[RulesetRule] = Field(default_factory=list)
+
+
+class ManagedTransformState(CloudflareModel):
+    id: str
+    enabled: bool = False
+    has_conflict: bool = False
+
+
+class ManagedHeaders(CloudflareModel):
+    """A zone's managed transforms, those its plan offers."""
+
+    managed_request_headers: list[ManagedTransformState] = Field(default_factory=list)
+    managed_response_headers: list[ManagedTransformState] = Field(default_factory=list)
+
+    def enabled(self) -> list[str]:
+        return sorted(t.id for t in (*self.managed_request_headers, *self.managed_response_headers) if t.enabled)
+
+
+class CustomList(CloudflareModel):
+    """An account's custom list (without its items)."""
+
+    id: str
+    name: str
+    kind: str = "ip"
+    description: str | None = None
+    num_items: int = 0
+    num_referencing_filters: int = 0
+
+
+class ListItem(CloudflareModel):
+    id: str | None = None
+    ip: str | None = None
+    comment: str | None = None
+
+
+class ListOperation(CloudflareModel):
+    """An asynchronous bulk operation on a list's items."""
+
+    id: str
+    status: str
+    error: str | None = None
+    completed: str | None = None
+
+
+class OperationID(CloudflareModel):
+    operation_id: str

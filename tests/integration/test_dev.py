@@ -32,7 +32,10 @@ def test_kflare_dev_once_converges_the_examples(control_plane: ControlPlane) -> 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "all resources are Ready" in done.stdout
     final = done.stdout.rsplit("KIND", 1)[1]
-    for name in ("demo-account", "example-com", "www", "mx-primary", "mx-backup", "sip-srv", "caa", "api-cache", "api"):
+    rules = ("block-admin", "login", "free-managed", "old-api", "security-headers", "www-to-apex", "static-assets")
+    rules = (*rules, "api-settings", "admin-port", "office-networks")
+    records = ("demo-account", "example-com", "www", "mx-primary", "mx-backup", "sip-srv", "caa", "api-cache", "api")
+    for name in (*records, *rules):
         assert name in final
     # examples/expose-a-service: the Zone, the Tunnel, its configuration and the record pointing at it.
     for kind, name in [

@@ -21,18 +21,24 @@ def test_every_kind_that_creates_has_a_sample() -> None:
     assert creating <= set(SAMPLES), f"kinds without a lifecycle sample: {sorted(creating - set(SAMPLES))}"
 
 
-@pytest.mark.parametrize("kind", sorted(SAMPLES))
-@pytest.mark.parametrize(
-    ("policy", "exists", "reason", "adopted"),
-    [
-        (None, True, "AlreadyExists", False),
-        (None, False, "Synced", False),
-        ("adopt", True, "Synced", True),
-        ("adopt", False, "AdoptionTargetNotFound", False),
-        ("adopt-or-create", True, "Synced", True),
-        ("adopt-or-create", False, "Synced", False),
-    ],
-)
+ADOPTION = [
+    (None, True, "AlreadyExists", False),
+    (None, False, "Synced", False),
+    ("adopt", True, "Synced", True),
+    ("adopt", False, "AdoptionTargetNotFound", False),
+    ("adopt-or-create", True, "Synced", True),
+    ("adopt-or-create", False, "Synced", False),
+]
+OWNED_BY_KEY = [(policy, exists, "Synced", False) for policy, exists, _, _ in ADOPTION]
+"""A kind whose key marks kflare's own objects (a rule's ref): what exists is the resource's own, whatever the
+policy; it is never adopted, and nothing is refused."""
+
+
+def adoption_rows() -> list[tuple[str, str | None, bool, str, bool]]:
+    return [(kind, *row) for kind in sorted(SAMPLES) for row in (ADOPTION if SAMPLES[kind].adoptable else OWNED_BY_KEY)]
+
+
+@pytest.mark.parametrize(("kind", "policy", "exists", "reason", "adopted"), adoption_rows())
 async def test_adoption_matrix(
     controller: ControllerProcess,
     kflare: Kflare,
@@ -56,22 +62,26 @@ async def test_adoption_matrix(
         return
     assert len(held) == 1, held
     assert sample.matches_spec(held[0], ctx), held[0]
-    assert (held[0]["id"] == existing_id) is adopted
+    assert (held[0]["id"] == existing_id) is (adopted if sample.adoptable else exists)
     assert (resource["metadata"].get("annotations", {}).get("kflare.dev/adopted") == "true") is adopted
 
 
-@pytest.mark.parametrize("kind", sorted(SAMPLES))
-@pytest.mark.parametrize(
-    ("adopted", "policy", "default", "kept"),
-    [
-        (False, None, "delete", False),
-        (False, "retain", "delete", True),
-        (False, None, "retain", True),
-        (False, "delete", "retain", False),
-        (True, None, "delete", True),
-        (True, "delete", "delete", False),
-    ],
-)
+DELETION = [
+    (False, None, "delete", False),
+    (False, "retain", "delete", True),
+    (False, None, "retain", True),
+    (False, "delete", "retain", False),
+    (True, None, "delete", True),
+    (True, "delete", "delete", False),
+]
+
+
+def deletion_rows() -> list[tuple[str, bool, str | None, str, bool]]:
+    """Every row for kinds that adopt; the rows of created objects for the others (they adopt nothing)."""
+    return [(kind, *row) for kind in sorted(SAMPLES) for row in DELETION if SAMPLES[kind].adoptable or not row[0]]
+
+
+@pytest.mark.parametrize(("kind", "adopted", "policy", "default", "kept"), deletion_rows())
 async def test_deletion_matrix(
     control_plane: ControlPlane,
     fresh_emulator: EmulatorProcess,

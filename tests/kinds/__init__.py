@@ -4,6 +4,11 @@ manifest, an object of the same key made outside kflare, and how to read what Cl
 Every kind the controller registers (but CloudflareAccount, which creates nothing) has a Sample here, and the
 lifecycle matrices (`tests/integration/test_lifecycle_matrices.py`) run over all of them: a new kind gets the
 adoption and deletion matrices by adding its Sample (a test fails until it does).
+
+Rules are never adopted: kflare finds its rule by the ref it derives from the resource, so a rule "that exists" is
+one kflare made (before a move to a new cluster, say) and is taken as the resource's own, whatever the adoption
+policy, with a created object's deletion policy. A rule kind's Sample says `adoptable = False`; the matrices then
+expect exactly that, and the deletion matrix runs its rows for created objects.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from reconcilers.rulesets import ref_for
 from tests.fixtures.controller import Kflare
 from tests.fixtures.emulator import EmulatorProcess
 
@@ -33,6 +39,8 @@ class Sample(ABC):
 
     kind: str
     name = "sample"
+    adoptable = True
+    """False for kinds whose key marks kflare's own objects (rules): found means ours, never adopted."""
 
     @abstractmethod
     async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
@@ -333,3 +341,173 @@ class TunnelConfigurationSample(Sample):
 
 
 SAMPLES.update({sample.kind: sample for sample in (TunnelSample(), TunnelConfigurationSample())})
+
+
+class RuleSample(Sample):
+    """A rule kind: its rule in the zone's entry point of its phase, beside a rule made outside kflare."""
+
+    adoptable = False
+
+    def __init__(self, kind: str, phase: str, spec: dict[str, Any], action: str, **extras: Any) -> None:
+        self.kind, self.phase, self._spec, self.action = kind, phase, spec, action
+        self.extras = extras
+        """The rest of the rule made outside kflare, in Cloudflare's form."""
+
+    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+        zone_id = await kflare.ready_zone(f"{label}.example")
+        return {"zone_id": zone_id, "ref": ref_for(self.kind, kflare.namespace, self.name)}
+
+    def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
+        return {"zoneRef": {"name": "zone"}, **self._spec}
+
+    def _entrypoint(self, ctx: dict[str, Any]) -> str:
+        return f"/zones/{ctx['zone_id']}/rulesets/phases/{self.phase}/entrypoint"
+
+    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+        # The resource's own rule, left by an earlier cluster, edited since (its expression differs).
+        rule = {"ref": ctx["ref"], "action": self.action, "expression": 'http.host eq "old.example"'}
+        reply = cf_raw(emulator, "GET", self._entrypoint(ctx))
+        if reply.status_code == 404:
+            made = cf(
+                emulator,
+                "POST",
+                f"/zones/{ctx['zone_id']}/rulesets",
+                json={"name": "default", "kind": "zone", "phase": self.phase, "rules": []},
+            )
+            ruleset_id = made["id"]
+        else:
+            ruleset_id = reply.json()["result"]["id"]
+        result = cf(
+            emulator, "POST", f"/zones/{ctx['zone_id']}/rulesets/{ruleset_id}/rules", json={**rule, **self.extras}
+        )
+        return str(next(r["id"] for r in result["rules"] if r["ref"] == ctx["ref"]))
+
+    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        reply = cf_raw(emulator, "GET", self._entrypoint(ctx))
+        if reply.status_code == 404:
+            return []
+        return [rule for rule in reply.json()["result"]["rules"] if rule["ref"] == ctx["ref"]]
+
+    def matches_spec(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        return bool(held.get("expression") == self._spec["expression"])
+
+
+def cf_raw(emulator: EmulatorProcess, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    return httpx.request(
+        method, emulator.base_url + path, headers={"Authorization": f"Bearer {emulator.token}"}, timeout=10, **kwargs
+    )
+
+
+FREE_MANAGED = "77454fe2d30c4220b5701f6fdfb893ba"
+PATH_IS = 'http.request.uri.path eq "/sample"'
+RULE_SAMPLES = (
+    RuleSample("WAFCustomRule", "http_request_firewall_custom", {"expression": PATH_IS, "action": "block"}, "block"),
+    RuleSample(
+        "RateLimitRule",
+        "http_ratelimit",
+        {
+            "expression": PATH_IS,
+            "ratelimit": {"characteristics": ["cf.colo.id", "ip.src"], "period": 10, "requestsPerPeriod": 20},
+        },
+        "block",
+        ratelimit={"characteristics": ["cf.colo.id", "ip.src"], "period": 10, "requests_per_period": 5},
+    ),
+    RuleSample(
+        "ManagedRuleset",
+        "http_request_firewall_managed",
+        {"expression": PATH_IS, "rulesetID": FREE_MANAGED},
+        "execute",
+        action_parameters={"id": FREE_MANAGED},
+    ),
+    RuleSample(
+        "TransformRule",
+        "http_request_transform",
+        {"expression": PATH_IS, "type": "urlRewrite", "uri": {"path": {"value": "/new"}}},
+        "rewrite",
+        action_parameters={"uri": {"path": {"value": "/old"}}},
+    ),
+    RuleSample(
+        "RedirectRule",
+        "http_request_dynamic_redirect",
+        {"expression": PATH_IS, "fromValue": {"targetURL": {"value": "https://example.com/"}}},
+        "redirect",
+        action_parameters={"from_value": {"target_url": {"value": "https://old.example/"}, "status_code": 302}},
+    ),
+    RuleSample(
+        "CacheRule",
+        "http_request_cache_settings",
+        {"expression": PATH_IS, "cache": True},
+        "set_cache_settings",
+        action_parameters={"cache": False},
+    ),
+    RuleSample(
+        "ConfigurationRule",
+        "http_config_settings",
+        {"expression": PATH_IS, "rocketLoader": False},
+        "set_config",
+        action_parameters={"rocket_loader": True},
+    ),
+    RuleSample(
+        "OriginRule",
+        "http_request_origin",
+        {"expression": PATH_IS, "origin": {"port": 8443}},
+        "route",
+        action_parameters={"origin": {"port": 8080}},
+    ),
+)
+
+
+class ManagedTransformSample(Sample):
+    """The zone's managed-headers document: "exists" when a transform is on, as kflare counts it."""
+
+    kind = "ManagedTransform"
+
+    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+        return {"zone_id": await kflare.ready_zone(f"{label}.example")}
+
+    def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
+        return {"zoneRef": {"name": "zone"}, "managedResponseHeaders": [{"id": "add_security_headers"}]}
+
+    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+        switch = {"id": "add_visitor_location_headers", "enabled": True}
+        cf(emulator, "PATCH", f"/zones/{ctx['zone_id']}/managed_headers", json={"managed_request_headers": [switch]})
+        return str(ctx["zone_id"])
+
+    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        document = cf(emulator, "GET", f"/zones/{ctx['zone_id']}/managed_headers")
+        switches = [*document["managed_request_headers"], *document["managed_response_headers"]]
+        on = sorted(t["id"] for t in switches if t["enabled"])
+        return [{"id": ctx["zone_id"], "enabled": on}] if on else []
+
+    def matches_spec(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        return "add_security_headers" in held["enabled"]
+
+
+class IPListSample(Sample):
+    """A custom list, found by its name in the account."""
+
+    kind = "IPList"
+
+    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+        await kflare.token_secret()
+        await kflare.make_account()
+        await kflare.ready("CloudflareAccount", kflare.account)
+        return {"account": kflare.account, "account_id": kflare.emulator.account_id, "name": f"{label}_list"}
+
+    def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
+        items = [{"ip": "192.0.2.0/24", "comment": "office"}, {"ip": "198.51.100.7"}]
+        return {"accountRef": {"name": ctx["account"]}, "name": ctx["name"], "description": "kflare", "items": items}
+
+    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+        body = {"name": ctx["name"], "kind": "ip", "description": "made by hand"}
+        return str(cf(emulator, "POST", f"/accounts/{ctx['account_id']}/rules/lists", json=body)["id"])
+
+    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        lists = cf(emulator, "GET", f"/accounts/{ctx['account_id']}/rules/lists")
+        return [found for found in lists if found["name"] == ctx["name"]]
+
+    def matches_spec(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        return bool(held.get("description") == "kflare" and held.get("num_items") == 2)
+
+
+SAMPLES.update({sample.kind: sample for sample in (IPListSample(), *RULE_SAMPLES, ManagedTransformSample())})

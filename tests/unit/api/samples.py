@@ -415,3 +415,23 @@ def load(text: str) -> dict[str, Any]:
     document = yaml.safe_load(text)
     assert isinstance(document, dict)
     return document
+
+
+def _documents(path: str) -> dict[str, str]:
+    """The manifests of an example file, each as its own text, by kind (the first of each kind)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[3] / path).read_text(encoding="utf-8")
+    out: dict[str, str] = {}
+    for part in text.split("\n---\n"):
+        document = yaml.safe_load(part)
+        out.setdefault(document["kind"], part)
+    return out
+
+
+RULES: dict[str, str] = {
+    **_documents("examples/40-rules.yaml"),
+    **_documents("examples/50-managed-transform.yaml"),
+    **_documents("examples/35-ip-list.yaml"),
+}
+"""One manifest of each rule kind and of ManagedTransform, as the examples give them."""

@@ -14,6 +14,9 @@ import pytest
 from app.api.constants import ADOPTED_ANNOTATION, ADOPTION_POLICY_ANNOTATION
 from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.dns_record import DNSRecordKind
+from reconcilers.ip_list import IPListKind
+from reconcilers.managed_transform import ManagedTransformKind
+from reconcilers.rules import RULE_KINDS
 from reconcilers.tunnel import TunnelKind
 from reconcilers.tunnel_configuration import TunnelConfigurationKind, says_something
 from reconcilers.zone import ZoneKind
@@ -33,7 +36,16 @@ from tests.unit.reconcilers.harness import (
 
 ZONE_ID = "e" * 32
 NS = "team"
-KINDS = [CloudflareAccountKind, ZoneKind, DNSRecordKind, TunnelKind, TunnelConfigurationKind]
+KINDS = [
+    CloudflareAccountKind,
+    ZoneKind,
+    DNSRecordKind,
+    TunnelKind,
+    TunnelConfigurationKind,
+    IPListKind,
+    *RULE_KINDS,
+    ManagedTransformKind,
+]
 TUNNEL_ID = "0f0f0f0f-1111-4222-8333-444455556666"
 PROTECTED = {"name": "token", "finalizers": ["kflare.dev/token-protection"]}
 SECRETS = MemorySecrets(
@@ -64,7 +76,7 @@ class Case:
     async def held(self, cloudflare: Cloudflare) -> int:
         if self.count is not None:
             return await self.count(cloudflare)
-        return len(await cloudflare.get(self.count_path, **self.count_params))
+        return len(await held_of(cloudflare, self))
 
 
 def zone_resource(annotations: dict[str, str]) -> dict[str, Any]:
@@ -83,7 +95,35 @@ def record_resource(annotations: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def rule_resource(annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "kind": "WAFCustomRule",
+        "metadata": {"name": "www", "namespace": NS, "annotations": annotations},
+        "spec": {"zoneRef": {"name": "zone"}, "expression": 'http.host eq "www.example.com"', "action": "block"},
+    }
+
+
+def transform_resource(annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "kind": "ManagedTransform",
+        "metadata": {"name": "headers", "namespace": NS, "annotations": annotations},
+        "spec": {"zoneRef": {"name": "zone"}, "managedResponseHeaders": [{"id": "add_security_headers"}]},
+    }
+
+
+def list_resource(annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "kind": "IPList",
+        "metadata": {"name": "office", "namespace": NS, "annotations": annotations},
+        "spec": {"accountRef": {"name": "acct"}, "name": "office", "items": [{"ip": "192.0.2.0/24"}]},
+    }
+
+
 ADOPT = {ADOPTION_POLICY_ANNOTATION: "adopt"}
+LISTS = f"/accounts/{ACCOUNT_ID}/rules/lists"
+HEADERS = f"/zones/{ZONE_ID}/managed_headers"
+FOREIGN_RULE = {"ref": "theirs", "action": "block", "expression": 'http.host eq "other.example.com"'}
+CUSTOM = f"/zones/{ZONE_ID}/rulesets/phases/http_request_firewall_custom/entrypoint"
 WWW = {"type": "A", "name": "www", "content": "192.0.2.1"}
 RECORDS = f"/zones/{ZONE_ID}/dns_records"
 CASES = {
@@ -96,6 +136,24 @@ CASES = {
     "record-created": Case(
         "DNSRecord", record_resource({}), [{"id": ZONE_ID, "name": "example.com"}], False, RECORDS, {"type": "A"}
     ),
+    # Rules are never adopted (their ref marks them as kflare's), so only creation has crash points of its own.
+    "rule-created": Case(
+        "WAFCustomRule", rule_resource({}),
+        [{"id": ZONE_ID, "name": "example.com", "rulesets": [{"phase": "http_request_firewall_custom",
+                                                              "rules": [FOREIGN_RULE]}]}],
+        False, CUSTOM, {},
+    ),
+    "transform-adopted": Case(
+        "ManagedTransform", transform_resource(ADOPT),
+        [{"id": ZONE_ID, "name": "example.com",
+          "managed_headers": [{"enabled": ["add_visitor_location_headers"]}]}],
+        True, HEADERS, {},
+    ),
+    "transform-created": Case(
+        "ManagedTransform", transform_resource({}), [{"id": ZONE_ID, "name": "example.com"}], False, HEADERS, {}
+    ),
+    "list-adopted": Case("IPList", list_resource(ADOPT), [], True, LISTS, {}),
+    "list-created": Case("IPList", list_resource({}), [], False, LISTS, {}),
 }  # fmt: skip
 TUNNELS = f"/accounts/{ACCOUNT_ID}/cfd_tunnel"
 CONFIGURATION = f"{TUNNELS}/{TUNNEL_ID}/configurations"
@@ -135,6 +193,17 @@ CASES.update({
         ({"id": TUNNEL_ID, "name": "web"},), configured,
     ),
 })  # fmt: skip
+
+
+async def held_of(cloudflare: Cloudflare, case: Case) -> list[Any]:
+    """The resource's objects in Cloudflare (for a rule: the rules of its entry point but the foreign one)."""
+    held = await cloudflare.get(case.count_path, **case.count_params)
+    if isinstance(held, dict) and "managed_request_headers" in held:
+        switches = [*held["managed_request_headers"], *held["managed_response_headers"]]
+        return [held] if any(t["enabled"] for t in switches) else []
+    if isinstance(held, dict):
+        return [rule for rule in held["rules"] if rule["ref"] != FOREIGN_RULE["ref"]]
+    return list(held)
 
 
 def parents(kind: str) -> list[dict[str, Any]]:
@@ -187,7 +256,10 @@ async def test_a_crash_at_any_write_keeps_what_was_claimed_and_how(case_name: st
         for obj in parents(case.kind):
             kube.add(obj)
         kube.add(case.resource)
-        cloudflare = Cloudflare(state_of(case))
+        state = state_of(case)
+        if case.kind == "IPList" and case.existing:
+            state["lists"] = [{"name": "office", "account_id": ACCOUNT_ID, "description": "by hand"}]
+        cloudflare = Cloudflare(state)
         try:
             kube.crash_at, kube.crash_after_apply = crash_at, after_apply
             first = Runtime(kube, cloudflare, KINDS, KubeSecrets(kube))

@@ -20,6 +20,7 @@ SAMPLES: dict[str, str] = {
     "WorkerRoute": samples.ROUTE,
     "Tunnel": samples.TUNNEL,
     "TunnelConfiguration": samples.TUNNEL_CONFIGURATION,
+    **samples.RULES,
 }
 """A valid manifest of every kind."""
 

@@ -157,7 +157,7 @@ async def test_deep_nesting_inside_the_object_is_refused_cleanly(http: httpx.Asy
 async def test_an_unknown_plural_is_404(http: httpx.AsyncClient) -> None:
     reply = await post(http, "pods", _valid())
     assert reply.status_code == 404
-    plurals = ", ".join(sorted(m.info.plural for m in KINDS))
+    plurals = ", ".join(sorted(model.info.plural for model in KINDS))
     assert reply.json()["detail"] == f"'pods' is no kflare kind; the webhook serves /validate/<plural> for {plurals}"
     assert (await post(http, "DNSRecord", _valid())).status_code == 404  # the plural, as in the rule's resource
 

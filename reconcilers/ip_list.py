@@ -1,0 +1,234 @@
+"""IPList: a custom list of an account, created or adopted by its name, its items replaced when they differ.
+
+Reads: the account's lists come from one shared listing (`Collections`, one call for every list of the account, the
+same the rule kinds read to know which `$name`s exist); the items of a list are read 500 a page, so a check costs two
+calls plus one per 500 items past the first 500.
+
+Writes: the items are replaced in one asynchronous bulk operation (PUT of every item), polled until Cloudflare says it
+completed or failed. Cloudflare runs one operation at a time per account, so the operations of one account are
+serialised here.
+
+Ordering with rules: a rule that names a list the account lacks waits for it (`ListNotFound`), and is queued again
+once the list is created; a list is deleted only once no rule uses it: kflare's rules that name it are waited for
+(`ListInUse`, woken when each is done), and a list Cloudflare still counts rules for (rules made outside kflare, or
+kept by a retain policy) waits too, looked at again every minute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from app.api.constants import IP_LIST_ID_LABEL, Reason
+from app.api.iplist import IPList, IPListMetadata, normal_ip
+from app.cloudflare.errors import NotFound, Terminal
+from app.cloudflare.models import CustomList, ListItem
+from app.kube.client import JSON
+from app.kube.index import Ref
+from app.kube.informer import Key
+from reconcilers.context import Context
+from reconcilers.credentials import AccountLink, ready_account
+from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady
+from reconcilers.rulesets import engine_of, list_names
+
+OPERATION_TIMEOUT = 120.0
+POLL_FIRST, POLL_MAX = 0.05, 2.0
+
+
+@dataclass(frozen=True)
+class ListLink:
+    account: AccountLink
+
+    @property
+    def collection(self) -> str:
+        return f"account:{self.account.account_id}"
+
+
+@dataclass(frozen=True)
+class ObservedList:
+    list: CustomList
+    items: tuple[tuple[str, str], ...]
+    """(address as Cloudflare writes it, comment), sorted."""
+
+
+def _items_of(items: list[ListItem]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for item in items:
+        try:
+            ip = normal_ip(item.ip or "")
+        except ValueError:
+            ip = item.ip or ""
+        out.append((ip, item.comment or ""))
+    return tuple(sorted(out))
+
+
+class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
+    model = IPList
+    claim_label = IP_LIST_ID_LABEL
+    in_use_reason = Reason.LIST_IN_USE
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.engine = engine_of(ctx)
+        self.operations: dict[str, asyncio.Lock] = {}
+
+    @classmethod
+    def parents_of(cls, raw: JSON) -> list[Ref]:
+        name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name")
+        return [Ref("CloudflareAccount", "", name)] if name else []
+
+    @classmethod
+    def drift_group(cls, raw: JSON) -> str | None:
+        """Lists are drift-checked per account: one listing of the account's lists serves them all."""
+        name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name")
+        return f"account-ref:{name}" if name else None
+
+    def open_drift_round(self, group: str) -> None:
+        name = group.removeprefix("account-ref:")
+        raw = self.ctx.cached("CloudflareAccount", name)
+        account_id = ((raw or {}).get("spec") or {}).get("accountID")
+        if account_id:
+            self.engine.lists.open_round(f"account:{account_id}")
+
+    async def connect(self, obj: IPList) -> ListLink:
+        return ListLink(await ready_account(self.ctx, obj.spec.account_ref.name))
+
+    def object_id(self, obj: IPList) -> str | None:
+        meta = obj.status.cloudflare_metadata
+        return None if meta is None else meta.list_id
+
+    def id_of(self, observed: ObservedList) -> str:
+        return observed.list.id
+
+    def describe(self, observed: ObservedList) -> str:
+        return f"list {observed.list.name} ({observed.list.id})"
+
+    def _lists(self, link: ListLink) -> Callable[[], AsyncIterator[CustomList]]:
+        return lambda: link.account.client.list_lists(link.account.account_id)
+
+    async def _with_items(self, link: ListLink, found: CustomList) -> ObservedList:
+        client = link.account.client
+        items = [item async for item in client.list_items(link.account.account_id, found.id)]
+        return ObservedList(found, _items_of(items))
+
+    async def observe(self, link: ListLink, obj: IPList, object_id: str) -> ObservedList | None:
+        found = (await self.engine.lists.items(link.collection, self._lists(link))).get(object_id)
+        if found is None:
+            try:  # not in the listing: make sure before anything is recreated
+                found = await link.account.client.get_list(link.account.account_id, object_id)
+            except NotFound:
+                self.engine.lists.drop(link.collection, object_id)
+                return None
+            self.engine.lists.put(link.collection, found)
+        return await self._with_items(link, found)
+
+    async def find(self, link: ListLink, obj: IPList) -> ObservedList | None:
+        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
+        named = await self.engine.lists.named(link.collection, obj.spec.name, self._lists(link), newer_than=newer_than)
+        candidates = [found for found in named if not self.claimed_by_other(found.id, obj)]
+        return await self._with_items(link, candidates[0]) if candidates else None
+
+    async def create(self, link: ListLink, obj: IPList) -> ObservedList:
+        client = link.account.client
+        created = await client.create_list(
+            link.account.account_id, obj.spec.name, description=obj.spec.description or ""
+        )
+        self.engine.lists.put(link.collection, created)
+        self._wake_rules(obj.spec.name)
+        return ObservedList(created, ())
+
+    def _wake_rules(self, name: str) -> None:
+        """The rules waiting for the list go on now."""
+        for kind in self.engine.kinds:
+            for raw in self.ctx.cached_all(kind):
+                if name in list_names(str((raw.get("spec") or {}).get("expression") or "")):
+                    meta = raw["metadata"]
+                    self.ctx.enqueue(Ref(kind, meta.get("namespace") or "", meta["name"]))
+
+    @staticmethod
+    def _wanted(obj: IPList) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted((normal_ip(item.ip), item.comment or "") for item in obj.spec.items))
+
+    def diff(self, obj: IPList, observed: ObservedList) -> dict[str, object]:
+        changes: dict[str, object] = {}
+        if (obj.spec.description or "") != (observed.list.description or ""):
+            changes["description"] = obj.spec.description or ""
+        if self._wanted(obj) != observed.items:
+            changes["items"] = True
+        return changes
+
+    async def update(
+        self, link: ListLink, obj: IPList, observed: ObservedList, changes: dict[str, object]
+    ) -> ObservedList:
+        client = link.account.client
+        account_id = link.account.account_id
+        current = observed.list
+        if "description" in changes:
+            current = await client.update_list(account_id, current.id, str(changes["description"]))
+        items = observed.items
+        if "items" in changes:
+            wanted = self._wanted(obj)
+            body = [{"ip": ip, **({"comment": comment} if comment else {})} for ip, comment in wanted]
+            async with self.operations.setdefault(account_id, asyncio.Lock()):
+                operation = await client.replace_list_items(account_id, current.id, body)
+                await self._finished(link, operation)
+            current = await client.get_list(account_id, current.id)
+            items = wanted
+        self.engine.lists.put(link.collection, current)
+        return ObservedList(current, items)
+
+    async def _finished(self, link: ListLink, operation_id: str) -> None:
+        """Poll the bulk operation until Cloudflare says it is done; a failed one is Cloudflare's refusal."""
+        client = link.account.client
+        deadline = time.monotonic() + OPERATION_TIMEOUT
+        pause = POLL_FIRST
+        while True:
+            state = await client.get_list_operation(link.account.account_id, operation_id)
+            if state.status == "completed":
+                return
+            if state.status == "failed":
+                raise Terminal(f"replacing the list's items failed: {state.error or 'no reason given'}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"list operation {operation_id} still {state.status} after {OPERATION_TIMEOUT}s")
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, POLL_MAX)
+
+    def dependants(self, key: Key) -> list[Ref]:
+        """kflare's rules that name the list (and are not done with it), beside the usual dependants."""
+        users = super().dependants(key)
+        raw = self.ctx.cached(self.kind, key[1], key[0] or None)
+        name = ((raw or {}).get("spec") or {}).get("name")
+        if not name:
+            return users
+        for kind in self.engine.kinds:
+            for rule in self.ctx.cached_all(kind):
+                meta = rule["metadata"]
+                if meta.get("uid") in self.engine.released:
+                    continue
+                if name in list_names(str((rule.get("spec") or {}).get("expression") or "")):
+                    users.append(Ref(kind, meta.get("namespace") or "", meta["name"]))
+        return users
+
+    async def delete(self, link: ListLink, obj: IPList, object_id: str) -> None:
+        lists = await self.engine.lists.items(link.collection, self._lists(link), newer_than=time.monotonic())
+        found = lists.get(object_id)
+        if found is not None and found.num_referencing_filters > 0:
+            raise NotReady(
+                Reason.LIST_IN_USE,
+                f"list {found.name} is used by {found.num_referencing_filters} rule(s) kflare does not manage",
+                requeue_after=RETRY_PARENT,
+            )
+        await link.account.client.delete_list(link.account.account_id, object_id)
+        self.engine.lists.drop(link.collection, object_id)
+
+    def record(self, obj: IPList, observed: ObservedList | None, link: ListLink | None) -> None:
+        if observed is None:
+            obj.status.cloudflare_metadata = None
+            return
+        obj.status.cloudflare_metadata = IPListMetadata(
+            list_id=observed.list.id,
+            num_items=len(observed.items),
+            num_referencing_filters=observed.list.num_referencing_filters,
+        )

@@ -1,0 +1,228 @@
+"""The rule kinds on the ruleset engine (`reconcilers.rulesets`): each gives its action and its parameters, named as
+Cloudflare names them. Unset optional settings are not sent, so Cloudflare's defaults apply to them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.api.base import KflareModel
+from app.api.rules import (
+    CONFIG_SETTINGS,
+    SKIP_PRODUCTS,
+    TRANSFORM_PHASES,
+    CacheRule,
+    CacheRuleSpec,
+    ConfigurationRule,
+    ConfigurationRuleSpec,
+    ManagedRuleset,
+    ManagedRulesetSpec,
+    OriginRule,
+    OriginRuleSpec,
+    RateLimitRule,
+    RateLimitRuleSpec,
+    RedirectRule,
+    RedirectRuleSpec,
+    RewriteValue,
+    TransformRule,
+    TransformRuleSpec,
+    WAFCustomRule,
+    WAFCustomRuleSpec,
+)
+from app.cloudflare.models import Ruleset
+from app.kube.client import JSON
+from reconcilers.rulesets import RuleKind, RuleLink
+
+
+def _snake(model: KflareModel | None) -> dict[str, Any] | None:
+    """A model's set fields under Cloudflare's snake_case names (the models name them alike, camelCased)."""
+    return None if model is None else model.model_dump(mode="json", exclude_none=True)
+
+
+def _value(value: RewriteValue) -> dict[str, str]:
+    return {"value": value.value} if value.value is not None else {"expression": value.expression or ""}
+
+
+class WAFCustomRuleKind(RuleKind[WAFCustomRule]):
+    model = WAFCustomRule
+
+    def action(self, spec: WAFCustomRuleSpec) -> str:
+        return spec.action
+
+    def parameters(self, spec: WAFCustomRuleSpec) -> dict[str, Any] | None:
+        if spec.action == "block" and spec.response is not None:
+            return {"response": _snake(spec.response)}
+        if spec.action == "skip" and spec.skip is not None:
+            skip: dict[str, Any] = {}
+            if spec.skip.remaining_custom_rules:
+                skip["ruleset"] = "current"
+            if spec.skip.phases:
+                skip["phases"] = list(spec.skip.phases)
+            if spec.skip.products:
+                skip["products"] = [SKIP_PRODUCTS[p] for p in spec.skip.products]
+            return skip
+        return None
+
+    def extras(self, spec: WAFCustomRuleSpec) -> dict[str, Any]:
+        if spec.action == "skip" and spec.log_matches is not None:
+            return {"logging": {"enabled": spec.log_matches}}
+        return {}
+
+
+class RateLimitRuleKind(RuleKind[RateLimitRule]):
+    model = RateLimitRule
+
+    def action(self, spec: RateLimitRuleSpec) -> str:
+        return spec.action
+
+    def extras(self, spec: RateLimitRuleSpec) -> dict[str, Any]:
+        return {"ratelimit": _snake(spec.ratelimit)}
+
+
+class ManagedRulesetKind(RuleKind[ManagedRuleset]):
+    """Deploys a managed ruleset: an `execute` rule. Each ruleset deploys once per zone, so a rule already
+    deploying it (another ManagedRuleset's, or one made outside kflare) is a `RulesetConflict`; the last one deleted
+    deletes the entry point, which hands the zone back to Cloudflare's default (the Free Managed Ruleset)."""
+
+    model = ManagedRuleset
+    drops_empty_entrypoint = True
+
+    def action(self, spec: ManagedRulesetSpec) -> str:
+        return "execute"
+
+    def parameters(self, spec: ManagedRulesetSpec) -> dict[str, Any] | None:
+        parameters: dict[str, Any] = {"id": spec.ruleset_id}
+        overrides = _snake(spec.overrides)
+        if overrides:
+            parameters["overrides"] = overrides
+        return parameters
+
+    def observed_parameters(self, parameters: dict[str, Any] | None) -> dict[str, Any] | None:
+        # Cloudflare answers the version it runs ("latest"), which kflare does not set.
+        return None if parameters is None else {k: v for k, v in parameters.items() if k != "version"}
+
+    async def conflict(self, link: RuleLink, obj: ManagedRuleset, ruleset: Ruleset | None) -> str | None:
+        ref = self.ref_of(obj)
+        for rule in [] if ruleset is None else ruleset.rules:
+            if rule.ref == ref or rule.action != "execute":
+                continue
+            if (rule.action_parameters or {}).get("id") == obj.spec.ruleset_id:
+                return (
+                    f"managed ruleset {obj.spec.ruleset_id} is already deployed in this zone by rule {rule.id}; "
+                    "a zone deploys each ruleset once"
+                )
+        return None
+
+
+class TransformRuleKind(RuleKind[TransformRule]):
+    """Writes to the phase of its type (immutable, so a rule never moves between phases)."""
+
+    model = TransformRule
+
+    @classmethod
+    def phase_of(cls, spec: JSON) -> str:
+        return TRANSFORM_PHASES.get(str(spec.get("type")), "")
+
+    def action(self, spec: TransformRuleSpec) -> str:
+        return "rewrite"
+
+    def parameters(self, spec: TransformRuleSpec) -> dict[str, Any] | None:
+        if spec.type == "urlRewrite":
+            uri: dict[str, Any] = {}
+            if spec.uri is not None and spec.uri.path is not None:
+                uri["path"] = _value(spec.uri.path)
+            if spec.uri is not None and spec.uri.query is not None:
+                uri["query"] = _value(spec.uri.query)
+            return {"uri": uri}
+        headers: dict[str, Any] = {}
+        for header in spec.headers or []:
+            change: dict[str, Any] = {"operation": header.operation}
+            if header.value is not None:
+                change["value"] = header.value
+            if header.expression is not None:
+                change["expression"] = header.expression
+            headers[header.name] = change
+        return {"headers": headers}
+
+
+class RedirectRuleKind(RuleKind[RedirectRule]):
+    model = RedirectRule
+
+    def action(self, spec: RedirectRuleSpec) -> str:
+        return "redirect"
+
+    def parameters(self, spec: RedirectRuleSpec) -> dict[str, Any] | None:
+        return {
+            "from_value": {
+                "target_url": _value(spec.from_value.target_url),
+                "status_code": spec.status_code,
+                "preserve_query_string": spec.preserve_query_string,
+            }
+        }
+
+
+class CacheRuleKind(RuleKind[CacheRule]):
+    model = CacheRule
+
+    def action(self, spec: CacheRuleSpec) -> str:
+        return "set_cache_settings"
+
+    def parameters(self, spec: CacheRuleSpec) -> dict[str, Any] | None:
+        out: dict[str, Any] = {}
+        if spec.cache is not None:
+            out["cache"] = spec.cache
+        if spec.edge_ttl is not None:
+            edge: dict[str, Any] = {"mode": spec.edge_ttl.mode}
+            if spec.edge_ttl.default is not None:
+                edge["default"] = spec.edge_ttl.default
+            if spec.edge_ttl.status_code_ttl:
+                edge["status_code_ttl"] = [
+                    {"value": t.value, "status_code": t.status_code}
+                    if t.status_code is not None
+                    else {"value": t.value, "status_code_range": {"from": t.from_, "to": t.to}}
+                    for t in spec.edge_ttl.status_code_ttl
+                ]
+            out["edge_ttl"] = edge
+        if spec.browser_ttl is not None:
+            out["browser_ttl"] = _snake(spec.browser_ttl)
+        if spec.cache_key is not None:
+            key = _snake(spec.cache_key) or {}
+            if key.pop("ignore_query_string", False):
+                key["custom_key"] = {"query_string": {"exclude": {"all": True}}}
+            out["cache_key"] = key
+        for name in ("respect_strong_etags", "origin_error_page_passthru"):
+            value = getattr(spec, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+
+class ConfigurationRuleKind(RuleKind[ConfigurationRule]):
+    model = ConfigurationRule
+
+    def action(self, spec: ConfigurationRuleSpec) -> str:
+        return "set_config"
+
+    def parameters(self, spec: ConfigurationRuleSpec) -> dict[str, Any] | None:
+        return {cf: getattr(spec, name) for name, cf in CONFIG_SETTINGS.items() if getattr(spec, name) is not None}
+
+
+class OriginRuleKind(RuleKind[OriginRule]):
+    model = OriginRule
+
+    def action(self, spec: OriginRuleSpec) -> str:
+        return "route"
+
+    def parameters(self, spec: OriginRuleSpec) -> dict[str, Any] | None:
+        return {"origin": {"port": spec.origin.port}}
+
+
+RULE_KINDS: tuple[type[RuleKind[Any]], ...] = (
+    WAFCustomRuleKind,
+    RateLimitRuleKind,
+    ManagedRulesetKind,
+    TransformRuleKind,
+    RedirectRuleKind,
+    CacheRuleKind,
+    ConfigurationRuleKind,
+    OriginRuleKind,
+)
