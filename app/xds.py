@@ -1,0 +1,58 @@
+"""The fourth listener: Envoy's configuration over REST-JSON xDS (`POST /v3/discovery:<type>`), authenticated.
+
+REST polling was chosen over gRPC ADS because it needs no protobuf or gRPC library (none is a dependency), the
+bodies are the JSON forms of the xDS messages, and Envoy keeps its last configuration through any error. Routes are
+in RDS and endpoints in EDS, so a route change replaces one RouteConfiguration and no listener drains.
+
+Envoy presents its token in the node metadata of each request (REST xDS cannot add headers). A standby, or a leader
+that has not computed a snapshot yet, answers 503: Envoy keeps what it has and asks again.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+
+from reconcilers.gateway import envoy
+from reconcilers.gateway.snapshot import SnapshotStore
+
+log = logging.getLogger(__name__)
+MAX_BODY = 1 << 20
+
+
+def xds_app(store: SnapshotStore, token: str) -> FastAPI:
+    app = FastAPI(title="kflare xDS", version="v3", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.post("/v3/discovery:{type_key}", summary="REST-JSON xDS discovery")
+    async def discovery(type_key: str, request: Request) -> Response:
+        body = await request.body()
+        if len(body) > MAX_BODY:
+            return Response(status_code=413)
+        try:
+            req: dict[str, Any] = json.loads(body or b"{}")
+        except ValueError:
+            return Response("not JSON", status_code=400, media_type="text/plain")
+        presented = str((((req.get("node") or {}).get("metadata")) or {}).get(envoy.TOKEN_METADATA) or "")
+        if not token or not hmac.compare_digest(presented.encode(), token.encode()):
+            return Response("unauthenticated", status_code=401, media_type="text/plain")
+        if type_key not in envoy.TYPES:
+            return Response(status_code=404)
+        if req.get("error_detail"):
+            # A NACK: Envoy refused what it was sent and keeps its previous configuration.
+            log.warning(
+                "data plane refused its configuration",
+                extra={"node": (req.get("node") or {}).get("id"), "type": type_key, "error": req["error_detail"]},
+            )
+        answer = store.answer(type_key, [str(n) for n in req.get("resource_names") or []])
+        if answer is None:
+            return Response("no configuration to serve here", status_code=503, media_type="text/plain")
+        if req.get("version_info") == answer.version and not req.get("error_detail"):
+            return Response(status_code=304)
+        reply = {"version_info": answer.version, "resources": answer.resources, "type_url": answer.type_url}
+        return Response(json.dumps(reply, separators=(",", ":")), media_type="application/json")
+
+    return app
