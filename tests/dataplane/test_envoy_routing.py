@@ -216,6 +216,11 @@ async def test_weighted_backends(dataplane: DataPlane) -> None:
         return await served_by(dataplane, "weights.example.com") is not None
 
     await eventually(routed, what="the weighted route")
+
+    async def warm() -> bool:
+        return dataplane.warm()
+
+    await eventually(warm, what="every backend's endpoints in Envoy")
     counts = {"alpha": 0, "beta": 0, "gamma": 0}
     async with httpx.AsyncClient(base_url=dataplane.url, timeout=10) as client:
         for _ in range(200):
