@@ -220,7 +220,9 @@ def xds_listener(settings: Settings, runtime: Runtime, host: str, port: int) -> 
     if not token:
         raise ValueError(f"{settings.gateway_xds_token_file} holds no token")
     app = instrument(xds_app(runtime.xds, token), "xds")
-    return Served("xds", Listener(listener_config(app, host, port, limits(settings))), host, port)
+    tls = ReloadingTLS(settings.gateway_xds_cert_dir) if settings.gateway_xds_cert_dir is not None else None
+    context = tls.ssl_context if tls is not None else None
+    return Served("xds", Listener(listener_config(app, host, port, limits(settings), context=context)), host, port, tls)
 
 
 class Process:

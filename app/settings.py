@@ -113,6 +113,11 @@ class Settings(BaseSettings):
     gateway_xds_token_file: Path | None = Field(
         None, description="file holding the token Envoy presents to the xDS listener (the chart mounts a Secret)"
     )
+    gateway_xds_cert_dir: Path | None = Field(
+        None,
+        description="directory of the tls.crt and tls.key the xDS listener serves (reloaded on change); unset is"
+        " plain HTTP, for loopback only",
+    )
     gateway_data_plane_address: str = Field(
         "0.0.0.0:8080", description="host:port Envoy listens on for cloudflared, in the data-plane pod"
     )

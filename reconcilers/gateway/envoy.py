@@ -109,10 +109,21 @@ def load_assignment(name: str, addresses: list[tuple[str, int]]) -> JSON:
     }
 
 
-def bootstrap(*, node_id: str, xds_host: str, xds_port: int, token: str, admin_port: int, refresh: float = 0.5) -> JSON:
-    """An Envoy bootstrap that takes listeners and clusters (then routes and endpoints) from kflare's xDS."""
+def bootstrap(
+    *,
+    node_id: str,
+    xds_host: str,
+    xds_port: int,
+    token: str,
+    admin_port: int,
+    refresh: float = 0.5,
+    ca_file: str | None = None,
+    server_name: str | None = None,
+) -> JSON:
+    """An Envoy bootstrap that takes listeners and clusters (then routes and endpoints) from kflare's xDS; over TLS,
+    checked against `ca_file` for `server_name` (the xDS host by default), when a CA is given."""
     source = config_source(refresh)
-    return {
+    out: JSON = {
         "node": {"id": node_id, "cluster": "kflare-data-plane", "metadata": {TOKEN_METADATA: token}},
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
         "dynamic_resources": {"lds_config": source, "cds_config": source},
@@ -141,3 +152,31 @@ def bootstrap(*, node_id: str, xds_host: str, xds_port: int, token: str, admin_p
             ]
         },
     }
+    if ca_file is not None:
+        name = server_name or xds_host
+        out["static_resources"]["clusters"][0]["transport_socket"] = {
+            "name": "envoy.transport_sockets.tls",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                "sni": name,
+                "common_tls_context": {
+                    "validation_context": {
+                        "trusted_ca": {"filename": ca_file},
+                        "match_typed_subject_alt_names": [
+                            {"san_type": "IP_ADDRESS" if _is_ip(name) else "DNS", "matcher": {"exact": name}}
+                        ],
+                    }
+                },
+            },
+        }
+    return out
+
+
+def _is_ip(value: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True

@@ -15,7 +15,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from app.controlplane import ControlPlane, free_port
+from app.controlplane import CertificateAuthority, ControlPlane, free_port
 from reconcilers.gateway import envoy
 from reconcilers.gateway.kinds import CONTROLLER_NAME, GATEWAY_EXISTS_FINALIZER, GATEWAY_GROUP
 from tests.fixtures.controller import ControllerProcess, controller_process
@@ -46,6 +46,14 @@ def gateway_plane(
     workdir = tmp_path_factory.mktemp("gateway")
     token = workdir / "xds-token"
     token.write_text(uuid.uuid4().hex)
+    # The xDS listener serves TLS from a certificate directory; Envoy checks it against the CA.
+    ca = CertificateAuthority.create("xds-ca")
+    key_pem, cert_pem = ca.issue("xds", hosts=["127.0.0.1"], server=True)
+    certs = workdir / "xds-certs"
+    certs.mkdir()
+    (certs / "tls.crt").write_bytes(cert_pem)
+    (certs / "tls.key").write_bytes(key_pem)
+    (workdir / "ca.crt").write_bytes(ca.pem)
     xds_port, envoy_port = free_port(), free_port()
     servers = _Thread()
     backend_port = free_port()
@@ -54,6 +62,7 @@ def gateway_plane(
         "--gateway-enabled=true",
         f"--gateway-xds-bind-address=127.0.0.1:{xds_port}",
         f"--gateway-xds-token-file={token}",
+        f"--gateway-xds-cert-dir={certs}",
         f"--gateway-data-plane-address=127.0.0.1:{envoy_port}",
         "--gateway-xds-refresh=200ms",
         f"--gateway-namespace-label={TENANCY_LABEL}",
@@ -65,6 +74,7 @@ def gateway_plane(
         token=token.read_text(),
         admin_port=free_port(),
         refresh=0.2,
+        ca_file=str(workdir / "ca.crt"),
     )
     try:
         with controller_process(control_plane, emulator, workdir, *args) as proc, running_envoy(bootstrap):
