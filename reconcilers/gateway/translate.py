@@ -543,7 +543,17 @@ def _grpc_path(method: JSON, where: str) -> JSON:
     raise Unsupported(f"{where}.method.type {kind} is not supported")
 
 
-def _header_mutations(modifier: JSON) -> tuple[list[JSON], list[str]]:
+_UNMODIFIABLE = {"host"}
+
+
+def _header_mutations(modifier: JSON, where: str) -> tuple[list[JSON], list[str]]:
+    for key in ("set", "add"):
+        for h in modifier.get(key) or []:
+            if str(h.get("name", "")).lower() in _UNMODIFIABLE:
+                raise Unsupported(f"{where}: the {h['name']} header cannot be modified here (URLRewrite sets it)")
+    for name in modifier.get("remove") or []:
+        if str(name).lower() in _UNMODIFIABLE:
+            raise Unsupported(f"{where}: the {name} header cannot be removed")
     add = [
         {"header": {"key": h["name"], "value": escape(str(h.get("value", "")))}, "append_action": action}
         for action, entries in (
@@ -590,11 +600,11 @@ def _build_rules(
             if ftype not in _FILTERS[kind]:
                 raise Unsupported(f"{fwhere}: filter {ftype} is not supported by this data plane")
             if ftype == "RequestHeaderModifier":
-                add, remove = _header_mutations(flt.get("requestHeaderModifier") or {})
+                add, remove = _header_mutations(flt.get("requestHeaderModifier") or {}, fwhere)
                 request_add += add
                 request_remove += remove
             elif ftype == "ResponseHeaderModifier":
-                add, remove = _header_mutations(flt.get("responseHeaderModifier") or {})
+                add, remove = _header_mutations(flt.get("responseHeaderModifier") or {}, fwhere)
                 response_add += add
                 response_remove += remove
             elif ftype == "RequestRedirect":
@@ -714,7 +724,12 @@ def _redirect(redirect: JSON, path_match: JSON | None, where: str) -> JSON:
         elif path.get("type") == "ReplacePrefixMatch":
             if (path_match or {}).get("type", "PathPrefix") != "PathPrefix":
                 raise Unsupported(f"{where}: ReplacePrefixMatch needs a PathPrefix match")
-            out["prefix_rewrite"] = str(path.get("replacePrefixMatch", "/")).rstrip("/") or "/"
+            value = str(path.get("replacePrefixMatch", "/")).rstrip("/")
+            if value:
+                out["prefix_rewrite"] = value
+            else:
+                prefix = str((path_match or {}).get("value", "/")).rstrip("/")
+                out["regex_rewrite"] = {"pattern": {"regex": f"^{re.escape(prefix)}/*"}, "substitution": "/"}
         else:
             raise Unsupported(f"{where}: redirect path type {path.get('type')} is not supported")
     return out

@@ -160,6 +160,39 @@ async def test_redirect(dataplane: DataPlane) -> None:
     assert reply.headers["location"] == "https://new.example.com/page?q=1"
 
 
+async def test_redirect_replacing_the_prefix(dataplane: DataPlane) -> None:
+    def redirect(prefix: str) -> dict[str, Any]:
+        return {
+            "matches": [{"path": {"type": "PathPrefix", "value": prefix}}],
+            "filters": [
+                {
+                    "type": "RequestRedirect",
+                    "requestRedirect": {
+                        "path": {
+                            "type": "ReplacePrefixMatch",
+                            "replacePrefixMatch": "/" if prefix == "/gone" else "/v2",
+                        }
+                    },
+                }
+            ],
+        }
+
+    apply(
+        dataplane,
+        world([http_route("rp", ["moved.example.com"], [redirect("/gone"), redirect("/v1")])], ports(dataplane)),
+    )
+
+    async def redirected() -> httpx.Response | None:
+        reply = await get(dataplane, "moved.example.com", "/v1/items")
+        return reply if reply.status_code == 302 else None
+
+    reply = await eventually(redirected, what="the prefix redirect")
+    assert reply.headers["location"].endswith("moved.example.com/v2/items")
+    assert (
+        (await get(dataplane, "moved.example.com", "/gone/page")).headers["location"].endswith("moved.example.com/page")
+    )
+
+
 async def test_url_rewrites(dataplane: DataPlane) -> None:
     rules = [
         {
@@ -246,6 +279,8 @@ async def test_request_mirror(dataplane: DataPlane) -> None:
     await eventually(routed, what="the mirrored route")
 
     async def mirrored() -> bool:
+        # The mirror's endpoints may reach Envoy after the primary's: a mirrored request is dropped until then.
+        await served_by(dataplane, "mirror.example.com", "/mirrored-path")
         return any(seen["path"] == "/mirrored-path" for seen in dataplane.seen["mirror"])
 
     await eventually(mirrored, what="the mirror backend to see the request")

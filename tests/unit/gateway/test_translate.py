@@ -39,6 +39,17 @@ def one_rule(**rule: Any) -> list[dict[str, Any]]:
         ({"retry": {"attempts": 2}}, "retry"),
         ({"matches": [{"path": {"type": "RegularExpression", "value": "/(?=x)"}}]}, "RE2"),
         ({"matches": [{"headers": [{"type": "Prefix", "name": "a", "value": "b"}]}]}, "type Prefix"),
+        (
+            {
+                "filters": [
+                    {
+                        "type": "RequestHeaderModifier",
+                        "requestHeaderModifier": {"set": [{"name": "Host", "value": "x"}]},
+                    }
+                ]
+            },
+            "Host header",
+        ),
     ],
 )
 def test_what_the_data_plane_cannot_do_refuses_the_route_naming_it(rule: dict[str, Any], named: str) -> None:
