@@ -26,6 +26,8 @@ MAX_BODY = 1 << 20
 
 def xds_app(store: SnapshotStore, token: str) -> FastAPI:
     app = FastAPI(title="kflare xDS", version="v3", docs_url=None, redoc_url=None, openapi_url=None)
+    answered: dict[tuple[str, str, tuple[str, ...]], str] = {}
+    refused: set[str] = set()
 
     @app.post("/v3/discovery:{type_key}", summary="REST-JSON xDS discovery")
     async def discovery(type_key: str, request: Request) -> Response:
@@ -41,15 +43,26 @@ def xds_app(store: SnapshotStore, token: str) -> FastAPI:
             return Response("unauthenticated", status_code=401, media_type="text/plain")
         if type_key not in envoy.TYPES:
             return Response(status_code=404)
-        if req.get("error_detail"):
-            # A NACK: Envoy refused what it was sent and keeps its previous configuration.
+        node = str((req.get("node") or {}).get("id") or "")
+        names = [str(n) for n in req.get("resource_names") or []]
+        poll = (node, type_key, tuple(sorted(names)))
+        had = str(req.get("version_info") or "")
+        sent = answered.get(poll)
+        if req.get("error_detail") or (had and sent is not None and had != sent and sent not in refused):
+            # Envoy refused what it was sent last (REST polling reports it only by asking again with the version it
+            # kept) and keeps its previous configuration. An empty version is a new subscription (a cluster
+            # replaced, Envoy restarted), not a refusal; node IDs must be unique per Envoy for this to hold.
+            message = str((req.get("error_detail") or {}).get("message") or f"version {sent} not taken")
+            if sent is not None:
+                refused.add(sent)
+            store.refused(type_key, message)
             log.warning(
-                "data plane refused its configuration",
-                extra={"node": (req.get("node") or {}).get("id"), "type": type_key, "error": req["error_detail"]},
+                "data plane refused its configuration", extra={"node": node, "type": type_key, "error": message}
             )
-        answer = store.answer(type_key, [str(n) for n in req.get("resource_names") or []])
+        answer = store.answer(type_key, names)
         if answer is None:
             return Response("no configuration to serve here", status_code=503, media_type="text/plain")
+        answered[poll] = answer.version
         if req.get("version_info") == answer.version and not req.get("error_detail"):
             return Response(status_code=304)
         reply = {"version_info": answer.version, "resources": answer.resources, "type_url": answer.type_url}

@@ -36,7 +36,11 @@ class SnapshotStore:
     serving: Callable[[], bool] = lambda: True
     resources: dict[str, dict[str, JSON]] | None = None
     generation: int = 0
-    listeners: list[Callable[[], None]] = field(default_factory=list)
+    refusals: list[tuple[str, str]] = field(default_factory=list)
+    """(type key, Envoy's message) of the last configurations a data plane refused, newest last (a few kept)."""
+
+    def refused(self, type_key: str, message: str) -> None:
+        self.refusals = [*self.refusals[-9:], (type_key, message)]
 
     def publish(self, resources: dict[str, list[JSON]]) -> bool:
         """Replace the snapshot; True when anything changed."""

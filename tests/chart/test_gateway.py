@@ -134,6 +134,7 @@ def test_data_plane_two_replicas_restricted_with_a_pdb(on: Rendered) -> None:
         assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     by_name = {c["name"]: c for c in pod["containers"]}
     assert "--protocol" in by_name["cloudflared"]["args"]
+    assert by_name["envoy"]["args"][by_name["envoy"]["args"].index("--service-node") + 1] == "$(POD_NAME)"
     assert by_name["cloudflared"]["env"][0]["valueFrom"]["secretKeyRef"] == {"name": "edge-token", "key": "token"}
     pdb = on.one("PodDisruptionBudget", "kflare-data-plane")
     assert pdb["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "data-plane"

@@ -336,3 +336,26 @@ async def test_route_change_applies_without_dropping_a_request_in_flight(datapla
     assert reply.status_code == 200
     assert reply.json()["backend"] == "alpha"
     assert dataplane.stats().get("listener_manager.total_listeners_draining", 0) == draining_before
+
+
+async def test_a_configuration_envoy_refuses_is_reported_and_the_last_one_kept(dataplane: DataPlane) -> None:
+    host = "kept.example.com"
+    good = world([http_route("k", [host], [{"backendRefs": [backend("alpha")]}])], ports(dataplane, "alpha"))
+    apply(dataplane, good)
+
+    async def routed() -> bool:
+        return await served_by(dataplane, host) == "alpha"
+
+    await eventually(routed, what="the good configuration")
+    resources = translate(good, refresh=dataplane.refresh).resources
+    bad = resources["routes"][0]
+    bad["virtual_hosts"][0]["routes"][0]["match"] = {"safe_regex": {"regex": "("}}
+    dataplane.publish(resources)
+
+    async def refused() -> bool:
+        return any(kind == "routes" for kind, _ in dataplane.store.refusals)
+
+    await eventually(refused, what="Envoy to refuse the route configuration")
+    assert await served_by(dataplane, host) == "alpha"
+    dataplane.store.refusals.clear()
+    apply(dataplane, good)
