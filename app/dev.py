@@ -30,10 +30,12 @@ import yaml
 from app.api.crds import render_crds
 from app.api.registry import KINDS
 from app.controlplane import ControlPlane, ControlPlaneError, bin_dir_from_env, free_port
+from app.dev_gateway import DevGateway
 from app.emulator.process import EmulatorError, EmulatorProcess
 from app.kube.client import JSON, NAMESPACES, KubeClient, KubeError, ResourceType
 from app.server import Process
 from app.settings import Settings
+from reconcilers.gateway.kinds import CLASS_NAME
 from webhooks.configuration import configuration as webhook_configuration
 from webhooks.configuration import url_client_config
 
@@ -244,9 +246,20 @@ async def metrics_reader(kube: KubeClient) -> None:
     )
 
 
-def dev_settings(plane: ControlPlane, emulator: EmulatorProcess, drift: str) -> Settings:
+def dev_settings(
+    plane: ControlPlane, emulator: EmulatorProcess, drift: str, gateway: DevGateway | None = None
+) -> Settings:
     """`kflare run`'s settings against the local API server and emulator, every listener on a free loopback port."""
+    extra: dict[str, Any] = {}
+    if gateway is not None:
+        extra = {
+            "gateway_enabled": True,
+            "gateway_xds_bind_address": f"127.0.0.1:{gateway.xds_port}",
+            "gateway_xds_token_file": gateway.token_file,
+            "gateway_data_plane_address": f"127.0.0.1:{gateway.data_plane_port}",
+        }
     return Settings(
+        **extra,
         kubeconfig=plane.kubeconfig_path,
         namespace=SYSTEM_NAMESPACE,
         cloudflare_api_url=emulator.base_url,
@@ -262,19 +275,26 @@ def dev_settings(plane: ControlPlane, emulator: EmulatorProcess, drift: str) -> 
 @contextlib.asynccontextmanager
 async def environment(
     bin_dir: Path, workdir: Path, drift: str
-) -> AsyncIterator[tuple[ControlPlane, EmulatorProcess, Process]]:
+) -> AsyncIterator[tuple[ControlPlane, EmulatorProcess, Process, DevGateway | None]]:
     plane = ControlPlane(bin_dir=bin_dir, workdir=workdir / "plane")
     await asyncio.to_thread(plane.start)
     emulator: EmulatorProcess | None = None
     process: Process | None = None
+    gateway = await asyncio.to_thread(DevGateway.prepare, workdir)
     try:
         emulator = await asyncio.to_thread(dev_emulator(workdir).start)
         kube = await KubeClient.connect(plane.kubeconfig_path)
         try:
             await install_crds(kube)
             await ensure_namespace(kube, SYSTEM_NAMESPACE)
-            process = Process(dev_settings(plane, emulator, drift))
+            if gateway is not None:
+                await asyncio.to_thread(gateway.install_crds, plane)
+            process = Process(dev_settings(plane, emulator, drift, gateway))
             await process.start()
+            if gateway is not None:
+                await gateway.create_class(kube)
+                gateway.start_envoy()
+                await gateway.wait_ready()
             webhook = process.listener("webhook")
             if webhook is None or webhook.tls is None:
                 raise RuntimeError("the webhook listener is off")  # dev_settings turns it on: a bug
@@ -282,8 +302,10 @@ async def environment(
             await metrics_reader(kube)
         finally:
             await kube.close()
-        yield plane, emulator, process
+        yield plane, emulator, process, gateway
     finally:
+        if gateway is not None:
+            gateway.stop()
         if process is not None:
             await process.stop()
         if emulator is not None:
@@ -337,7 +359,7 @@ async def run(bin_dir: Path, apply: Path, *, once: bool, timeout: float, drift: 
 async def _run(bin_dir: Path, apply: Path, *, once: bool, timeout: float, drift: str, keep: bool) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="kflare-dev-"))
     try:
-        async with environment(bin_dir, workdir, drift) as (plane, emulator, process):
+        async with environment(bin_dir, workdir, drift) as (plane, emulator, process, gateway):
             print(f"kube-apiserver: {plane.host}  (kubectl --kubeconfig {plane.kubeconfig_path} get kflare -A)")
             print(f"Cloudflare emulator: {emulator.base_url}  (calls: {emulator.url}/__emulator/calls)")
             webhook = process.listener("webhook")
@@ -350,6 +372,11 @@ async def _run(bin_dir: Path, apply: Path, *, once: bool, timeout: float, drift:
                     f"metrics: {metrics.url}/metrics  (a token of ServiceAccount {SYSTEM_NAMESPACE}/{METRICS_READER})"
                 )
                 print(f"  {command}", flush=True)
+            if gateway is not None:
+                print(
+                    f"Gateway class {CLASS_NAME}: Envoy at {gateway.url}; add a Gateway and HTTPRoutes, then"
+                    f"  curl -H 'Host: app.example.com' {gateway.url}/"
+                )
             await asyncio.to_thread(kubectl_apply, plane, apply, dev_secret_manifest())
             kube = await KubeClient.connect(plane.kubeconfig_path)
             try:

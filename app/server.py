@@ -30,7 +30,10 @@ from app.metrics import instrument
 from app.metrics import listener as metrics_listener
 from app.settings import Settings, split_bind_address
 from app.tls import ReloadingTLS
+from app.xds import xds_app
 from reconcilers.context import Context
+from reconcilers.gateway.controller import GatewayOptions, register_gateway
+from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.registry import register_all
 from webhooks import create_app as webhook_app
 from webhooks.advice import ListObjects
@@ -48,6 +51,8 @@ class Runtime:
     kube: KubeClient | None = None
     cloudflare: CloudflareSession | None = None
     manager: Manager | None = None
+    xds: SnapshotStore = field(default_factory=lambda: SnapshotStore(serving=lambda: False))
+    """The data plane's configuration (the Gateway class), answered by the xDS listener."""
     last_tick: float = field(default_factory=time.monotonic)
     _ticker: asyncio.Task[None] | None = None
 
@@ -90,6 +95,12 @@ class Runtime:
             own_write=self.manager.note_own_write,
         )
         register_all(self.manager, ctx)
+        if s.gateway_enabled:
+            host, port = split_bind_address(s.gateway_data_plane_address) or ("127.0.0.1", 8080)
+            options = GatewayOptions(
+                host, port, refresh=s.gateway_xds_refresh.total_seconds(), tenancy_label=s.gateway_namespace_label
+            )
+            register_gateway(self.manager, ctx, self.xds, options)
         self.manager.start()
         self._ticker = asyncio.create_task(self._tick(), name="loop-ticker")
 
@@ -218,7 +229,23 @@ def listeners(settings: Settings, runtime: Runtime) -> list[Served]:
     webhook = settings.webhook_address
     if webhook is not None:
         out.append(webhook_listener(settings, *webhook, objects=runtime.list_objects))
+    xds = split_bind_address(settings.gateway_xds_bind_address) if settings.gateway_enabled else None
+    if xds is not None:
+        out.append(xds_listener(settings, runtime, *xds))
     return out
+
+
+def xds_listener(settings: Settings, runtime: Runtime, host: str, port: int) -> Served:
+    """The data plane's xDS (the Gateway class): Envoy presents the token of --gateway-xds-token-file."""
+    if settings.gateway_xds_token_file is None:
+        raise ValueError("--gateway-xds-token-file is required with --gateway-enabled")
+    token = settings.gateway_xds_token_file.read_text().strip()
+    if not token:
+        raise ValueError(f"{settings.gateway_xds_token_file} holds no token")
+    app = instrument(xds_app(runtime.xds, token), "xds")
+    tls = ReloadingTLS(settings.gateway_xds_cert_dir) if settings.gateway_xds_cert_dir is not None else None
+    context = tls.ssl_context if tls is not None else None
+    return Served("xds", Listener(listener_config(app, host, port, limits(settings), context=context)), host, port, tls)
 
 
 class Process:

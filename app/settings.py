@@ -104,12 +104,43 @@ class Settings(BaseSettings):
         " handshake) within this long",
     )
     http_max_connections: int = Field(256, gt=0, description="open connections each listener accepts at most")
+    gateway_enabled: bool = Field(
+        False, description="serve the cloudflare-tunnel Gateway API class (its CRDs must exist)"
+    )
+    gateway_xds_bind_address: str = Field(
+        ":18000", description="host:port of the xDS listener the data plane's Envoy polls (with the class on); 0 is off"
+    )
+    gateway_xds_token_file: Path | None = Field(
+        None, description="file holding the token Envoy presents to the xDS listener (the chart mounts a Secret)"
+    )
+    gateway_xds_cert_dir: Path | None = Field(
+        None,
+        description="directory of the tls.crt and tls.key the xDS listener serves (reloaded on change); unset is"
+        " plain HTTP, for loopback only",
+    )
+    gateway_data_plane_address: str = Field(
+        "0.0.0.0:8080", description="host:port Envoy listens on for cloudflared, in the data-plane pod"
+    )
+    gateway_xds_refresh: Duration = Field(
+        timedelta(milliseconds=500), description="how often Envoy polls for a new configuration"
+    )
+    gateway_namespace_label: str | None = Field(
+        None,
+        description="namespace label whose value a route in a labelled namespace must own its hostnames under"
+        " (namespace.cozystack.io/host, say); unset is no tenancy rule",
+    )
     metrics_secure: bool = True
     metrics_cert_path: Path | None = None
     log_level: str = "info"
     log_format: LogFormat = LogFormat.JSON
 
-    @field_validator("health_probe_bind_address", "metrics_bind_address", "webhook_bind_address")
+    @field_validator(
+        "health_probe_bind_address",
+        "metrics_bind_address",
+        "webhook_bind_address",
+        "gateway_xds_bind_address",
+        "gateway_data_plane_address",
+    )
     @classmethod
     def _check_address(cls, address: str, info: ValidationInfo) -> str:
         if info.field_name == "webhook_bind_address" and ":" not in address and address != "0":

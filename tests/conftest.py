@@ -7,7 +7,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.kube", "tests.fixtures.emulator", "tests.fixtures.controller"]
+pytest_plugins = [
+    "tests.fixtures.kube",
+    "tests.fixtures.emulator",
+    "tests.fixtures.controller",
+    "tests.fixtures.envoy",
+    "tests.fixtures.gateway",
+]
 
 
 @pytest.fixture(autouse=True)

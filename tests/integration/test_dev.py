@@ -218,3 +218,78 @@ def test_kflare_dev_prints_a_command_that_scrapes_the_metrics(dev: Dev) -> None:
         check=False,
     )
     assert anonymous.stdout == "401"  # the token is what lets it in
+
+
+def test_kflare_dev_serves_the_gateway_class_on_envoy(dev: Dev) -> None:
+    import http.server
+
+    import httpx
+
+    from app.controlplane import free_port
+
+    port = free_port()
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = f"hello from {self.path}".encode()
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        line = next(line for line in dev.lines if line.startswith("Gateway class cloudflare-tunnel"))
+        envoy_url = line.split("Envoy at ")[1].split(";")[0]
+        manifests = [
+            {
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "Gateway",
+                "metadata": {"name": "edge", "namespace": "demo"},
+                "spec": {
+                    "gatewayClassName": "cloudflare-tunnel",
+                    "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}],
+                },
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "hello", "namespace": "demo"},
+                "spec": {"ports": [{"name": "http", "port": 80, "targetPort": port}]},
+            },
+            {
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {"name": "hello", "namespace": "demo", "labels": {"kubernetes.io/service-name": "hello"}},
+                "addressType": "FQDN",
+                "ports": [{"name": "http", "port": port}],
+                "endpoints": [{"addresses": ["127.0.0.1"]}],
+            },
+            {
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "HTTPRoute",
+                "metadata": {"name": "app", "namespace": "demo"},
+                "spec": {
+                    "parentRefs": [{"name": "edge"}],
+                    "hostnames": ["app.example.com"],
+                    "rules": [{"backendRefs": [{"name": "hello", "port": 80}]}],
+                },
+            },
+        ]
+        done = dev.kubectl("apply", "-f", "-", stdin="\n---\n".join(json.dumps(m) for m in manifests))
+        assert done.returncode == 0, done.stderr
+        deadline = time.monotonic() + 30
+        answer = ""
+        while time.monotonic() < deadline:
+            reply = httpx.get(f"{envoy_url}/page", headers={"Host": "app.example.com"}, timeout=2)
+            if reply.status_code == 200:
+                answer = reply.text
+                break
+            time.sleep(0.2)  # polling Envoy until the route arrives, with the deadline above
+        assert answer == "hello from /page"
+    finally:
+        server.shutdown()

@@ -72,13 +72,13 @@ cloudflareaccounts
 {{- define "kflare.namespacedPlurals" -}}
 zones
 dnsrecords
-tunnels
-tunnelconfigurations
-workerscripts
-workerroutes
 kvnamespaces
 r2buckets
 d1databases
+workerscripts
+workerroutes
+tunnels
+tunnelconfigurations
 iplists
 wafcustomrules
 ratelimitrules

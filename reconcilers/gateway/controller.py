@@ -1,0 +1,271 @@
+"""The control plane of the `cloudflare-tunnel` class (leader only): one aggregate reconcile, fed by every Gateway
+API object, Service, EndpointSlice and Namespace, computes the translation, publishes it to the xDS snapshot and
+writes the statuses that changed (GatewayClass, Gateways, this controller's entries of the routes' parents).
+
+The Tunnel a GatewayClass names is looked up by name in the cache of the Tunnel kind; until that kind exists (or
+while the Tunnel is absent) the class reports `Accepted=False, InvalidParameters` naming it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from app.kube.client import KubeError, ResourceType
+from app.kube.controller import Outcome
+from app.kube.informer import Key
+from app.kube.manager import DocumentsOf, Manager
+from reconcilers.context import Context
+from reconcilers.gateway import envoy
+from reconcilers.gateway.kinds import (
+    BUNDLE_VERSION_ANNOTATION,
+    CONTROLLER_NAME,
+    CRDS,
+    ENDPOINT_SLICES,
+    GATEWAY_CLASSES,
+    GATEWAY_EXISTS_FINALIZER,
+    GATEWAYS,
+    GRPC_ROUTES,
+    HTTP_ROUTES,
+    NAMESPACES,
+    REFERENCE_GRANTS,
+    SERVICES,
+    TUNNEL_KIND,
+)
+from reconcilers.gateway.snapshot import SnapshotStore
+from reconcilers.gateway.translate import JSON, Translation, TunnelState, World, translate
+
+log = logging.getLogger(__name__)
+
+DOCUMENT = "data-plane"
+BUNDLE_TTL = 60.0
+ROUTE_TYPES: Mapping[str, ResourceType] = {"HTTPRoute": HTTP_ROUTES, "GRPCRoute": GRPC_ROUTES}
+
+
+def tunnel_state(raw: JSON) -> TunnelState:
+    """What the class reads of a kflare Tunnel: Ready, and the ID its CNAME target is made of."""
+    status = raw.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    tunnel_id = (status.get("cloudflareMetadata") or {}).get("tunnelID")
+    return TunnelState(
+        ready=bool(ready and ready.get("status") == "True"),
+        message=str((ready or {}).get("message") or "Tunnel not ready"),
+        address=f"{tunnel_id}.cfargotunnel.com" if tunnel_id else None,
+    )
+
+
+@dataclass
+class GatewayOptions:
+    data_plane_host: str
+    data_plane_port: int
+    refresh: float = 0.5
+    tenancy_label: str | None = None
+
+
+def merge_conditions(old: list[JSON], new: list[JSON], now: str) -> list[JSON]:
+    """The new conditions, keeping each one's lastTransitionTime while its status stays the same."""
+    before = {c.get("type"): c for c in old or []}
+    out = []
+    for cond in new:
+        prior = before.get(cond["type"])
+        since = prior.get("lastTransitionTime") if prior and prior.get("status") == cond["status"] else None
+        out.append({**cond, "lastTransitionTime": since or now})
+    return out
+
+
+def _stamp(status: JSON, old: JSON, now: str) -> JSON:
+    out = dict(status)
+    out["conditions"] = merge_conditions(old.get("conditions") or [], status.get("conditions") or [], now)
+    if "listeners" in status:
+        old_listeners = {entry.get("name"): entry for entry in old.get("listeners") or []}
+        out["listeners"] = [
+            {
+                **entry,
+                "conditions": merge_conditions(
+                    (old_listeners.get(entry["name"]) or {}).get("conditions") or [], entry["conditions"], now
+                ),
+            }
+            for entry in status["listeners"]
+        ]
+    return out
+
+
+def _same_parent(a: JSON, b: JSON) -> bool:
+    keys = ("group", "kind", "namespace", "name", "sectionName", "port")
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+class GatewayClassReconciler:
+    """The aggregate reconciler of the class's one document: the data plane's configuration."""
+
+    name = "gateway-class"
+
+    def __init__(
+        self,
+        ctx: Context,
+        store: SnapshotStore,
+        options: GatewayOptions,
+        tunnels: Callable[[str, str], TunnelState | None] | None = None,
+    ) -> None:
+        self.ctx, self.store, self.options = ctx, store, options
+        self.tunnels = tunnels or self._tunnel_from_cache
+        self._bundle: tuple[float, str | None] | None = None
+        self.last: Translation | None = None
+
+    def inputs(self) -> Mapping[ResourceType, DocumentsOf]:
+        def feeds(_: JSON) -> list[str]:
+            return [DOCUMENT]
+
+        return {
+            rt: feeds
+            for rt in (
+                GATEWAY_CLASSES,
+                GATEWAYS,
+                HTTP_ROUTES,
+                GRPC_ROUTES,
+                REFERENCE_GRANTS,
+                SERVICES,
+                ENDPOINT_SLICES,
+                NAMESPACES,
+            )
+        }
+
+    def _tunnel_from_cache(self, namespace: str, name: str) -> TunnelState | None:
+        raw = self.ctx.cached(TUNNEL_KIND, name, namespace)
+        return None if raw is None else tunnel_state(raw)
+
+    async def _installed_bundle(self) -> str | None:
+        """The installed bundle's version, read again at most once a minute (the CRDs are not watched)."""
+        now = time.monotonic()
+        if self._bundle is not None and now - self._bundle[0] < BUNDLE_TTL:
+            return self._bundle[1]
+        try:
+            crd = await self.ctx.kube.get(CRDS, "gatewayclasses.gateway.networking.k8s.io")
+            version = ((crd.get("metadata") or {}).get("annotations") or {}).get(BUNDLE_VERSION_ANNOTATION)
+        except KubeError:
+            version = None
+        self._bundle = (now, version)
+        return version
+
+    def world(self, installed_bundle: str | None) -> World:
+        cached = self.ctx.cached_all
+        return World(
+            classes=cached(GATEWAY_CLASSES.kind),
+            gateways=cached(GATEWAYS.kind),
+            http_routes=cached(HTTP_ROUTES.kind),
+            grpc_routes=cached(GRPC_ROUTES.kind),
+            grants=cached(REFERENCE_GRANTS.kind),
+            services=cached(SERVICES.kind),
+            slices=cached(ENDPOINT_SLICES.kind),
+            namespaces=cached(NAMESPACES.kind),
+            tunnel=self.tunnels,
+            installed_bundle=installed_bundle,
+            tenancy_label=self.options.tenancy_label,
+        )
+
+    async def reconcile(self, key: Key) -> Outcome:
+        world = self.world(await self._installed_bundle())
+        result = translate(world, refresh=self.options.refresh)
+        listener = envoy.ingress_listener(
+            self.options.data_plane_host, self.options.data_plane_port, self.options.refresh
+        )
+        if self.store.publish({**result.resources, "listeners": [listener]}):
+            log.info(
+                "data plane configuration published",
+                extra={"generation": self.store.generation, "hostnames": len(result.hostnames)},
+            )
+        self.last = result
+        failed = False
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for cls in world.classes:
+            name = str(cls["metadata"]["name"])
+            if name in result.class_status:
+                failed |= not await self._write_class(cls, result, now)
+        for gateway in world.gateways:
+            gkey = (gateway["metadata"].get("namespace", ""), gateway["metadata"]["name"])
+            if gkey in result.gateway_status:
+                failed |= not await self._write_status(
+                    GATEWAYS, gateway, _stamp(result.gateway_status[gkey], gateway.get("status") or {}, now)
+                )
+        for kind, routes in (("HTTPRoute", world.http_routes), ("GRPCRoute", world.grpc_routes)):
+            for route in routes:
+                failed |= not await self._write_route(kind, route, result, now)
+        return Outcome(retry=True) if failed else Outcome.done()
+
+    async def timed_out(self, key: Key, seconds: float) -> None:
+        log.warning("the Gateway class's reconcile timed out", extra={"seconds": seconds})
+
+    async def _write_status(self, rt: ResourceType, obj: JSON, status: JSON) -> bool:
+        if (obj.get("status") or {}) == {**(obj.get("status") or {}), **status}:
+            return True
+        meta = obj["metadata"]
+        try:
+            await self.ctx.kube.patch(
+                rt,
+                meta["name"],
+                {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": status},
+                meta.get("namespace"),
+                subresource="status",
+            )
+        except KubeError as exc:
+            if exc.not_found:
+                return True
+            log.info("status write deferred", extra={"kind": rt.kind, "name": meta["name"], "reason": exc.reason})
+            return False
+        return True
+
+    async def _write_class(self, cls: JSON, result: Translation, now: str) -> bool:
+        name = str(cls["metadata"]["name"])
+        ok = await self._write_status(
+            GATEWAY_CLASSES, cls, _stamp(result.class_status[name], cls.get("status") or {}, now)
+        )
+        finalizers = list(cls["metadata"].get("finalizers") or [])
+        in_use = name in result.classes_in_use
+        if in_use == (GATEWAY_EXISTS_FINALIZER in finalizers):
+            return ok
+        wanted = (
+            [*finalizers, GATEWAY_EXISTS_FINALIZER]
+            if in_use
+            else [f for f in finalizers if f != GATEWAY_EXISTS_FINALIZER]
+        )
+        try:
+            await self.ctx.kube.patch(
+                GATEWAY_CLASSES,
+                name,
+                {"metadata": {"finalizers": wanted, "resourceVersion": cls["metadata"].get("resourceVersion")}},
+            )
+        except KubeError as exc:
+            return exc.not_found and ok
+        return ok
+
+    async def _write_route(self, kind: str, route: JSON, result: Translation, now: str) -> bool:
+        meta = route["metadata"]
+        ours = result.route_parents.get((kind, meta.get("namespace", ""), meta["name"]), [])
+        current = list((route.get("status") or {}).get("parents") or [])
+        controller = CONTROLLER_NAME
+        theirs = [p for p in current if p.get("controllerName") != controller]
+        mine_before = [p for p in current if p.get("controllerName") == controller]
+        stamped = []
+        for entry in ours:
+            prior: JSON = next(
+                (p for p in mine_before if _same_parent(p.get("parentRef") or {}, entry["parentRef"])), {}
+            )
+            stamped.append(
+                {**entry, "conditions": merge_conditions(prior.get("conditions") or [], entry["conditions"], now)}
+            )
+        if stamped == mine_before:
+            return True
+        return await self._write_status(ROUTE_TYPES[kind], route, {"parents": [*theirs, *stamped]})
+
+
+def register_gateway(
+    manager: Manager, ctx: Context, store: SnapshotStore, options: GatewayOptions
+) -> GatewayClassReconciler:
+    """Wire the class into the manager: its inputs are watched (cached, leader only) and feed one document."""
+    reconciler = GatewayClassReconciler(ctx, store, options)
+    store.serving = lambda: manager.leading and manager.synced
+    manager.register_aggregate(reconciler)
+    return reconciler

@@ -1,0 +1,182 @@
+"""Envoy's side of the data plane: the resource types served over xDS, the listener every request enters by, and
+the bootstrap an Envoy starts from (it names the kflare process as its xDS server and nothing else)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+JSON = dict[str, Any]
+
+LISTENER = "type.googleapis.com/envoy.config.listener.v3.Listener"
+ROUTE_CONFIGURATION = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+CLUSTER = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+CLUSTER_LOAD_ASSIGNMENT = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+HCM = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+ROUTER = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+HTTP_PROTOCOL_OPTIONS = "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+
+TYPES = {
+    "listeners": LISTENER,
+    "routes": ROUTE_CONFIGURATION,
+    "clusters": CLUSTER,
+    "endpoints": CLUSTER_LOAD_ASSIGNMENT,
+}
+"""The REST xDS path suffix (`/v3/discovery:<key>`) of each resource type."""
+
+XDS_CLUSTER = "kflare-xds"
+INGRESS = "kflare-ingress"
+TOKEN_METADATA = "kflare-token"
+"""The node metadata key Envoy presents its xDS token under: REST xDS carries the node in every request body, and
+Envoy has no way to add a header to its xDS requests, so the bearer token travels there."""
+
+
+def config_source(refresh: float) -> JSON:
+    return {
+        "resource_api_version": "V3",
+        "api_config_source": {
+            "api_type": "REST",
+            "transport_api_version": "V3",
+            "cluster_names": [XDS_CLUSTER],
+            "refresh_delay": f"{refresh:g}s",
+            "request_timeout": "2s",
+        },
+    }
+
+
+def ingress_listener(address: str, port: int, refresh: float) -> JSON:
+    """The one listener cloudflared sends every request to. It never changes with routes (those are in RDS), so a
+    route change drains no connection."""
+    hcm: JSON = {
+        "@type": HCM,
+        "stat_prefix": "ingress",
+        "codec_type": "AUTO",
+        "rds": {"route_config_name": INGRESS, "config_source": config_source(refresh)},
+        "http_filters": [
+            # suppress_envoy_headers: no x-envoy-* header is added towards backends or clients.
+            {"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER, "suppress_envoy_headers": True}}
+        ],
+        # The connecting peer (cloudflared, on loopback) is the remote address, and no address counts as internal:
+        # Envoy then strips the x-envoy-* control headers (timeouts, retries) a client sends instead of obeying them.
+        "use_remote_address": True,
+        "internal_address_config": {"cidr_ranges": [{"address_prefix": "192.0.2.255", "prefix_len": 32}]},
+        "normalize_path": True,
+        "merge_slashes": True,
+        "strip_any_host_port": True,
+        "http2_protocol_options": {},
+    }
+    return {
+        "@type": LISTENER,
+        "name": INGRESS,
+        "address": {"socket_address": {"address": address, "port_value": port}},
+        "filter_chains": [
+            {"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]}
+        ],
+    }
+
+
+def eds_cluster(name: str, *, http2: bool, refresh: float) -> JSON:
+    cluster: JSON = {
+        "@type": CLUSTER,
+        "name": name,
+        "type": "EDS",
+        "connect_timeout": "5s",
+        "eds_cluster_config": {"service_name": name, "eds_config": config_source(refresh)},
+    }
+    if http2:
+        cluster["typed_extension_protocol_options"] = {
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                "@type": HTTP_PROTOCOL_OPTIONS,
+                "explicit_http_config": {"http2_protocol_options": {}},
+            }
+        }
+    return cluster
+
+
+def load_assignment(name: str, addresses: list[tuple[str, int]]) -> JSON:
+    return {
+        "@type": CLUSTER_LOAD_ASSIGNMENT,
+        "cluster_name": name,
+        "endpoints": [
+            {
+                "lb_endpoints": [
+                    {"endpoint": {"address": {"socket_address": {"address": host, "port_value": port}}}}
+                    for host, port in addresses
+                ]
+            }
+        ]
+        if addresses
+        else [],
+    }
+
+
+def bootstrap(
+    *,
+    node_id: str,
+    xds_host: str,
+    xds_port: int,
+    token: str,
+    admin_port: int,
+    refresh: float = 0.5,
+    ca_file: str | None = None,
+    server_name: str | None = None,
+) -> JSON:
+    """An Envoy bootstrap that takes listeners and clusters (then routes and endpoints) from kflare's xDS; over TLS,
+    checked against `ca_file` for `server_name` (the xDS host by default), when a CA is given."""
+    source = config_source(refresh)
+    out: JSON = {
+        "node": {"id": node_id, "cluster": "kflare-data-plane", "metadata": {TOKEN_METADATA: token}},
+        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
+        "dynamic_resources": {"lds_config": source, "cds_config": source},
+        "static_resources": {
+            "clusters": [
+                {
+                    "name": XDS_CLUSTER,
+                    "type": "STRICT_DNS",
+                    "dns_lookup_family": "V4_ONLY",
+                    "connect_timeout": "1s",
+                    "load_assignment": {
+                        "cluster_name": XDS_CLUSTER,
+                        "endpoints": [
+                            {
+                                "lb_endpoints": [
+                                    {
+                                        "endpoint": {
+                                            "address": {"socket_address": {"address": xds_host, "port_value": xds_port}}
+                                        }
+                                    }
+                                ]
+                            }
+                        ],
+                    },
+                }
+            ]
+        },
+    }
+    if ca_file is not None:
+        name = server_name or xds_host
+        out["static_resources"]["clusters"][0]["transport_socket"] = {
+            "name": "envoy.transport_sockets.tls",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                "sni": name,
+                "common_tls_context": {
+                    "validation_context": {
+                        "trusted_ca": {"filename": ca_file},
+                        "match_typed_subject_alt_names": [
+                            {"san_type": "IP_ADDRESS" if _is_ip(name) else "DNS", "matcher": {"exact": name}}
+                        ],
+                    }
+                },
+            },
+        }
+    return out
+
+
+def _is_ip(value: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True

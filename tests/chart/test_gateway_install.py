@@ -1,0 +1,111 @@
+"""The chart with `gateway.enabled` installed for real, and the controller running with nothing but the chart's RBAC
+serving the class: its statuses and the gateway-exists finalizer written, nothing forbidden."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.api_client import ApiClient
+
+from app.controlplane import ControlPlane, free_port
+from reconcilers.gateway.kinds import GATEWAY_EXISTS_FINALIZER, GATEWAY_GROUP
+from tests.chart.test_install import Release, can_i, read, release, sa_kubeconfig  # noqa: F401 (the fixture)
+from tests.fixtures.controller import controller_process
+from tests.fixtures.emulator import EmulatorProcess
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.integration
+V1 = "v1"
+
+
+async def test_the_class_runs_with_the_charts_rbac(
+    release: Release,  # noqa: F811
+    kube: ApiClient,
+    control_plane: ControlPlane,
+    fresh_emulator: EmulatorProcess,
+    gateway_api: Path,
+    tmp_path: Path,
+) -> None:
+    ns, full = release.namespace, release.fullname
+    class_name = f"tunnel-{ns}"
+    values = {
+        "webhook": {"enabled": False},
+        "gateway": {
+            "enabled": True,
+            "className": class_name,
+            "tunnel": {"name": "edge"},
+            "dataPlane": {"tunnelTokenSecret": {"name": "edge-token"}},
+        },
+    }
+    await asyncio.to_thread(release.install, values)
+    release.wait_crds()
+    kubeconfig = await sa_kubeconfig(kube, control_plane, release)
+    assert can_i(control_plane, kubeconfig, "watch", "httproutes.gateway.networking.k8s.io", "--all-namespaces")
+    assert can_i(
+        control_plane, kubeconfig, "patch", "gateways.gateway.networking.k8s.io", "--subresource=status", "-n", ns
+    )
+    assert not can_i(control_plane, kubeconfig, "create", "gateways.gateway.networking.k8s.io", "-n", ns)
+
+    secret = await read(kube, "Secret", f"{full}-xds", ns)
+    token = tmp_path / "token"
+    token.write_text(base64.b64decode(secret.data["token"]).decode())
+    deployment = await read(kube, "Deployment", full, ns)
+    args = [
+        a
+        for a in deployment.spec.template.spec.containers[0].args[1:]
+        if not a.startswith(("--health-probe-bind-address", "--metrics-", "--webhook-", "--gateway-xds-"))
+    ]
+    assert "--gateway-enabled=true" in args
+    args += [f"--gateway-xds-bind-address=127.0.0.1:{free_port()}", f"--gateway-xds-token-file={token}"]
+    objects = client.CustomObjectsApi(kube)
+    gateway = {
+        "apiVersion": f"{GATEWAY_GROUP}/v1",
+        "kind": "Gateway",
+        "metadata": {"name": "edge"},
+        "spec": {"gatewayClassName": class_name, "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}]},
+    }
+    route = {
+        "apiVersion": f"{GATEWAY_GROUP}/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "web"},
+        "spec": {"parentRefs": [{"name": "edge"}], "hostnames": ["web.example.com"], "rules": [{}]},
+    }
+    await objects.create_namespaced_custom_object(GATEWAY_GROUP, V1, ns, "gateways", gateway)
+    await objects.create_namespaced_custom_object(GATEWAY_GROUP, V1, ns, "httproutes", route)
+
+    async def status(plural: str, name: str, namespaced: bool = True) -> dict[str, Any]:
+        if namespaced:
+            return dict(await objects.get_namespaced_custom_object(GATEWAY_GROUP, V1, ns, plural, name))
+        return dict(await objects.get_cluster_custom_object(GATEWAY_GROUP, V1, plural, name))
+
+    with controller_process(control_plane, fresh_emulator, tmp_path, *args, f"--kubeconfig={kubeconfig}") as proc:
+
+        async def written() -> bool:
+            cls = await status("gatewayclasses", class_name, namespaced=False)
+            gw = await status("gateways", "edge")
+            web = await status("httproutes", "web")
+            accepted = {c["type"]: c for c in (cls.get("status") or {}).get("conditions") or []}.get("Accepted")
+            return bool(
+                accepted
+                and accepted["reason"] == "InvalidParameters"
+                and GATEWAY_EXISTS_FINALIZER in (cls["metadata"].get("finalizers") or [])
+                and (gw.get("status") or {}).get("listeners")
+                and (web.get("status") or {}).get("parents")
+            )
+
+        await eventually(written, what="the class, Gateway and route statuses and the finalizer")
+        await objects.delete_namespaced_custom_object(GATEWAY_GROUP, V1, ns, "gateways", "edge")
+
+        async def released() -> bool:
+            cls = await status("gatewayclasses", class_name, namespaced=False)
+            return GATEWAY_EXISTS_FINALIZER not in (cls["metadata"].get("finalizers") or [])
+
+        await eventually(released, what="the finalizer to go with the last Gateway")
+        log = proc.log()
+    denied = [line for line in log.splitlines() if "forbidden" in line.lower() or " 403" in line or '"403' in line]
+    assert not denied, "\n".join(denied[:10])

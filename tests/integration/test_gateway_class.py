@@ -1,0 +1,430 @@
+"""The `cloudflare-tunnel` class end to end: `kflare run --gateway-enabled` against the API server with the Gateway
+API CRDs installed, an Envoy polling its xDS listener, and an echo backend on loopback behind a Service and an
+FQDN-type EndpointSlice (the API server refuses loopback in IP slices)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.api_client import ApiClient
+
+from app.controlplane import CertificateAuthority, ControlPlane, free_port
+from reconcilers.gateway import envoy
+from reconcilers.gateway.kinds import CONTROLLER_NAME, GATEWAY_EXISTS_FINALIZER, GATEWAY_GROUP
+from tests.fixtures.controller import ControllerProcess, controller_process
+from tests.fixtures.emulator import EmulatorProcess
+from tests.fixtures.envoy import _Thread, echo_app, running_envoy
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.integration
+TENANCY_LABEL = "tenant.kflare.dev/host"
+V1 = "v1"
+
+
+@dataclass
+class Plane:
+    controller: ControllerProcess
+    envoy_port: int
+    backend_port: int
+
+
+@pytest.fixture(scope="module")
+def gateway_plane(
+    control_plane: ControlPlane,
+    emulator: EmulatorProcess,
+    kflare_crds: None,
+    gateway_api: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Plane]:
+    workdir = tmp_path_factory.mktemp("gateway")
+    token = workdir / "xds-token"
+    token.write_text(uuid.uuid4().hex)
+    # The xDS listener serves TLS from a certificate directory; Envoy checks it against the CA.
+    ca = CertificateAuthority.create("xds-ca")
+    key_pem, cert_pem = ca.issue("xds", hosts=["127.0.0.1"], server=True)
+    certs = workdir / "xds-certs"
+    certs.mkdir()
+    (certs / "tls.crt").write_bytes(cert_pem)
+    (certs / "tls.key").write_bytes(key_pem)
+    (workdir / "ca.crt").write_bytes(ca.pem)
+    xds_port, envoy_port = free_port(), free_port()
+    servers = _Thread()
+    backend_port = free_port()
+    servers.serve(echo_app("echo", []), backend_port)
+    args = (
+        "--gateway-enabled=true",
+        f"--gateway-xds-bind-address=127.0.0.1:{xds_port}",
+        f"--gateway-xds-token-file={token}",
+        f"--gateway-xds-cert-dir={certs}",
+        f"--gateway-data-plane-address=127.0.0.1:{envoy_port}",
+        "--gateway-xds-refresh=200ms",
+        f"--gateway-namespace-label={TENANCY_LABEL}",
+    )
+    bootstrap = envoy.bootstrap(
+        node_id="it",
+        xds_host="127.0.0.1",
+        xds_port=xds_port,
+        token=token.read_text(),
+        admin_port=free_port(),
+        refresh=0.2,
+        ca_file=str(workdir / "ca.crt"),
+    )
+    try:
+        with controller_process(control_plane, emulator, workdir, *args) as proc, running_envoy(bootstrap):
+            yield Plane(proc, envoy_port, backend_port)
+    finally:
+        servers.stop()
+
+
+class Gateways:
+    def __init__(self, api: ApiClient) -> None:
+        self.objects = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+        self.discovery = client.DiscoveryV1Api(api)
+
+    async def create(self, plural: str, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        version = "v1beta1" if plural == "referencegrants" else V1
+        if namespace is None:
+            return dict(await self.objects.create_cluster_custom_object(GATEWAY_GROUP, version, plural, body))
+        return dict(await self.objects.create_namespaced_custom_object(GATEWAY_GROUP, version, namespace, plural, body))
+
+    async def get(self, plural: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        if namespace is None:
+            return dict(await self.objects.get_cluster_custom_object(GATEWAY_GROUP, V1, plural, name))
+        return dict(await self.objects.get_namespaced_custom_object(GATEWAY_GROUP, V1, namespace, plural, name))
+
+    async def patch(self, plural: str, name: str, namespace: str, patch: dict[str, Any]) -> None:
+        await self.objects.patch_namespaced_custom_object(
+            GATEWAY_GROUP, V1, namespace, plural, name, patch, _content_type="application/merge-patch+json"
+        )
+
+    async def backend(self, namespace: str, name: str, port: int) -> None:
+        await self.core.create_namespaced_service(
+            namespace,
+            {"metadata": {"name": name}, "spec": {"ports": [{"name": "http", "port": 80, "targetPort": port}]}},
+        )
+        await self.discovery.create_namespaced_endpoint_slice(
+            namespace,
+            {
+                "metadata": {"name": f"{name}-loopback", "labels": {"kubernetes.io/service-name": name}},
+                "addressType": "FQDN",
+                "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
+                "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}],
+            },
+        )
+
+
+@pytest.fixture
+def gw(kube: ApiClient) -> Gateways:
+    return Gateways(kube)
+
+
+def cond(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), None)
+
+
+def parent_cond(route: dict[str, Any], type_: str, controller: str = CONTROLLER_NAME) -> dict[str, Any] | None:
+    for parent in (route.get("status") or {}).get("parents") or []:
+        if parent.get("controllerName") == controller:
+            return next((c for c in parent["conditions"] if c["type"] == type_), None)
+    return None
+
+
+def gateway_manifest(name: str, class_name: str, listeners: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GATEWAY_GROUP}/v1",
+        "kind": "Gateway",
+        "metadata": {"name": name},
+        "spec": {"gatewayClassName": class_name, "listeners": listeners},
+    }
+
+
+def route_manifest(
+    name: str, gateway_ns: str, hostnames: list[str] | None, rules: list[dict[str, Any]]
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"parentRefs": [{"name": "edge", "namespace": gateway_ns}], "rules": rules}
+    if hostnames is not None:
+        spec["hostnames"] = hostnames
+    return {"apiVersion": f"{GATEWAY_GROUP}/v1", "kind": "HTTPRoute", "metadata": {"name": name}, "spec": spec}
+
+
+async def new_class(gw: Gateways, parameters: dict[str, Any] | None = None) -> str:
+    name = f"tunnel-{uuid.uuid4().hex[:8]}"
+    spec: dict[str, Any] = {"controllerName": CONTROLLER_NAME}
+    if parameters:
+        spec["parametersRef"] = parameters
+    await gw.create(
+        "gatewayclasses",
+        {"apiVersion": f"{GATEWAY_GROUP}/v1", "kind": "GatewayClass", "metadata": {"name": name}, "spec": spec},
+    )
+    return name
+
+
+async def through_envoy(plane: Plane, host: str, path: str = "/") -> httpx.Response:
+    async with httpx.AsyncClient(timeout=5) as http:
+        return await http.get(f"http://127.0.0.1:{plane.envoy_port}{path}", headers={"Host": host})
+
+
+async def test_statuses_and_traffic_of_a_gateway_and_its_routes(
+    gateway_plane: Plane, gw: Gateways, namespace: str
+) -> None:
+    class_name = await new_class(gw)
+
+    async def class_accepted() -> dict[str, Any] | None:
+        cls = await gw.get("gatewayclasses", class_name)
+        accepted, supported = cond(cls, "Accepted"), cond(cls, "SupportedVersion")
+        return (
+            cls if accepted and accepted["status"] == "True" and supported and supported["status"] == "True" else None
+        )
+
+    await eventually(class_accepted, what="the GatewayClass to be Accepted with a SupportedVersion")
+    await gw.backend(namespace, "echo", gateway_plane.backend_port)
+    listeners = [
+        {"name": "http", "protocol": "HTTP", "port": 80},
+        {"name": "https", "protocol": "HTTPS", "port": 443},
+        {
+            "name": "passthrough",
+            "protocol": "TLS",
+            "port": 8443,
+            "hostname": "tls.example.com",
+            "tls": {"mode": "Passthrough"},
+        },
+        {
+            "name": "terminate",
+            "protocol": "HTTPS",
+            "port": 9443,
+            "tls": {"mode": "Terminate", "certificateRefs": [{"name": "cert"}]},
+        },
+    ]
+    await gw.create("gateways", gateway_manifest("edge", class_name, listeners), namespace)
+    host = f"{namespace}.example.com"
+    await gw.create(
+        "httproutes",
+        route_manifest("web", namespace, [host], [{"backendRefs": [{"name": "echo", "port": 80}]}]),
+        namespace,
+    )
+
+    async def gateway_status() -> dict[str, Any] | None:
+        gateway = await gw.get("gateways", "edge", namespace)
+        listeners = {entry["name"]: entry for entry in (gateway.get("status") or {}).get("listeners") or []}
+        return gateway if len(listeners) == 4 and listeners["http"]["attachedRoutes"] == 1 else None
+
+    gateway = await eventually(gateway_status, what="the Gateway's listener statuses")
+    accepted = cond(gateway, "Accepted")
+    assert accepted is not None
+    assert (accepted["status"], accepted["reason"]) == ("True", "ListenersNotValid")
+    assert "passthrough" in accepted["message"]
+    assert "terminate" in accepted["message"]
+    assert accepted["observedGeneration"] == gateway["metadata"]["generation"]
+    by_name = {entry["name"]: entry for entry in gateway["status"]["listeners"]}
+    refused = {name: next(c for c in by_name[name]["conditions"] if c["type"] == "Accepted") for name in by_name}
+    assert refused["http"]["status"] == refused["https"]["status"] == "True"
+    assert refused["passthrough"]["reason"] == "UnsupportedProtocol"
+    assert refused["terminate"]["reason"] == "UnsupportedValue"
+    assert by_name["https"]["attachedRoutes"] == 1
+
+    async def served() -> bool:
+        reply = await through_envoy(gateway_plane, host)
+        return reply.status_code == 200 and reply.json()["backend"] == "echo"
+
+    await eventually(served, what="the route to be served by Envoy")
+    route = await gw.get("httproutes", "web", namespace)
+    for type_ in ("Accepted", "ResolvedRefs"):
+        found = parent_cond(route, type_)
+        assert found is not None, route["status"]
+        assert found["status"] == "True", route["status"]
+        assert found["observedGeneration"] == route["metadata"]["generation"]
+
+    cls = await gw.get("gatewayclasses", class_name)
+    assert GATEWAY_EXISTS_FINALIZER in cls["metadata"]["finalizers"]
+
+    # A change of the route reaches Envoy with no restart.
+    await gw.patch(
+        "httproutes",
+        "web",
+        namespace,
+        {
+            "spec": {
+                "rules": [
+                    {
+                        "matches": [{"path": {"type": "Exact", "value": "/only"}}],
+                        "backendRefs": [{"name": "echo", "port": 80}],
+                    }
+                ]
+            }
+        },
+    )
+
+    async def changed() -> bool:
+        return (await through_envoy(gateway_plane, host, "/other")).status_code == 404
+
+    await eventually(changed, what="the changed route in Envoy", timeout=10)
+    assert (await through_envoy(gateway_plane, host, "/only")).status_code == 200
+
+    # Deleting the Gateway releases the class.
+    await gw.objects.delete_namespaced_custom_object(GATEWAY_GROUP, V1, namespace, "gateways", "edge")
+
+    async def released() -> bool:
+        cls = await gw.get("gatewayclasses", class_name)
+        return GATEWAY_EXISTS_FINALIZER not in (cls["metadata"].get("finalizers") or [])
+
+    await eventually(released, what="the gateway-exists finalizer to go")
+    await gw.objects.delete_cluster_custom_object(GATEWAY_GROUP, V1, "gatewayclasses", class_name)
+
+
+async def test_refusals_are_reported_and_other_controllers_entries_kept(
+    gateway_plane: Plane, gw: Gateways, namespace: str, kube: ApiClient
+) -> None:
+    class_name = await new_class(gw)
+    listeners = [{"name": "http", "protocol": "HTTP", "port": 80, "allowedRoutes": {"namespaces": {"from": "All"}}}]
+    await gw.create("gateways", gateway_manifest("edge", class_name, listeners), namespace)
+    other = f"t-{uuid.uuid4().hex[:10]}"
+    core = client.CoreV1Api(kube)
+    await core.create_namespace({"metadata": {"name": other, "labels": {"kflare-test": "on"}}})
+    await gw.backend(namespace, "echo", gateway_plane.backend_port)
+    unsupported = {
+        "filters": [{"type": "ExtensionRef", "extensionRef": {"group": "example.com", "kind": "Auth", "name": "x"}}],
+        "backendRefs": [{"name": "echo", "port": 80}],
+    }
+    await gw.create(
+        "httproutes", route_manifest("ext", namespace, [f"ext.{namespace}.example.com"], [unsupported]), namespace
+    )
+    cross = [{"backendRefs": [{"name": "echo", "namespace": namespace, "port": 80}]}]
+    await gw.create("httproutes", route_manifest("cross", namespace, [f"cross.{namespace}.example.com"], cross), other)
+
+    async def refused() -> bool:
+        ext = parent_cond(await gw.get("httproutes", "ext", namespace), "Accepted")
+        refs = parent_cond(await gw.get("httproutes", "cross", other), "ResolvedRefs")
+        return bool(
+            ext
+            and ext["status"] == "False"
+            and ext["reason"] == "UnsupportedValue"
+            and "ExtensionRef" in ext["message"]
+            and refs
+            and refs["status"] == "False"
+            and refs["reason"] == "RefNotPermitted"
+        )
+
+    await eventually(refused, what="the unsupported filter and the cross-namespace backend to be refused")
+    # The traffic of a rule whose backends are refused gets 500, as the spec asks.
+
+    async def answers_500() -> bool:
+        return (await through_envoy(gateway_plane, f"cross.{namespace}.example.com")).status_code == 500
+
+    await eventually(answers_500, what="Envoy to answer 500 for the refused backend")
+
+    # Another controller's entry on the same route survives this controller's writes.
+    route = await gw.get("httproutes", "cross", other)
+    foreign = {
+        "parentRef": {"name": "elsewhere", "namespace": other},
+        "controllerName": "example.com/other",
+        "conditions": [
+            {
+                "type": "Accepted",
+                "status": "True",
+                "reason": "Accepted",
+                "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+                "observedGeneration": 1,
+            }
+        ],
+    }
+    await gw.objects.patch_namespaced_custom_object_status(
+        GATEWAY_GROUP,
+        V1,
+        other,
+        "httproutes",
+        "cross",
+        {"status": {"parents": [*route["status"]["parents"], foreign]}},
+        _content_type="application/merge-patch+json",
+    )
+    await gw.create(
+        "referencegrants",
+        {
+            "apiVersion": f"{GATEWAY_GROUP}/v1beta1",
+            "kind": "ReferenceGrant",
+            "metadata": {"name": "let-in"},
+            "spec": {
+                "from": [{"group": GATEWAY_GROUP, "kind": "HTTPRoute", "namespace": other}],
+                "to": [{"group": "", "kind": "Service"}],
+            },
+        },
+        namespace,
+    )
+
+    async def granted() -> dict[str, Any] | None:
+        route = await gw.get("httproutes", "cross", other)
+        refs = parent_cond(route, "ResolvedRefs")
+        return route if refs and refs["status"] == "True" else None
+
+    route = await eventually(granted, what="the ReferenceGrant to resolve the backend")
+    assert parent_cond(route, "Accepted", "example.com/other") is not None
+
+    async def served() -> bool:
+        return (await through_envoy(gateway_plane, f"cross.{namespace}.example.com")).status_code == 200
+
+    await eventually(served, what="the granted backend to be served")
+
+
+async def test_tenancy_and_hostname_conflicts(
+    gateway_plane: Plane, gw: Gateways, namespace: str, kube: ApiClient
+) -> None:
+    class_name = await new_class(gw)
+    listeners = [{"name": "http", "protocol": "HTTP", "port": 80, "allowedRoutes": {"namespaces": {"from": "All"}}}]
+    await gw.create("gateways", gateway_manifest("edge", class_name, listeners), namespace)
+    core = client.CoreV1Api(kube)
+    # Created first, and named to sort first: creation times have a one-second grain, and on a tie the spec's
+    # order is alphabetical by namespace/name, so the tenant's route is the older one either way.
+    tenant = f"a-{uuid.uuid4().hex[:10]}"
+    domain = f"{tenant}.example.com"
+    await core.create_namespace({"metadata": {"name": tenant, "labels": {"kflare-test": "on", TENANCY_LABEL: domain}}})
+    rules = [{"backendRefs": [{"name": "echo", "port": 80}]}]
+    await gw.backend(tenant, "echo", gateway_plane.backend_port)
+    await gw.create("httproutes", route_manifest("bare", namespace, None, rules), tenant)
+    await gw.create("httproutes", route_manifest("outside", namespace, ["other.example.org"], rules), tenant)
+    await gw.create("httproutes", route_manifest("own", namespace, [f"*.{domain}", f"app.{domain}"], rules), tenant)
+    # A route of another namespace claims a hostname the tenant already serves: the older route keeps it.
+    await gw.backend(namespace, "echo", gateway_plane.backend_port)
+    await gw.create("httproutes", route_manifest("late", namespace, [f"app.{domain}"], rules), namespace)
+
+    async def settled() -> dict[str, dict[str, Any]] | None:
+        found = {}
+        for name, ns in (("bare", tenant), ("outside", tenant), ("own", tenant), ("late", namespace)):
+            accepted = parent_cond(await gw.get("httproutes", name, ns), "Accepted")
+            if accepted is None:
+                return None
+            found[name] = accepted
+        return found
+
+    found = await eventually(settled, what="every route's Accepted condition")
+    assert found["bare"]["reason"] == "HostnameNotAllowed"
+    assert "must declare hostnames" in found["bare"]["message"]
+    assert found["outside"]["reason"] == "HostnameNotAllowed"
+    assert found["own"]["status"] == "True"
+    assert found["late"]["reason"] == "HostnameConflict"
+    assert f"{tenant}/own" in found["late"]["message"]
+
+    async def served() -> bool:
+        return (await through_envoy(gateway_plane, f"app.{domain}")).status_code == 200
+
+    await eventually(served, what="the tenant's own hostname to be served")
+
+
+async def test_a_class_naming_a_missing_tunnel_is_not_accepted(gateway_plane: Plane, gw: Gateways) -> None:
+    class_name = await new_class(gw, {"group": "kflare.dev", "kind": "Tunnel", "name": "absent", "namespace": "infra"})
+
+    async def refused() -> dict[str, Any] | None:
+        accepted = cond(await gw.get("gatewayclasses", class_name), "Accepted")
+        return accepted if accepted and accepted["status"] == "False" else None
+
+    accepted = await eventually(refused, what="the class to be refused")
+    assert accepted["reason"] == "InvalidParameters"
+    assert "Tunnel infra/absent not found" in accepted["message"]
+    await gw.objects.delete_cluster_custom_object(GATEWAY_GROUP, V1, "gatewayclasses", class_name)

@@ -1,0 +1,276 @@
+"""The translation's statuses and published hostnames, from Gateway API objects as the caches hold them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reconcilers.gateway.translate import TunnelState, World, hostname_matches, regex_error, translate
+from tests.dataplane.world import (
+    NS,
+    backend,
+    gateway,
+    gateway_class,
+    grpc_route,
+    http_route,
+    world,
+)
+
+BACKENDS = {"alpha": 9001}
+
+
+def parent(result: Any, name: str, kind: str = "HTTPRoute", namespace: str = NS) -> dict[str, dict[str, Any]]:
+    entries = result.route_parents[(kind, namespace, name)]
+    assert len(entries) == 1
+    return {c["type"]: c for c in entries[0]["conditions"]}
+
+
+def one_rule(**rule: Any) -> list[dict[str, Any]]:
+    return [{"backendRefs": [backend("alpha")], **rule}]
+
+
+@pytest.mark.parametrize(
+    ("rule", "named"),
+    [
+        ({"filters": [{"type": "CORS", "cors": {"allowOrigins": ["*"]}}]}, "CORS"),
+        ({"filters": [{"type": "ExtensionRef", "extensionRef": {"name": "x"}}]}, "ExtensionRef"),
+        ({"sessionPersistence": {"sessionName": "s"}}, "sessionPersistence"),
+        ({"retry": {"attempts": 2}}, "retry"),
+        ({"matches": [{"path": {"type": "RegularExpression", "value": "/(?=x)"}}]}, "RE2"),
+        ({"matches": [{"headers": [{"type": "Prefix", "name": "a", "value": "b"}]}]}, "type Prefix"),
+        (
+            {
+                "filters": [
+                    {
+                        "type": "RequestHeaderModifier",
+                        "requestHeaderModifier": {"set": [{"name": "Host", "value": "x"}]},
+                    }
+                ]
+            },
+            "Host header",
+        ),
+    ],
+)
+def test_what_the_data_plane_cannot_do_refuses_the_route_naming_it(rule: dict[str, Any], named: str) -> None:
+    result = translate(world([http_route("r", ["a.example.com"], one_rule(**rule))], BACKENDS))
+    accepted = parent(result, "r")["Accepted"]
+    assert accepted["status"] == "False"
+    assert accepted["reason"] == "UnsupportedValue"
+    assert named in accepted["message"]
+    assert not result.resources["routes"][0]["virtual_hosts"]
+
+
+def test_per_backend_filters_are_refused() -> None:
+    ref = {**backend("alpha"), "filters": [{"type": "RequestHeaderModifier"}]}
+    result = translate(world([http_route("r", ["a.example.com"], [{"backendRefs": [ref]}])], BACKENDS))
+    assert "backendRefs[0].filters" in parent(result, "r")["Accepted"]["message"]
+
+
+def test_listeners_the_class_cannot_serve_are_refused_and_the_rest_served() -> None:
+    listeners = [
+        {"name": "web", "protocol": "HTTP", "port": 80},
+        {"name": "tcp", "protocol": "TCP", "port": 5432},
+        {"name": "udp", "protocol": "UDP", "port": 53},
+        {
+            "name": "tls",
+            "protocol": "HTTPS",
+            "port": 443,
+            "tls": {"mode": "Terminate", "certificateRefs": [{"name": "c"}]},
+        },
+        {"name": "kinds", "protocol": "HTTP", "port": 81, "allowedRoutes": {"kinds": [{"kind": "TCPRoute"}]}},
+    ]
+    result = translate(
+        world([http_route("r", ["a.example.com"], one_rule())], BACKENDS, gateways=[gateway(listeners=listeners)])
+    )
+    status = result.gateway_status[(NS, "edge")]
+    conds = {c["type"]: c for c in status["conditions"]}
+    assert (conds["Accepted"]["status"], conds["Accepted"]["reason"]) == ("True", "ListenersNotValid")
+    assert conds["Programmed"]["status"] == "True"
+    by_name = {entry["name"]: {c["type"]: c for c in entry["conditions"]} for entry in status["listeners"]}
+    assert by_name["tcp"]["Accepted"]["reason"] == "UnsupportedProtocol"
+    assert by_name["udp"]["Accepted"]["reason"] == "UnsupportedProtocol"
+    assert by_name["tls"]["Accepted"]["reason"] == "UnsupportedValue"
+    assert by_name["kinds"]["ResolvedRefs"]["reason"] == "InvalidRouteKinds"
+    assert by_name["web"]["Programmed"]["status"] == "True"
+    attached = {entry["name"]: entry["attachedRoutes"] for entry in status["listeners"]}
+    assert attached == {"web": 1, "tcp": 0, "udp": 0, "tls": 0, "kinds": 0}
+
+
+def test_allowed_routes_namespaces_same_all_and_selector() -> None:
+    listeners = [
+        {"name": "same", "protocol": "HTTP", "port": 80},
+        {"name": "all", "protocol": "HTTP", "port": 81, "allowedRoutes": {"namespaces": {"from": "All"}}},
+        {
+            "name": "selected",
+            "protocol": "HTTP",
+            "port": 82,
+            "allowedRoutes": {"namespaces": {"from": "Selector", "selector": {"matchLabels": {"team": "web"}}}},
+        },
+    ]
+
+    def attach(section: str, namespace: str) -> str:
+        route = http_route(
+            "r",
+            ["a.example.com"],
+            one_rule(),
+            namespace=namespace,
+            parents=[{"name": "edge", "namespace": NS, "sectionName": section}],
+        )
+        namespaces = [
+            {"metadata": {"name": NS}},
+            {"metadata": {"name": "web", "labels": {"team": "web"}}},
+            {"metadata": {"name": "other"}},
+        ]
+        w = world([route], BACKENDS, gateways=[gateway(listeners=listeners)], namespaces=namespaces)
+        return str(parent(translate(w), "r", namespace=namespace)["Accepted"]["reason"])
+
+    assert attach("same", NS) == "Accepted"
+    assert attach("same", "other") == "NotAllowedByListeners"
+    assert attach("all", "other") == "Accepted"
+    assert attach("selected", "web") == "Accepted"
+    assert attach("selected", "other") == "NotAllowedByListeners"
+    assert attach("missing", NS) == "NoMatchingParent"
+
+
+def test_hostname_intersection_with_the_listener() -> None:
+    assert hostname_matches("*.example.com", "app.example.com") == "app.example.com"
+    assert hostname_matches("app.example.com", "*.example.com") == "app.example.com"
+    assert hostname_matches("*.example.com", "*.a.example.com") == "*.a.example.com"
+    assert hostname_matches("*.example.com", "example.com") is None
+    assert hostname_matches(None, "x.example.org") == "x.example.org"
+    listeners = [{"name": "h", "protocol": "HTTP", "port": 80, "hostname": "*.example.com"}]
+    result = translate(
+        world(
+            [
+                http_route("in", ["a.example.com", "b.example.org"], one_rule()),
+                http_route("out", ["x.example.org"], one_rule()),
+            ],
+            BACKENDS,
+            gateways=[gateway(listeners=listeners)],
+        )
+    )
+    assert parent(result, "in")["Accepted"]["status"] == "True"
+    assert parent(result, "out")["Accepted"]["reason"] == "NoMatchingListenerHostname"
+    domains = [vh["domains"] for vh in result.resources["routes"][0]["virtual_hosts"]]
+    assert domains == [["a.example.com"]]
+
+
+def test_backends_unresolved_are_reported() -> None:
+    rules = [
+        {"backendRefs": [backend("missing")]},
+        {"backendRefs": [{"group": "example.com", "kind": "Bucket", "name": "b"}]},
+        {"backendRefs": [backend("alpha", namespace="elsewhere")]},
+    ]
+    for rule, reason in zip(rules, ("BackendNotFound", "InvalidKind", "RefNotPermitted"), strict=True):
+        result = translate(world([http_route("r", ["a.example.com"], [rule])], BACKENDS))
+        conds = parent(result, "r")
+        assert conds["Accepted"]["status"] == "True"
+        assert conds["ResolvedRefs"]["reason"] == reason
+        route = result.resources["routes"][0]["virtual_hosts"][0]["routes"][0]
+        assert route["direct_response"]["status"] == 500
+
+
+def test_class_versions_and_tunnel() -> None:
+    w = World(classes=[gateway_class()], installed_bundle="v1.5.1")
+    conds = {c["type"]: c for c in translate(w).class_status["cloudflare-tunnel"]["conditions"]}
+    assert conds["Accepted"]["status"] == "True"
+    assert conds["SupportedVersion"]["reason"] == "UnsupportedVersion"
+    assert "v1.6" in conds["SupportedVersion"]["message"]
+    assert {
+        c["type"]: c
+        for c in translate(World(classes=[gateway_class()], installed_bundle="v1.6.0")).class_status[
+            "cloudflare-tunnel"
+        ]["conditions"]
+    }["SupportedVersion"]["status"] == "True"
+
+    ref = {"group": "kflare.dev", "kind": "Tunnel", "name": "t", "namespace": "infra"}
+    tunnels = {("infra", "t"): TunnelState(ready=True, address="abc.cfargotunnel.com")}
+    w = world(
+        [http_route("r", ["a.example.com"], one_rule())], BACKENDS, tunnel=lambda ns, name: tunnels.get((ns, name))
+    )
+    w.classes = [gateway_class(parameters=ref)]
+    result = translate(w)
+    assert result.gateway_status[(NS, "edge")]["addresses"] == [{"type": "Hostname", "value": "abc.cfargotunnel.com"}]
+    assert [(h.hostname, h.grpc, h.tunnel) for h in result.hostnames] == [("a.example.com", False, ("infra", "t"))]
+    tunnels.clear()
+    result = translate(w)
+    assert {c["type"]: c for c in result.class_status["cloudflare-tunnel"]["conditions"]}["Accepted"][
+        "reason"
+    ] == "InvalidParameters"
+    assert result.gateway_status[(NS, "edge")]["conditions"][0]["reason"] == "Pending"
+    assert not result.hostnames
+
+
+def test_published_hostnames_say_which_carry_grpc() -> None:
+    w = world(
+        [http_route("web", ["web.example.com"], one_rule())],
+        BACKENDS,
+        grpc=[grpc_route("rpc", ["rpc.example.com"], [{"backendRefs": [backend("alpha")]}])],
+    )
+    result = translate(w)
+    assert [(h.hostname, h.grpc) for h in result.hostnames] == [("rpc.example.com", True), ("web.example.com", False)]
+    assert any(c["name"].endswith("/h2c") for c in result.resources["clusters"])
+
+
+def test_grpc_and_http_routes_on_one_hostname_the_oldest_wins() -> None:
+    w = world(
+        [http_route("web", ["same.example.com"], one_rule(), created="2026-01-02T00:00:00Z")],
+        BACKENDS,
+        grpc=[grpc_route("rpc", ["same.example.com"], [{"backendRefs": [backend("alpha")]}])],
+    )
+    result = translate(w)
+    assert parent(result, "rpc", "GRPCRoute")["Accepted"]["status"] == "True"
+    assert parent(result, "web")["Accepted"]["reason"] == "HostnameConflict"
+
+
+def test_tenancy_label_binds_hostnames_to_the_namespace() -> None:
+    namespaces = [{"metadata": {"name": NS, "labels": {"tenant/host": "t.example.com"}}}]
+
+    def reason(hostnames: list[str] | None, kind: str = "HTTPRoute") -> str:
+        if kind == "GRPCRoute":
+            w = world(
+                [],
+                BACKENDS,
+                grpc=[grpc_route("r", hostnames or [], [{"backendRefs": [backend("alpha")]}])],
+                namespaces=namespaces,
+                tenancy_label="tenant/host",
+            )
+        else:
+            w = world(
+                [http_route("r", hostnames, one_rule())], BACKENDS, namespaces=namespaces, tenancy_label="tenant/host"
+            )
+        return str(parent(translate(w), "r", kind)["Accepted"]["reason"])
+
+    assert reason(None) == "HostnameNotAllowed"
+    assert reason([], "GRPCRoute") == "HostnameNotAllowed"
+    assert reason(["t.example.com", "*.t.example.com", "a.b.t.example.com"]) == "Accepted"
+    assert reason(["evilt.example.com"]) == "HostnameNotAllowed"
+    assert reason(["x.example.com"], "GRPCRoute") == "HostnameNotAllowed"
+
+
+def test_regex_checks() -> None:
+    assert regex_error("/v[0-9]+/.*") is None
+    assert regex_error("(a)\\1") is not None
+    assert regex_error("[") is not None
+
+
+def test_observed_generation_everywhere() -> None:
+    route = http_route("r", ["a.example.com"], one_rule())
+    route["metadata"]["generation"] = 7
+    gw = gateway()
+    gw["metadata"]["generation"] = 3
+    result = translate(world([route], BACKENDS, gateways=[gw]))
+    assert {c["observedGeneration"] for c in parent(result, "r").values()} == {7}
+    status = result.gateway_status[(NS, "edge")]
+    assert {c["observedGeneration"] for c in status["conditions"]} == {3}
+    assert {c["observedGeneration"] for entry in status["listeners"] for c in entry["conditions"]} == {3}
+
+
+def test_routes_of_other_classes_are_left_alone() -> None:
+    other = gateway("theirs")
+    other["spec"]["gatewayClassName"] = "cilium"
+    route = http_route("r", ["a.example.com"], one_rule(), parents=[{"name": "theirs", "namespace": NS}])
+    result = translate(world([route], BACKENDS, gateways=[other]))
+    assert ("HTTPRoute", NS, "r") not in result.route_parents
+    assert (NS, "theirs") not in result.gateway_status

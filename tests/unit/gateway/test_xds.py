@@ -1,0 +1,76 @@
+"""The xDS listener: Envoy's token checked, nothing served by a process that may not answer, 304 for a current
+version, routes and endpoints answered by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from app.xds import xds_app
+from reconcilers.gateway import envoy
+from reconcilers.gateway.snapshot import SnapshotStore
+
+TOKEN = "s3cret-token"
+
+
+def request(token: str | None = TOKEN, **extra: Any) -> dict[str, Any]:
+    node: dict[str, Any] = {"id": "envoy-1"}
+    if token is not None:
+        node["metadata"] = {envoy.TOKEN_METADATA: token}
+    return {"node": node, **extra}
+
+
+def store(serving: bool = True) -> SnapshotStore:
+    s = SnapshotStore(serving=lambda: serving)
+    s.publish(
+        {
+            "listeners": [envoy.ingress_listener("127.0.0.1", 8080, 0.5)],
+            "clusters": [
+                envoy.eds_cluster("a", http2=False, refresh=0.5),
+                envoy.eds_cluster("b", http2=True, refresh=0.5),
+            ],
+            "endpoints": [envoy.load_assignment("a", [("10.0.0.1", 80)]), envoy.load_assignment("b", [])],
+        }
+    )
+    return s
+
+
+async def post(s: SnapshotStore, type_key: str, body: dict[str, Any]) -> httpx.Response:
+    transport = httpx.ASGITransport(app=xds_app(s, TOKEN))
+    async with httpx.AsyncClient(transport=transport, base_url="http://xds") as client:
+        return await client.post(f"/v3/discovery:{type_key}", json=body)
+
+
+async def test_a_wrong_or_missing_token_is_refused_and_never_echoed() -> None:
+    for token in (None, "", "guess"):
+        reply = await post(store(), "clusters", request(token))
+        assert reply.status_code == 401
+        assert TOKEN not in reply.text
+
+
+async def test_a_standby_answers_nothing_rather_than_stale_configuration() -> None:
+    assert (await post(store(serving=False), "clusters", request())).status_code == 503
+    assert (await post(SnapshotStore(), "clusters", request())).status_code == 503
+
+
+async def test_versions_and_names() -> None:
+    s = store()
+    reply = await post(s, "clusters", request())
+    assert reply.status_code == 200
+    body = reply.json()
+    assert [c["name"] for c in body["resources"]] == ["a", "b"]
+    assert body["type_url"] == envoy.CLUSTER
+    assert (await post(s, "clusters", request(version_info=body["version_info"]))).status_code == 304
+    endpoints = (await post(s, "endpoints", request(resource_names=["b"]))).json()
+    assert [e["cluster_name"] for e in endpoints["resources"]] == ["b"]
+    # A NACK (error_detail) is answered in full again, not with a 304.
+    nack = request(version_info=body["version_info"], error_detail={"message": "bad"})
+    assert (await post(s, "clusters", nack)).status_code == 200
+
+
+async def test_an_identical_snapshot_keeps_its_version() -> None:
+    first, second = store(), store()
+    a = (await post(first, "clusters", request())).json()["version_info"]
+    b = (await post(second, "clusters", request())).json()["version_info"]
+    assert a == b
