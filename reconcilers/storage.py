@@ -18,9 +18,10 @@ the object: the dependency index holds the bindings.
 from __future__ import annotations
 
 import time
+from abc import abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from app.api.constants import D1_DATABASE_ID_LABEL, KV_NAMESPACE_ID_LABEL, R2_BUCKET_NAME_LABEL, Reason
 from app.api.storage import (
@@ -44,6 +45,9 @@ from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotRea
 
 BUCKET_NOT_EMPTY_CODE = 10008
 
+Member = TypeVar("Member", KVNamespace, D1Database)
+Listed = TypeVar("Listed", CloudflareNamespace, CloudflareDatabase)
+
 
 def account_name(raw: JSON) -> str | None:
     name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name")
@@ -63,13 +67,25 @@ def _account_parents(raw: JSON) -> list[Ref]:
     return [Ref("CloudflareAccount", "", name)] if name else []
 
 
-class KVNamespaceKind(ManagedKind[KVNamespace, AccountScope, CloudflareNamespace]):
-    model = KVNamespace
-    claim_label = KV_NAMESPACE_ID_LABEL
+class AccountMember(ManagedKind[Member, AccountScope, Listed]):
+    """A kind whose Cloudflare objects are one collection of the account: read from one listing per account for
+    observe, adoption lookups, recovery and drift, with one GET to make sure before something missing from it is
+    made anew. A kind supplies the listing, the single read and the key adoption looks objects up by."""
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.listings: Collections[CloudflareNamespace] = Collections(id_of=lambda n: n.id, name_of=lambda n: n.title)
+        self.listings: Collections[Listed] = Collections(id_of=self.id_of, name_of=self.listed_key)
+
+    @abstractmethod
+    def list_members(self, link: AccountScope) -> AsyncIterator[Listed]: ...
+
+    @abstractmethod
+    async def get_member(self, link: AccountScope, object_id: str) -> Listed:
+        """The object alone; NotFound when Cloudflare has no such object."""
+
+    @abstractmethod
+    def listed_key(self, observed: Listed) -> str:
+        """An object's adoption key as Cloudflare lists it (a title, a name)."""
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
@@ -83,12 +99,43 @@ class KVNamespaceKind(ManagedKind[KVNamespace, AccountScope, CloudflareNamespace
     def open_drift_round(self, group: str) -> None:
         self.listings.open_round(group)
 
-    async def connect(self, obj: KVNamespace) -> AccountScope:
-        name = obj.spec.account_ref.name
+    async def connect(self, obj: Member) -> AccountScope:
+        name = str(obj.spec.account_ref.name)
         return AccountScope(await ready_account(self.ctx, name), f"account:{name}")
 
-    def _lister(self, link: AccountScope) -> AsyncIterator[CloudflareNamespace]:
+    async def observe(self, link: AccountScope, obj: Member, object_id: str) -> Listed | None:
+        found = (await self.listings.items(link.collection, lambda: self.list_members(link))).get(object_id)
+        if found is not None:
+            return found
+        try:  # not in the listing: make sure before an empty object is made in its place
+            found = await self.get_member(link, object_id)
+        except NotFound:
+            self.listings.drop(link.collection, object_id)
+            return None
+        self.listings.put(link.collection, found)
+        return found
+
+    async def named(self, link: AccountScope, obj: Member, key: str) -> list[Listed]:
+        """The listed objects of `key`; after a create that may have landed (an intent), from a fresh listing."""
+        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
+        return await self.listings.named(link.collection, key, lambda: self.list_members(link), newer_than=newer_than)
+
+
+class KVNamespaceKind(AccountMember[KVNamespace, CloudflareNamespace]):
+    model = KVNamespace
+    claim_label = KV_NAMESPACE_ID_LABEL
+
+    def list_members(self, link: AccountScope) -> AsyncIterator[CloudflareNamespace]:
         return link.account.client.list_kv_namespaces(link.account.account_id)
+
+    async def get_member(self, link: AccountScope, object_id: str) -> CloudflareNamespace:
+        reply = await link.account.client.request(
+            "GET", f"/accounts/{link.account.account_id}/storage/kv/namespaces/{object_id}"
+        )
+        return CloudflareNamespace.model_validate(reply.result)
+
+    def listed_key(self, observed: CloudflareNamespace) -> str:
+        return observed.title
 
     def object_id(self, obj: KVNamespace) -> str | None:
         meta = obj.status.cloudflare_metadata
@@ -100,27 +147,8 @@ class KVNamespaceKind(ManagedKind[KVNamespace, AccountScope, CloudflareNamespace
     def describe(self, observed: CloudflareNamespace) -> str:
         return f"KV namespace {observed.title!r} ({observed.id})"
 
-    async def observe(self, link: AccountScope, obj: KVNamespace, object_id: str) -> CloudflareNamespace | None:
-        found = (await self.listings.items(link.collection, lambda: self._lister(link))).get(object_id)
-        if found is not None:
-            return found
-        try:  # not in the listing: make sure before an empty namespace is made in its place
-            reply = await link.account.client.request(
-                "GET", f"/accounts/{link.account.account_id}/storage/kv/namespaces/{object_id}"
-            )
-        except NotFound:
-            self.listings.drop(link.collection, object_id)
-            return None
-        found = CloudflareNamespace.model_validate(reply.result)
-        self.listings.put(link.collection, found)
-        return found
-
     async def find(self, link: AccountScope, obj: KVNamespace) -> CloudflareNamespace | None:
-        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
-        named = await self.listings.named(
-            link.collection, obj.spec.title, lambda: self._lister(link), newer_than=newer_than
-        )
-        for namespace in named:
+        for namespace in await self.named(link, obj, obj.spec.title):
             owner = self.owner_of(namespace.id, obj)
             if owner is not None:
                 raise NotReady(
@@ -297,32 +325,19 @@ class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
         )
 
 
-class D1DatabaseKind(ManagedKind[D1Database, AccountScope, CloudflareDatabase]):
+class D1DatabaseKind(AccountMember[D1Database, CloudflareDatabase]):
     model = D1Database
     claim_label = D1_DATABASE_ID_LABEL
 
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        self.listings: Collections[CloudflareDatabase] = Collections(id_of=lambda d: d.uuid, name_of=lambda d: d.name)
-
-    @classmethod
-    def parents_of(cls, raw: JSON) -> list[Ref]:
-        return _account_parents(raw)
-
-    @classmethod
-    def drift_group(cls, raw: JSON) -> str | None:
-        name = account_name(raw)
-        return f"account:{name}" if name else None
-
-    def open_drift_round(self, group: str) -> None:
-        self.listings.open_round(group)
-
-    async def connect(self, obj: D1Database) -> AccountScope:
-        name = obj.spec.account_ref.name
-        return AccountScope(await ready_account(self.ctx, name), f"account:{name}")
-
-    def _lister(self, link: AccountScope) -> AsyncIterator[CloudflareDatabase]:
+    def list_members(self, link: AccountScope) -> AsyncIterator[CloudflareDatabase]:
         return link.account.client.list_d1_databases(link.account.account_id)
+
+    async def get_member(self, link: AccountScope, object_id: str) -> CloudflareDatabase:
+        reply = await link.account.client.request("GET", f"/accounts/{link.account.account_id}/d1/database/{object_id}")
+        return CloudflareDatabase.model_validate(reply.result)
+
+    def listed_key(self, observed: CloudflareDatabase) -> str:
+        return observed.name
 
     def object_id(self, obj: D1Database) -> str | None:
         meta = obj.status.cloudflare_metadata
@@ -334,27 +349,8 @@ class D1DatabaseKind(ManagedKind[D1Database, AccountScope, CloudflareDatabase]):
     def describe(self, observed: CloudflareDatabase) -> str:
         return f"D1 database {observed.name} ({observed.uuid})"
 
-    async def observe(self, link: AccountScope, obj: D1Database, object_id: str) -> CloudflareDatabase | None:
-        found = (await self.listings.items(link.collection, lambda: self._lister(link))).get(object_id)
-        if found is not None:
-            return found
-        try:
-            reply = await link.account.client.request(
-                "GET", f"/accounts/{link.account.account_id}/d1/database/{object_id}"
-            )
-        except NotFound:
-            self.listings.drop(link.collection, object_id)
-            return None
-        found = CloudflareDatabase.model_validate(reply.result)
-        self.listings.put(link.collection, found)
-        return found
-
     async def find(self, link: AccountScope, obj: D1Database) -> CloudflareDatabase | None:
-        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
-        named = await self.listings.named(
-            link.collection, obj.spec.name, lambda: self._lister(link), newer_than=newer_than
-        )
-        for database in named:
+        for database in await self.named(link, obj, obj.spec.name):
             if self.claimed_by_other(database.uuid, obj):
                 raise NotReady(
                     Reason.NAME_CONFLICT,
