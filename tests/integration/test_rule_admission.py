@@ -11,7 +11,7 @@ from tests.integration.test_webhooks import Webhook, registered, until_denied, w
 pytestmark = pytest.mark.integration
 __all__ = ["webhook"]  # the fixture, shared with the webhook tests
 
-DENIED_RATE = 'admission webhook "ratelimitrules.kflare.dev" denied the request: '
+DENIED_RATE = 'admission webhook "ratelimitrules.validate.kflare.dev" denied the request: '
 
 
 async def test_a_rule_spec_cloudflare_would_refuse_is_denied_with_its_path(kube: ApiClient, webhook: Webhook) -> None:
@@ -47,3 +47,16 @@ async def test_a_transform_rules_type_cannot_change(kube: ApiClient, webhook: We
         assert code != 0
         assert "spec.type" in out
         assert "type is immutable" in out
+
+
+async def test_an_expression_with_a_typo_is_denied_with_its_position(kube: ApiClient, webhook: Webhook) -> None:
+    async with registered(kube, webhook):
+        probe = webhook.manifest("RateLimitRule", "probe")
+        probe["spec"]["ratelimit"]["mitigationTimeout"] = 5
+        await until_denied(webhook, probe, DENIED_RATE)  # the webhook answers
+        typo = webhook.manifest("WAFCustomRule", "typo")
+        typo["spec"]["expression"] = 'http.hots eq "admin.example.com"'
+        code, out = await webhook.apply(typo)
+        assert code != 0
+        assert 'admission webhook "wafcustomrules.validate.kflare.dev" denied the request' in out
+        assert 'spec.expression: unknown field "http.hots" at 1; did you mean "http.host"?' in out
