@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
+
+from app.cloudflare.errors import NotFound
 
 T = TypeVar("T")
 
@@ -112,6 +114,30 @@ class Collections(Generic[T]):
         await self.items(key, lister, newer_than=newer_than)
         listing = self.listings[key]
         return [listing.items[i] for i in sorted(listing.by_name.get(name, ())) if i in listing.items]
+
+    async def member(
+        self,
+        key: str,
+        lister: Callable[[], AsyncIterator[T]],
+        item_id: str,
+        read_one: Callable[[], Awaitable[T]],
+        *,
+        gone: Callable[[T], bool] = lambda item: False,
+    ) -> T | None:
+        """One member, from the listing; when the listing lacks it (deleted outside kflare, most likely), one read
+        makes sure before anything is made in its place. `read_one` raises NotFound for an object that is gone."""
+        found = (await self.items(key, lister)).get(item_id)
+        if found is not None:
+            return found
+        try:
+            found = await read_one()
+        except NotFound:
+            found = None
+        if found is None or gone(found):
+            self.drop(key, item_id)
+            return None
+        self.put(key, found)
+        return found
 
     def put(self, key: str, item: T) -> None:
         """kflare wrote `item` (created or changed it): the listing shows it at once."""

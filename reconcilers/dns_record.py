@@ -240,10 +240,12 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         return f"{observed.type} record {observed.name} ({observed.id})"
 
     async def observe(self, link: RecordLink, obj: DNSRecord, object_id: str) -> CloudflareRecord | None:
-        records = await self.listings.items(link.collection, lambda: link.client.list_dns_records(link.zone_id))
-        found = records.get(object_id)
-        if found is not None:
-            return found
+        return await self.listings.member(
+            link.collection,
+            lambda: link.client.list_dns_records(link.zone_id),
+            object_id,
+            lambda: link.client.get_dns_record(link.zone_id, object_id),
+        )
         # Not in the listing: deleted outside kflare, most likely. One read makes sure before anything is recreated.
         try:
             found = await link.client.get_dns_record(link.zone_id, object_id)

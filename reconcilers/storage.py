@@ -104,9 +104,9 @@ class AccountMember(ManagedKind[Member, AccountScope, Listed]):
         return AccountScope(await ready_account(self.ctx, name), f"account:{name}")
 
     async def observe(self, link: AccountScope, obj: Member, object_id: str) -> Listed | None:
-        found = (await self.listings.items(link.collection, lambda: self.list_members(link))).get(object_id)
-        if found is not None:
-            return found
+        return await self.listings.member(
+            link.collection, lambda: self.list_members(link), object_id, lambda: self.get_member(link, object_id)
+        )
         try:  # not in the listing: make sure before an empty object is made in its place
             found = await self.get_member(link, object_id)
         except NotFound:
@@ -267,9 +267,17 @@ class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
 
     async def observe(self, link: AccountScope, obj: R2Bucket, object_id: str) -> CloudflareBucket | None:
         self._check_claim(obj)
-        found = (await self.listings.items(link.collection, lambda: self._lister(link, obj))).get(object_id)
-        if found is not None:
-            return found
+        client = link.account.client
+
+        async def read_one() -> CloudflareBucket:
+            reply = await client.request(
+                "GET",
+                f"/accounts/{link.account.account_id}/r2/buckets/{object_id}",
+                headers=client._jurisdiction(obj.spec.jurisdiction),
+            )
+            return CloudflareBucket.model_validate(reply.result)
+
+        return await self.listings.member(link.collection, lambda: self._lister(link, obj), object_id, read_one)
         client = link.account.client
         try:
             reply = await client.request(

@@ -123,9 +123,14 @@ class TunnelKind(ManagedKind[Tunnel, TunnelLink, CloudflareTunnel]):
         )
 
     async def observe(self, link: TunnelLink, obj: Tunnel, object_id: str) -> CloudflareTunnel | None:
-        found = (await self.listings.items(link.collection, link.tunnels)).get(object_id)
-        if found is not None:
-            return found
+        # Only live tunnels are listed; a soft-deleted one counts as gone.
+        return await self.listings.member(
+            link.collection,
+            link.tunnels,
+            object_id,
+            lambda: link.account.client.get_tunnel(link.account.account_id, object_id),
+            gone=lambda tunnel: tunnel.deleted,
+        )
         try:  # not among the live tunnels: deleted, most likely; one read makes sure before a new one is made
             found = await link.account.client.get_tunnel(link.account.account_id, object_id)
         except NotFound:

@@ -466,9 +466,13 @@ class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute]):
         return f"route {observed.pattern} ({observed.id})"
 
     async def observe(self, link: RouteLink, obj: WorkerRoute, object_id: str) -> CloudflareRoute | None:
-        found = (await self.listings.items(link.collection, lambda: self._lister(link))).get(object_id)
-        if found is not None:
-            return found
+        # Missing from the listing: deleted with its Worker, most likely; one read makes sure before a new one.
+        return await self.listings.member(
+            link.collection,
+            lambda: self._lister(link),
+            object_id,
+            lambda: link.account.client.get_worker_route(link.zone_id, object_id),
+        )
         try:  # not in the listing (deleted with its Worker, most likely): make sure before creating it again
             found = await link.account.client.get_worker_route(link.zone_id, object_id)
         except NotFound:

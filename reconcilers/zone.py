@@ -77,9 +77,9 @@ class ZoneKind(ManagedKind[Zone, ZoneLink, CloudflareZone]):
         return f"zone {observed.name} ({observed.id})"
 
     async def observe(self, link: ZoneLink, obj: Zone, object_id: str) -> CloudflareZone | None:
-        found = (await self.listings.items(link.collection, link.zones)).get(object_id)
-        if found is not None:
-            return found
+        return await self.listings.member(
+            link.collection, link.zones, object_id, lambda: link.account.client.get_zone(object_id)
+        )
         try:  # not in the listing: make sure before anything is recreated
             found = await link.account.client.get_zone(object_id)
         except NotFound:
