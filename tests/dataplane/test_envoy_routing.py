@@ -13,8 +13,15 @@ from tests.fixtures.envoy import DataPlane
 from tests.helpers import eventually
 
 
-def apply(plane: DataPlane, w: World) -> None:
+async def apply(plane: DataPlane, w: World) -> None:
+    """Publishes `w` and waits until Envoy has every cluster with its endpoints: Envoy polls routes and clusters
+    apart, so a route can arrive before the cluster it names, and a request then would meet a 503."""
     plane.publish(translate(w, refresh=plane.refresh).resources)
+
+    async def warm() -> bool:
+        return plane.warm()
+
+    await eventually(warm, what="every backend's endpoints in Envoy")
 
 
 async def get(plane: DataPlane, host: str, path: str = "/", **kwargs: Any) -> httpx.Response:
@@ -30,7 +37,7 @@ async def served_by(plane: DataPlane, host: str, path: str = "/", **kwargs: Any)
 
 
 async def test_exact_and_wildcard_hostnames_and_404_for_others(dataplane: DataPlane) -> None:
-    apply(
+    await apply(
         dataplane,
         world(
             [
@@ -64,7 +71,7 @@ async def test_path_matches_exact_prefix_and_regex(dataplane: DataPlane) -> None
             "backendRefs": [backend("gamma")],
         },
     ]
-    apply(dataplane, world([http_route("paths", ["paths.example.com"], rules)], ports(dataplane)))
+    await apply(dataplane, world([http_route("paths", ["paths.example.com"], rules)], ports(dataplane)))
     host = "paths.example.com"
 
     async def routed() -> bool:
@@ -89,7 +96,7 @@ async def test_header_query_and_method_matches(dataplane: DataPlane) -> None:
             "backendRefs": [backend("mirror")],
         },
     ]
-    apply(dataplane, world([http_route("m", ["match.example.com"], rules)], ports(dataplane)))
+    await apply(dataplane, world([http_route("m", ["match.example.com"], rules)], ports(dataplane)))
     host = "match.example.com"
 
     async def routed() -> bool:
@@ -124,7 +131,7 @@ async def test_header_modifiers_never_expand_envoy_operators(dataplane: DataPlan
             "backendRefs": [backend("alpha")],
         }
     ]
-    apply(dataplane, world([http_route("h", ["headers.example.com"], rules)], ports(dataplane)))
+    await apply(dataplane, world([http_route("h", ["headers.example.com"], rules)], ports(dataplane)))
 
     async def modified() -> httpx.Response | None:
         reply = await get(dataplane, "headers.example.com", headers={"x-secret": "s", "x-set": "client"})
@@ -150,7 +157,7 @@ async def test_redirect(dataplane: DataPlane) -> None:
             ]
         }
     ]
-    apply(dataplane, world([http_route("r", ["old.example.com"], rules)], ports(dataplane)))
+    await apply(dataplane, world([http_route("r", ["old.example.com"], rules)], ports(dataplane)))
 
     async def redirected() -> httpx.Response | None:
         reply = await get(dataplane, "old.example.com", "/page?q=1")
@@ -177,7 +184,7 @@ async def test_redirect_replacing_the_prefix(dataplane: DataPlane) -> None:
             ],
         }
 
-    apply(
+    await apply(
         dataplane,
         world([http_route("rp", ["moved.example.com"], [redirect("/gone"), redirect("/v1")])], ports(dataplane)),
     )
@@ -226,7 +233,7 @@ async def test_url_rewrites(dataplane: DataPlane) -> None:
             "backendRefs": [backend("alpha")],
         },
     ]
-    apply(dataplane, world([http_route("rw", ["rewrite.example.com"], rules)], ports(dataplane)))
+    await apply(dataplane, world([http_route("rw", ["rewrite.example.com"], rules)], ports(dataplane)))
     host = "rewrite.example.com"
 
     async def rewritten() -> dict[str, Any] | None:
@@ -243,7 +250,7 @@ async def test_url_rewrites(dataplane: DataPlane) -> None:
 
 async def test_weighted_backends(dataplane: DataPlane) -> None:
     rules = [{"backendRefs": [backend("alpha", weight=3), backend("beta", weight=1), backend("gamma", weight=0)]}]
-    apply(dataplane, world([http_route("w", ["weights.example.com"], rules)], ports(dataplane)))
+    await apply(dataplane, world([http_route("w", ["weights.example.com"], rules)], ports(dataplane)))
 
     async def routed() -> bool:
         return await served_by(dataplane, "weights.example.com") is not None
@@ -271,7 +278,7 @@ async def test_request_mirror(dataplane: DataPlane) -> None:
             "backendRefs": [backend("alpha")],
         }
     ]
-    apply(dataplane, world([http_route("mi", ["mirror.example.com"], rules)], ports(dataplane)))
+    await apply(dataplane, world([http_route("mi", ["mirror.example.com"], rules)], ports(dataplane)))
 
     async def routed() -> bool:
         return await served_by(dataplane, "mirror.example.com", "/mirrored-path") == "alpha"
@@ -295,7 +302,7 @@ async def test_route_timeouts_are_the_routes_and_client_envoy_headers_are_ignore
         },
         {"backendRefs": [backend("alpha")]},
     ]
-    apply(dataplane, world([http_route("t", ["timeouts.example.com"], rules)], ports(dataplane)))
+    await apply(dataplane, world([http_route("t", ["timeouts.example.com"], rules)], ports(dataplane)))
     host = "timeouts.example.com"
 
     async def routed() -> bool:
@@ -318,7 +325,7 @@ async def test_route_timeouts_are_the_routes_and_client_envoy_headers_are_ignore
 async def test_route_change_applies_without_dropping_a_request_in_flight(dataplane: DataPlane) -> None:
     host = "change.example.com"
     first = world([http_route("c", [host], [{"backendRefs": [backend("alpha")]}])], ports(dataplane))
-    apply(dataplane, first)
+    await apply(dataplane, first)
 
     async def on(name: str) -> bool:
         return await served_by(dataplane, host) == name
@@ -330,7 +337,7 @@ async def test_route_change_applies_without_dropping_a_request_in_flight(datapla
 
         slow = asyncio.create_task(client.get("/?delay_ms=1500", headers={"Host": host}))
         await eventually(lambda: on("alpha"), what="alpha again")
-        apply(dataplane, world([http_route("c", [host], [{"backendRefs": [backend("beta")]}])], ports(dataplane)))
+        await apply(dataplane, world([http_route("c", [host], [{"backendRefs": [backend("beta")]}])], ports(dataplane)))
         await eventually(lambda: on("beta"), what="the changed route", timeout=5)
         reply = await slow
     assert reply.status_code == 200
@@ -341,7 +348,7 @@ async def test_route_change_applies_without_dropping_a_request_in_flight(datapla
 async def test_a_configuration_envoy_refuses_is_reported_and_the_last_one_kept(dataplane: DataPlane) -> None:
     host = "kept.example.com"
     good = world([http_route("k", [host], [{"backendRefs": [backend("alpha")]}])], ports(dataplane, "alpha"))
-    apply(dataplane, good)
+    await apply(dataplane, good)
 
     async def routed() -> bool:
         return await served_by(dataplane, host) == "alpha"
@@ -358,4 +365,4 @@ async def test_a_configuration_envoy_refuses_is_reported_and_the_last_one_kept(d
     await eventually(refused, what="Envoy to refuse the route configuration")
     assert await served_by(dataplane, host) == "alpha"
     dataplane.store.refusals.clear()
-    apply(dataplane, good)
+    await apply(dataplane, good)

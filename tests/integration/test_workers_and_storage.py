@@ -30,7 +30,7 @@ def uploads(emulator: EmulatorProcess, name: str, since: float | None = None) ->
     return [
         c
         for c in emulator.calls(method="PUT", path=f"/workers/scripts/{name}$", since=since)
-        if 200 <= c["status"] < 300
+        if c["status"] is not None and 200 <= c["status"] < 300  # None: still in flight
     ]
 
 
