@@ -98,7 +98,11 @@ class Runtime:
         if s.gateway_enabled:
             host, port = split_bind_address(s.gateway_data_plane_address) or ("127.0.0.1", 8080)
             options = GatewayOptions(
-                host, port, refresh=s.gateway_xds_refresh.total_seconds(), tenancy_label=s.gateway_namespace_label
+                host,
+                port,
+                refresh=s.gateway_xds_refresh.total_seconds(),
+                tenancy_label=s.gateway_namespace_label,
+                origin=s.gateway_origin_url,
             )
             register_gateway(self.manager, ctx, self.xds, options)
         self.manager.start()

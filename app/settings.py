@@ -121,6 +121,12 @@ class Settings(BaseSettings):
     gateway_data_plane_address: str = Field(
         "0.0.0.0:8080", description="host:port Envoy listens on for cloudflared, in the data-plane pod"
     )
+    gateway_origin_url: str | None = Field(
+        None,
+        description="the data plane as cloudflared reaches it, the service of the tunnel's ingress rules; unset is"
+        " http://localhost:<port of --gateway-data-plane-address> (cloudflared and Envoy share the data-plane pod)",
+        pattern=r"^https?://[^\s/]+$",
+    )
     gateway_xds_refresh: Duration = Field(
         timedelta(milliseconds=500), description="how often Envoy polls for a new configuration"
     )

@@ -55,7 +55,7 @@ def xds_app(store: SnapshotStore, token: str) -> FastAPI:
             message = str((req.get("error_detail") or {}).get("message") or f"version {sent} not taken")
             if sent is not None:
                 refused.add(sent)
-            store.refused(type_key, message)
+            store.refused(type_key, message, node, sent or "")
             log.warning(
                 "data plane refused its configuration", extra={"node": node, "type": type_key, "error": message}
             )
@@ -63,6 +63,8 @@ def xds_app(store: SnapshotStore, token: str) -> FastAPI:
         if answer is None:
             return Response("no configuration to serve here", status_code=503, media_type="text/plain")
         answered[poll] = answer.version
+        if had and had == answer.version and not req.get("error_detail"):
+            store.accepted(type_key, node, had)
         if req.get("version_info") == answer.version and not req.get("error_detail"):
             return Response(status_code=304)
         reply = {"version_info": answer.version, "resources": answer.resources, "type_url": answer.type_url}

@@ -21,7 +21,6 @@ from typing import Any
 
 from app.api.constants import TUNNEL_CONFIGURATION_LABEL, Reason
 from app.api.tunnel import (
-    CATCH_ALL_404,
     IngressRule,
     TunnelConfiguration,
     TunnelConfigurationMetadata,
@@ -31,10 +30,13 @@ from app.cloudflare.errors import NotFound, Terminal
 from app.cloudflare.models import TunnelConfiguration as CloudflareConfiguration
 from app.kube.client import JSON
 from app.kube.index import Ref
+from reconcilers import tunnel_document
 from reconcilers.credentials import AccountLink, ready_account
 from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady, can_serve
+from reconcilers.tunnel_document import RESET, normalise, says_something
 
-RESET: dict[str, Any] = {"ingress": [{"service": CATCH_ALL_404}]}
+__all__ = ["RESET", "TunnelConfigurationKind", "desired", "normalise", "says_something"]
+
 TUNNEL_DELETED = 1014  # Cloudflare's answer to a write to a deleted tunnel
 RELEASE_RETRY = 1.0
 
@@ -44,54 +46,6 @@ class ConfigLink:
     account: AccountLink
     tunnel_id: str
     account_ref: str
-
-
-def _prune(value: Any) -> Any:
-    """`value` without what says nothing: None, false, empty objects."""
-    if isinstance(value, dict):
-        pruned = {k: _prune(v) for k, v in value.items()}
-        return {k: v for k, v in pruned.items() if v not in (None, False, {}, [])}
-    if isinstance(value, list):
-        return [_prune(v) for v in value]
-    return value
-
-
-def _normal_rule(rule: Any) -> dict[str, Any]:
-    if not isinstance(rule, dict):
-        return {"invalid": rule}
-    out: dict[str, Any] = {}
-    host = rule.get("hostname")
-    if host not in (None, "", "*"):
-        out["hostname"] = str(host).rstrip(".").lower()
-    if rule.get("path") not in (None, ""):
-        out["path"] = rule["path"]
-    out["service"] = rule.get("service")
-    origin = _prune(rule.get("originRequest"))
-    if origin:
-        out["originRequest"] = origin
-    return out
-
-
-def normalise(config: dict[str, Any] | None) -> dict[str, Any]:
-    """A configuration as kflare compares it."""
-    if not config:
-        return {"ingress": []}
-    out: dict[str, Any] = {"ingress": [_normal_rule(rule) for rule in config.get("ingress") or []]}
-    for key, value in config.items():
-        if key == "ingress":
-            continue
-        if key == "warp-routing" and not (isinstance(value, dict) and value.get("enabled")):
-            continue
-        pruned = _prune(value)
-        if pruned not in (None, False, {}, [], ""):
-            out[key] = pruned
-    return out
-
-
-def says_something(config: dict[str, Any] | None) -> bool:
-    """Whether a tunnel's configuration is more than nothing or the reset a deletion leaves."""
-    normal = normalise(config)
-    return normal != {"ingress": []} and normal != normalise(RESET)
 
 
 def rule_document(rule: IngressRule) -> dict[str, Any]:
@@ -188,8 +142,7 @@ class TunnelConfigurationKind(ManagedKind[TunnelConfiguration, ConfigLink, Cloud
         return await self._put(link, desired(obj))
 
     async def _put(self, link: ConfigLink, config: dict[str, Any]) -> CloudflareConfiguration:
-        client = link.account.client
-        return await client.put_tunnel_configuration(link.account.account_id, link.tunnel_id, config)
+        return await tunnel_document.put(link.account.client, link.account.account_id, link.tunnel_id, config)
 
     def diff(self, obj: TunnelConfiguration, observed: CloudflareConfiguration) -> dict[str, Any]:
         wanted = desired(obj)

@@ -68,6 +68,15 @@ class Watch:
 DocumentsOf = Callable[[JSON], Iterable[str]]
 
 
+@dataclass(frozen=True)
+class Input:
+    """An aggregate's input whose documents read more than its spec: `state` is what of an object they read (by
+    default all of it but its status), so a change of anything else reconciles nothing."""
+
+    documents_of: DocumentsOf
+    state: Callable[[JSON], object] | None = None
+
+
 class AggregateReconciler(Reconciler, Protocol):
     """A reconciler keyed by a Cloudflare document (a tunnel's ingress configuration) that many resources feed.
 
@@ -78,7 +87,7 @@ class AggregateReconciler(Reconciler, Protocol):
     @property
     def name(self) -> str: ...
 
-    def inputs(self) -> Mapping[ResourceType, DocumentsOf]: ...
+    def inputs(self) -> Mapping[ResourceType, DocumentsOf | Input]: ...
 
 
 def default_identity() -> str:
@@ -176,13 +185,16 @@ class Manager:
 
     def _feed(self, reconciler: AggregateReconciler) -> None:
         """Connect the aggregate's queue to its inputs' current informers (again after each new term)."""
-        for rt, documents_of in reconciler.inputs().items():
+        for rt, feed in reconciler.inputs().items():
             informer = self.informer_of(rt.kind)
             if informer is None or any(getattr(h, "feeds", None) == reconciler.name for h in informer.handlers):
                 continue
-            informer.add_handler(self._feeder(reconciler.name, rt.kind, documents_of))
+            spec = feed if isinstance(feed, Input) else Input(feed)
+            informer.add_handler(self._feeder(reconciler.name, rt.kind, spec.documents_of, spec.state or _input_state))
 
-    def _feeder(self, name: str, kind: str, documents_of: DocumentsOf) -> Callable[[EventType, JSON], None]:
+    def _feeder(
+        self, name: str, kind: str, documents_of: DocumentsOf, state_of: Callable[[JSON], object]
+    ) -> Callable[[EventType, JSON], None]:
         fed: dict[Key, frozenset[str]] = {}
         seen: dict[Key, object] = {}
 
@@ -195,7 +207,7 @@ class Manager:
                 seen.pop(key, None)
             else:
                 now = frozenset(documents_of(obj))
-                state = _input_state(obj)
+                state = state_of(obj)
                 if now == before and seen.get(key) == state:
                     return  # a status echo: nothing the document is computed from changed
                 fed[key], seen[key] = now, state

@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 from app.kube.client import KubeError, ResourceType
 from app.kube.controller import Outcome
 from app.kube.informer import Key
-from app.kube.manager import DocumentsOf, Manager
+from app.kube.manager import DocumentsOf, Input, Manager
 from reconcilers.context import Context
-from reconcilers.gateway import envoy
+from reconcilers.gateway import envoy, publish
 from reconcilers.gateway.kinds import (
     BUNDLE_VERSION_ANNOTATION,
     CONTROLLER_NAME,
@@ -33,10 +33,23 @@ from reconcilers.gateway.kinds import (
     NAMESPACES,
     REFERENCE_GRANTS,
     SERVICES,
-    TUNNEL_KIND,
 )
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.gateway.translate import JSON, Translation, TunnelState, World, translate
+from reconcilers.gateway.tunnels import (
+    ACCOUNTS,
+    DNS_RECORDS,
+    TUNNEL_CONFIGURATIONS,
+    TUNNELS,
+    ZONES,
+    TunnelOptions,
+    TunnelPublisher,
+    cached_tunnel,
+    cached_world,
+    record_status_state,
+    tunnel_status_state,
+    tunnel_view,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,24 +58,26 @@ BUNDLE_TTL = 60.0
 ROUTE_TYPES: Mapping[str, ResourceType] = {"HTTPRoute": HTTP_ROUTES, "GRPCRoute": GRPC_ROUTES}
 
 
-def tunnel_state(raw: JSON) -> TunnelState:
-    """What the class reads of a kflare Tunnel: Ready, and the ID its CNAME target is made of."""
-    status = raw.get("status") or {}
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
-    tunnel_id = (status.get("cloudflareMetadata") or {}).get("tunnelID")
-    return TunnelState(
-        ready=bool(ready and ready.get("status") == "True"),
-        message=str((ready or {}).get("message") or "Tunnel not ready"),
-        address=f"{tunnel_id}.cfargotunnel.com" if tunnel_id else None,
-    )
-
-
 @dataclass
 class GatewayOptions:
     data_plane_host: str
     data_plane_port: int
     refresh: float = 0.5
     tenancy_label: str | None = None
+    origin: str | None = None
+    """The data plane as cloudflared reaches it, for the tunnel's ingress rules; None: `http://localhost:<port>`
+    (cloudflared and Envoy share the data plane's pod)."""
+
+    @property
+    def origin_url(self) -> str:
+        if self.origin:
+            return self.origin.rstrip("/")
+        host = self.data_plane_host
+        if host in ("", "0.0.0.0", "::", "[::]"):  # noqa: S104 (a listen address, turned into one to dial)
+            host = "localhost"
+        elif ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.data_plane_port}"
 
 
 def merge_conditions(old: list[JSON], new: list[JSON], now: str) -> list[JSON]:
@@ -111,15 +126,16 @@ class GatewayClassReconciler:
         tunnels: Callable[[str, str], TunnelState | None] | None = None,
     ) -> None:
         self.ctx, self.store, self.options = ctx, store, options
-        self.tunnels = tunnels or self._tunnel_from_cache
+        self.tunnels = tunnels or cached_tunnel(ctx)
         self._bundle: tuple[float, str | None] | None = None
         self.last: Translation | None = None
+        self.publisher: TunnelPublisher | None = None
 
-    def inputs(self) -> Mapping[ResourceType, DocumentsOf]:
+    def inputs(self) -> Mapping[ResourceType, DocumentsOf | Input]:
         def feeds(_: JSON) -> list[str]:
             return [DOCUMENT]
 
-        return {
+        inputs: dict[ResourceType, DocumentsOf | Input] = {
             rt: feeds
             for rt in (
                 GATEWAY_CLASSES,
@@ -130,12 +146,15 @@ class GatewayClassReconciler:
                 SERVICES,
                 ENDPOINT_SLICES,
                 NAMESPACES,
+                TUNNEL_CONFIGURATIONS,
+                ZONES,
+                ACCOUNTS,
             )
         }
-
-    def _tunnel_from_cache(self, namespace: str, name: str) -> TunnelState | None:
-        raw = self.ctx.cached(TUNNEL_KIND, name, namespace)
-        return None if raw is None else tunnel_state(raw)
+        # The statuses read these objects' statuses too: the Tunnel's ID and readiness, each DNSRecord's Ready.
+        inputs[TUNNELS] = Input(feeds, tunnel_status_state)
+        inputs[DNS_RECORDS] = Input(feeds, record_status_state)
+        return inputs
 
     async def _installed_bundle(self) -> str | None:
         """The installed bundle's version, read again at most once a minute (the CRDs are not watched)."""
@@ -151,24 +170,50 @@ class GatewayClassReconciler:
         return version
 
     def world(self, installed_bundle: str | None) -> World:
-        cached = self.ctx.cached_all
-        return World(
-            classes=cached(GATEWAY_CLASSES.kind),
-            gateways=cached(GATEWAYS.kind),
-            http_routes=cached(HTTP_ROUTES.kind),
-            grpc_routes=cached(GRPC_ROUTES.kind),
-            grants=cached(REFERENCE_GRANTS.kind),
-            services=cached(SERVICES.kind),
-            slices=cached(ENDPOINT_SLICES.kind),
-            namespaces=cached(NAMESPACES.kind),
-            tunnel=self.tunnels,
-            installed_bundle=installed_bundle,
-            tenancy_label=self.options.tenancy_label,
-        )
+        return cached_world(self.ctx, self.tunnels, self.options.tenancy_label, installed_bundle)
+
+    def cloudflare_statuses(self, world: World, result: Translation) -> None:
+        """What the Cloudflare side and the data plane say, into the translation's statuses: a Gateway is not
+        Programmed while its tunnel belongs to a TunnelConfiguration or Envoy refuses the configuration, and each
+        accepted parent entry of a route publishing through a tunnel says what became of its DNS records."""
+        tunnel_of = publish.gateway_tunnels(world.classes, world.gateways, world.controller_name)
+        views = {key: tunnel_view(self.ctx, key, result.hostnames) for key in sorted(set(tunnel_of.values()))}
+        refusal = self.store.refusal()
+        for gkey, gstatus in result.gateway_status.items():
+            conditions = gstatus.get("conditions") or []
+            programmed = next((c for c in conditions if c["type"] == "Programmed"), None)
+            if programmed is None or programmed["status"] != "True":
+                continue
+            view = views.get(tunnel_of[gkey]) if gkey in tunnel_of else None
+            if view is not None and view.conflict is not None:
+                message = publish.conflict_message(tunnel_of[gkey], view.conflict)
+                programmed.update(status="False", reason=publish.TUNNEL_ALREADY_CONFIGURED, message=message)
+            elif refusal is not None:
+                programmed.update(status="False", reason=publish.CONFIGURATION_REFUSED, message=refusal)
+        records = {
+            (str(r["metadata"].get("namespace")), str(r["metadata"]["name"])): r
+            for r in self.ctx.cached_all(DNS_RECORDS.kind)
+        }
+        for rkey, entries in result.route_parents.items():
+            for entry in entries:
+                accepted = next((c for c in entry["conditions"] if c["type"] == "Accepted"), None)
+                if accepted is None or accepted["status"] != "True":
+                    continue
+                parent = entry["parentRef"]
+                tunnel = tunnel_of.get((str(parent.get("namespace") or rkey[1]), str(parent.get("name") or "")))
+                view = views.get(tunnel) if tunnel is not None else None
+                if view is None:
+                    continue
+                plans = [p for p in view.plans if rkey in p.routes]
+                generation = int(accepted.get("observedGeneration") or 0)
+                found = publish.dns_condition(plans, records, view.target, generation, view.conflict)
+                if found is not None:
+                    entry["conditions"].append(found)
 
     async def reconcile(self, key: Key) -> Outcome:
         world = self.world(await self._installed_bundle())
         result = translate(world, refresh=self.options.refresh)
+        self.cloudflare_statuses(world, result)
         listener = envoy.ingress_listener(
             self.options.data_plane_host, self.options.data_plane_port, self.options.refresh
         )
@@ -267,5 +312,14 @@ def register_gateway(
     """Wire the class into the manager: its inputs are watched (cached, leader only) and feed one document."""
     reconciler = GatewayClassReconciler(ctx, store, options)
     store.serving = lambda: manager.leading and manager.synced
+
+    def refusals_changed() -> None:
+        workers = manager.aggregates.get(reconciler.name)
+        if workers is not None:
+            workers.enqueue(("", DOCUMENT))
+
+    store.on_change = refusals_changed
     manager.register_aggregate(reconciler)
+    reconciler.publisher = TunnelPublisher(ctx, TunnelOptions(options.origin_url, options.tenancy_label))
+    manager.register_aggregate(reconciler.publisher)
     return reconciler

@@ -38,9 +38,33 @@ class SnapshotStore:
     generation: int = 0
     refusals: list[tuple[str, str]] = field(default_factory=list)
     """(type key, Envoy's message) of the last configurations a data plane refused, newest last (a few kept)."""
+    refusing: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    """(node, type key) -> (version refused, Envoy's message): what each Envoy refuses now, until it takes a later
+    configuration."""
+    on_change: Callable[[], None] = lambda: None
+    """Called when `refusing` changes (the Gateways' Programmed condition reports it)."""
 
-    def refused(self, type_key: str, message: str) -> None:
+    def refused(self, type_key: str, message: str, node: str = "", version: str = "") -> None:
         self.refusals = [*self.refusals[-9:], (type_key, message)]
+        if self.refusing.get((node, type_key)) != (version, message):
+            self.refusing[(node, type_key)] = (version, message)
+            self.on_change()
+
+    def accepted(self, type_key: str, node: str, version: str) -> None:
+        """Envoy `node` holds `version` of `type_key`: whatever it refused before is behind it."""
+        held = self.refusing.get((node, type_key))
+        if held is not None and held[0] != version:
+            del self.refusing[(node, type_key)]
+            self.on_change()
+
+    def refusal(self) -> str | None:
+        """What the data plane refuses now, said for a status message; None when it refuses nothing."""
+        if not self.refusing:
+            return None
+        (node, type_key), (_, message) = min(self.refusing.items())
+        nodes = sorted({n for n, _ in self.refusing})
+        where = f"Envoy {node}" + (f" and {len(nodes) - 1} more" if len(nodes) > 1 else "")
+        return f"{where} refused its {type_key} configuration: {message}; it keeps serving the last one it accepted"
 
     def publish(self, resources: dict[str, list[JSON]]) -> bool:
         """Replace the snapshot; True when anything changed."""

@@ -74,3 +74,26 @@ async def test_an_identical_snapshot_keeps_its_version() -> None:
     a = (await post(first, "clusters", request())).json()["version_info"]
     b = (await post(second, "clusters", request())).json()["version_info"]
     assert a == b
+
+
+async def test_a_refusal_is_held_until_envoy_takes_a_later_configuration() -> None:
+    s = store()
+    transport = httpx.ASGITransport(app=xds_app(s, TOKEN))
+    async with httpx.AsyncClient(transport=transport, base_url="http://xds") as http:
+
+        async def poll(**extra: Any) -> httpx.Response:
+            return await http.post("/v3/discovery:clusters", json=request(**extra))
+
+        first = (await poll()).json()["version_info"]
+        s.publish({"clusters": [envoy.eds_cluster("bad", http2=False, refresh=0.5)]})
+        assert (await poll(version_info=first)).status_code == 200
+        await poll(version_info=first, error_detail={"message": "cluster bad: invalid"})
+        refusal = s.refusal()
+        assert refusal is not None
+        assert "refused its clusters configuration: cluster bad: invalid" in refusal
+        await poll(version_info=first)  # still on the old one
+        assert s.refusal() is not None
+        s.publish({"clusters": [envoy.eds_cluster("good", http2=False, refresh=0.5)]})
+        taken = (await poll(version_info=first)).json()["version_info"]
+        assert (await poll(version_info=taken)).status_code == 304
+        assert s.refusal() is None

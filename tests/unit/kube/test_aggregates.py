@@ -11,7 +11,7 @@ import pytest
 from app.kube.client import JSON, ResourceType
 from app.kube.controller import Outcome
 from app.kube.informer import Key
-from app.kube.manager import DocumentsOf, Manager, Watch
+from app.kube.manager import DocumentsOf, Input, Manager, Watch
 from tests.unit.kube.feed import FeedKube, obj, until
 
 ROUTES = ResourceType("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute")
@@ -116,3 +116,49 @@ async def test_a_deleted_input_reconciles_what_it_fed(world: tuple[FeedKube, Man
     kube.push(ROUTES, "DELETED", route("r2", 8, "a"))
     await until(lambda: len(tunnels.log) >= 1, "the document it fed")
     assert tunnels.log == [("", "t1")]
+
+
+class StatusReader:
+    """A document that reads its inputs' status (a Tunnel's ID): a status change reconciles it, a spec change of
+    what it does not read does not."""
+
+    name = "status-reader"
+
+    def __init__(self) -> None:
+        self.log: list[Key] = []
+
+    def inputs(self) -> Mapping[ResourceType, DocumentsOf | Input]:
+        return {GATEWAYS: Input(lambda raw: ["doc"], lambda raw: (raw.get("status") or {}).get("id"))}
+
+    async def reconcile(self, key: Key) -> Outcome:
+        self.log.append(key)
+        return Outcome.done()
+
+    async def timed_out(self, key: Key, seconds: float) -> None:
+        raise AssertionError("no reconcile here runs out of time")
+
+
+async def test_an_input_read_with_its_status_reconciles_on_a_status_change() -> None:
+    kube = FeedKube()
+    kube.put(GATEWAYS, obj("a", 1))
+    manager = Manager(kube, "kflare-system", workers=1)  # type: ignore[arg-type]
+    reader = StatusReader()
+    manager.register_aggregate(reader)
+    manager.start()
+    try:
+        await until(lambda: reader.log == [("", "doc")], "the first reconcile")
+        with_id = obj("a", 2)
+        with_id["status"] = {"id": "t-1"}
+        kube.push(GATEWAYS, "MODIFIED", with_id)
+        await until(lambda: len(reader.log) == 2, "the reconcile of the status change")
+        relabelled = obj("a", 3, generation=2)
+        relabelled["status"] = {"id": "t-1"}
+        relabelled["metadata"]["labels"] = {"x": "y"}
+        kube.push(GATEWAYS, "MODIFIED", relabelled)
+        newer = obj("a", 4, generation=3)
+        newer["status"] = {"id": "t-2"}
+        kube.push(GATEWAYS, "MODIFIED", newer)
+        await until(lambda: len(reader.log) == 3, "the reconcile of the next status change")
+        assert reader.log == [("", "doc")] * 3, "the change of what it does not read reconciled nothing"
+    finally:
+        await manager.stop()

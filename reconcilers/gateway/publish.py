@@ -1,0 +1,415 @@
+"""The Cloudflare side of the class, as pure functions of the caches: a tunnel's ingress document, the DNSRecords its
+hostnames get, and what a route's and a Gateway's statuses say of them.
+
+The ingress document of a tunnel has one rule per hostname published through it (exact hostnames first, then
+wildcards from the narrowest), every one pointing at the data plane (gRPC hostnames as HTTP/2 origins), then the
+`http_status:404` catch-all.
+
+A hostname inside a kflare Zone of the tunnel's account (the Zone whose domain is the longest suffix of it; on a tie
+the oldest) gets a DNSRecord in the Zone's namespace: a proxied CNAME to `<tunnel id>.cfargotunnel.com`, named
+`gw.<hostname>` (`gw-wildcard.<domain>` for `*.<domain>`), labelled `kflare.dev/gateway-tunnel` (which tunnel's
+class made it) and `kflare.dev/gateway-route` (the first route it serves, `<kind>.<namespace>.<name>`), annotated
+`kflare.dev/gateway-routes` (all of them) and `kflare.dev/gateway-hostname`. A DNSRecord of that name or for that
+record name which the class did not make is left alone and reported on the route.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from app.api.constants import Reason
+from app.api.tunnel import CATCH_ALL_404
+from reconcilers.gateway.translate import JSON, Hostname, RouteKey, condition
+
+TUNNEL_LABEL = "kflare.dev/gateway-tunnel"
+ROUTE_LABEL = "kflare.dev/gateway-route"
+ROUTES_ANNOTATION = "kflare.dev/gateway-routes"
+HOSTNAME_ANNOTATION = "kflare.dev/gateway-hostname"
+TUNNEL_ANNOTATION = "kflare.dev/gateway-tunnel"
+"""`namespace/name` of the Tunnel whose class made a DNSRecord (the label of that key holds it as a label value)."""
+
+DNS_CONDITION = "DNSPublished"
+"""The condition of a route's parent entry that says what became of its hostnames' DNS records."""
+PUBLISHED = "Published"
+PENDING = "Pending"
+ZONE_NOT_MANAGED = "ZoneNotManaged"
+ALREADY_EXISTS = Reason.ALREADY_EXISTS.value
+TUNNEL_ALREADY_CONFIGURED = Reason.TUNNEL_ALREADY_CONFIGURED.value
+"""Programmed=False of a Gateway whose tunnel a TunnelConfiguration configures: the class writes nothing to it."""
+CONFIGURATION_REFUSED = "ConfigurationRefused"
+"""Programmed=False of a Gateway while the data plane refuses its configuration."""
+
+TunnelKey = tuple[str, str]
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def _meta(obj: JSON) -> JSON:
+    meta: JSON = obj.get("metadata") or {}
+    return meta
+
+
+def _spec(obj: JSON) -> JSON:
+    spec: JSON = obj.get("spec") or {}
+    return spec
+
+
+def label_value(text: str) -> str:
+    """`text` as a label value: itself when it is one, else a readable head and a hash of the whole."""
+    if _LABEL_VALUE.match(text):
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+    head = re.sub(r"[^-A-Za-z0-9_.]", "-", text)[:50].strip("-_.")
+    return f"{head}-{digest}" if head else digest
+
+
+def tunnel_label(tunnel: TunnelKey) -> str:
+    return label_value(f"{tunnel[0]}.{tunnel[1]}")
+
+
+def route_label(route: RouteKey) -> str:
+    return label_value(".".join(route))
+
+
+def record_object_name(hostname: str) -> str:
+    """The DNSRecord's name for a hostname: readable, distinct for `*.a.com` and `wildcard.a.com`, at most 253."""
+    name = f"gw-wildcard.{hostname[2:]}" if hostname.startswith("*.") else f"gw.{hostname}"
+    name = name.lower()
+    if len(name) <= 253:
+        return name
+    return f"{name[:236]}.{hashlib.sha256(name.encode()).hexdigest()[:16]}"
+
+
+def _rule_order(hostname: Hostname) -> tuple[bool, int, str]:
+    # cloudflared takes the first rule that matches: an exact hostname before a wildcard covering it, and a
+    # narrower wildcard before a wider one.
+    name = hostname.hostname
+    return (name.startswith("*."), -name.count("."), name)
+
+
+def ingress_document(hostnames: Iterable[Hostname], origin: str) -> JSON:
+    """The tunnel's ingress document for the hostnames published through it."""
+    rules: list[JSON] = []
+    for hostname in sorted(hostnames, key=_rule_order):
+        rule: JSON = {"hostname": hostname.hostname, "service": origin}
+        if hostname.grpc:
+            rule["originRequest"] = {"http2Origin": True}
+        rules.append(rule)
+    return {"ingress": [*rules, {"service": CATCH_ALL_404}]}
+
+
+# ---- the tunnel, its account and zones -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TunnelTarget:
+    """What publishing through a kflare Tunnel needs of it."""
+
+    key: TunnelKey
+    tunnel_id: str | None
+    account_ref: str
+    account_id: str | None
+    """The Cloudflare account ID of its CloudflareAccount (None until that is known)."""
+
+    @property
+    def cname(self) -> str | None:
+        return f"{self.tunnel_id}.cfargotunnel.com" if self.tunnel_id else None
+
+
+AccountLookup = Callable[[str], JSON | None]
+"""Name of a CloudflareAccount (cluster-scoped) -> the object as cached."""
+
+
+def _account_id(accounts: AccountLookup, name: str) -> str | None:
+    raw = accounts(name) if name else None
+    return str(_spec(raw).get("accountID") or "") or None if raw is not None else None
+
+
+def tunnel_target(key: TunnelKey, tunnel: JSON, accounts: AccountLookup) -> TunnelTarget:
+    account_ref = str((_spec(tunnel).get("accountRef") or {}).get("name") or "")
+    tunnel_id = ((tunnel.get("status") or {}).get("cloudflareMetadata") or {}).get("tunnelID")
+    return TunnelTarget(key, str(tunnel_id) if tunnel_id else None, account_ref, _account_id(accounts, account_ref))
+
+
+def _bare(name: str) -> str:
+    return name.rstrip(".").lower()
+
+
+def zone_of(hostname: str, zones: Iterable[JSON], tunnel: TunnelTarget, accounts: AccountLookup) -> JSON | None:
+    """The kflare Zone of the tunnel's account a hostname falls in: the longest matching domain, then the oldest."""
+    name = _bare(hostname[2:] if hostname.startswith("*.") else hostname)
+    best: tuple[int, tuple[str, str, str]] | None = None
+    chosen: JSON | None = None
+    for zone in zones:
+        domain = _bare(str(_spec(zone).get("name") or ""))
+        if not domain or not (name == domain or name.endswith("." + domain)):
+            continue
+        account_ref = str((_spec(zone).get("accountRef") or {}).get("name") or "")
+        account_id = _account_id(accounts, account_ref)
+        same_account = account_ref == tunnel.account_ref or (account_id is not None and account_id == tunnel.account_id)
+        if not same_account:
+            continue
+        meta = _meta(zone)
+        rank = (-len(domain), (str(meta.get("creationTimestamp") or ""), str(meta.get("namespace")), meta["name"]))
+        if best is None or rank < best:
+            best, chosen = rank, zone
+    return chosen
+
+
+def configured_by(tunnel: TunnelKey, configurations: Iterable[JSON]) -> str | None:
+    """The TunnelConfiguration (`namespace/name`, the oldest) that configures the tunnel, if any does."""
+    found = sorted(
+        (str(_meta(c).get("creationTimestamp") or ""), str(_meta(c).get("name")))
+        for c in configurations
+        if _meta(c).get("namespace") == tunnel[0] and (_spec(c).get("tunnelRef") or {}).get("name") == tunnel[1]
+    )
+    return f"{tunnel[0]}/{found[0][1]}" if found else None
+
+
+def conflict_message(tunnel: TunnelKey, configuration: str) -> str:
+    return (
+        f"TunnelConfiguration {configuration} configures Tunnel {tunnel[0]}/{tunnel[1]}: a tunnel has one ingress "
+        "document, so this class writes nothing to it (no ingress rules, no DNS records) until that "
+        "TunnelConfiguration is gone or the class names another Tunnel"
+    )
+
+
+# ---- DNS records ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordPlan:
+    """What becomes of one published hostname's DNS record."""
+
+    hostname: str
+    routes: tuple[RouteKey, ...]
+    zone: JSON | None
+    """The kflare Zone it falls in; None: it is published in the ingress document only."""
+    name: str = ""
+    """The DNSRecord's name, in the Zone's namespace."""
+    taken_by: str | None = None
+    """A DNSRecord the class did not make that holds the name (`namespace/name`): nothing is written."""
+    body: JSON | None = None
+    """The DNSRecord to have (apiVersion, kind, metadata, spec), when the class may make it."""
+
+    @property
+    def namespace(self) -> str:
+        return str(_meta(self.zone or {}).get("namespace") or "")
+
+    @property
+    def domain(self) -> str:
+        return str(_spec(self.zone or {}).get("name") or "")
+
+
+def is_ours(record: JSON, tunnel: TunnelKey) -> bool:
+    return (_meta(record).get("labels") or {}).get(TUNNEL_LABEL) == tunnel_label(tunnel)
+
+
+def record_body(hostname: Hostname, zone: JSON, tunnel: TunnelTarget, name: str) -> JSON:
+    routes = sorted(hostname.routes)
+    return {
+        "apiVersion": "kflare.dev/v1alpha1",
+        "kind": "DNSRecord",
+        "metadata": {
+            "name": name,
+            "namespace": _meta(zone).get("namespace"),
+            "labels": {TUNNEL_LABEL: tunnel_label(tunnel.key), ROUTE_LABEL: route_label(routes[0])},
+            "annotations": {
+                ROUTES_ANNOTATION: ",".join(".".join(r) for r in routes),
+                TUNNEL_ANNOTATION: f"{tunnel.key[0]}/{tunnel.key[1]}",
+                HOSTNAME_ANNOTATION: hostname.hostname,
+            },
+        },
+        "spec": {
+            "zoneRef": {"name": _meta(zone)["name"]},
+            "name": hostname.hostname,
+            "type": "CNAME",
+            "content": tunnel.cname,
+            "proxied": True,
+            "comment": f"cloudflare-tunnel Gateway class: {', '.join('/'.join(r[1:]) for r in routes)}"[:100],
+        },
+    }
+
+
+def plan_records(
+    tunnel: TunnelTarget,
+    hostnames: Iterable[Hostname],
+    zones: Iterable[JSON],
+    records: Iterable[JSON],
+    accounts: AccountLookup,
+) -> list[RecordPlan]:
+    """The DNS record of each hostname published through the tunnel."""
+    zones = list(zones)
+    by_name: dict[tuple[str, str], JSON] = {}
+    holders: dict[tuple[str, str, str], JSON] = {}
+    for record in records:
+        meta = _meta(record)
+        by_name[(str(meta.get("namespace")), str(meta.get("name")))] = record
+        if not is_ours(record, tunnel.key) and not meta.get("deletionTimestamp"):
+            spec = _spec(record)
+            key = (
+                str(meta.get("namespace")),
+                str((spec.get("zoneRef") or {}).get("name")),
+                _bare(str(spec.get("name"))),
+            )
+            holders.setdefault(key, record)
+    plans = []
+    for hostname in hostnames:
+        zone = zone_of(hostname.hostname, zones, tunnel, accounts)
+        if zone is None:
+            plans.append(RecordPlan(hostname.hostname, hostname.routes, None))
+            continue
+        namespace, name = str(_meta(zone).get("namespace")), record_object_name(hostname.hostname)
+        existing = by_name.get((namespace, name))
+        holder = None if existing is not None and is_ours(existing, tunnel.key) else existing
+        if existing is None:
+            # Another DNSRecord for the same record name (any type: a CNAME stands alone) holds it first.
+            holder = holders.get((namespace, str(_meta(zone)["name"]), _bare(hostname.hostname)))
+        if holder is not None:
+            taken = f"{namespace}/{_meta(holder)['name']}"
+            plans.append(RecordPlan(hostname.hostname, hostname.routes, zone, name, taken_by=taken))
+        elif tunnel.cname is not None:
+            body = record_body(hostname, zone, tunnel, name)
+            plans.append(RecordPlan(hostname.hostname, hostname.routes, zone, name, body=body))
+        else:
+            plans.append(RecordPlan(hostname.hostname, hostname.routes, zone, name))
+    return plans
+
+
+def record_changes(current: JSON, wanted: JSON) -> JSON | None:
+    """The merge patch that makes a DNSRecord of the class what it should be; None when it is."""
+    patch: JSON = {}
+    meta, want_meta = _meta(current), _meta(wanted)
+    for part in ("labels", "annotations"):
+        have = meta.get(part) or {}
+        diff = {k: v for k, v in want_meta[part].items() if have.get(k) != v}
+        if diff:
+            patch.setdefault("metadata", {})[part] = diff
+    spec = _spec(current)
+    spec_diff = {k: v for k, v in wanted["spec"].items() if spec.get(k) != v}
+    if spec_diff:
+        patch["spec"] = spec_diff
+    return patch or None
+
+
+def _ready(record: JSON) -> JSON | None:
+    return next((c for c in (record.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+
+
+def dns_condition(
+    plans: list[RecordPlan],
+    records: Mapping[tuple[str, str], JSON],
+    tunnel: TunnelTarget | None,
+    generation: int,
+    conflict: str | None = None,
+) -> JSON | None:
+    """The route's `DNSPublished` condition for the hostnames it publishes through one tunnel; None when it
+    publishes none (or the class has no tunnel)."""
+    if not plans or tunnel is None:
+        return None
+    if conflict is not None:
+        return condition(
+            DNS_CONDITION, False, TUNNEL_ALREADY_CONFIGURED, conflict_message(tunnel.key, conflict), generation
+        )
+    target = tunnel.cname or "the tunnel"
+    taken, failing, waiting, done, elsewhere = [], [], [], [], []
+    for plan in sorted(plans, key=lambda p: p.hostname):
+        if plan.zone is None:
+            elsewhere.append(plan.hostname)
+            continue
+        if plan.taken_by is not None:
+            taken.append(f"{plan.hostname}: DNSRecord {plan.taken_by} already publishes it, and is not overwritten")
+            continue
+        record = records.get((plan.namespace, plan.name))
+        ready = _ready(record) if record is not None else None
+        where = f"DNSRecord {plan.namespace}/{plan.name}"
+        if ready is not None and ready.get("reason") == ALREADY_EXISTS:
+            taken.append(
+                f"{plan.hostname}: zone {plan.domain} already has a record of that name that kflare does not own "
+                f"({where}); it is not overwritten"
+            )
+        elif ready is not None and ready.get("status") == "True":
+            done.append(f"{plan.hostname} ({where})")
+        elif ready is not None and ready.get("status") == "False" and ready.get("reason") not in (None, PENDING):
+            failing.append(f"{plan.hostname}: {where} is not Ready: {ready.get('message') or ready.get('reason')}")
+        else:
+            waiting.append(f"{plan.hostname} ({where})")
+    note = ""
+    if elsewhere:
+        note = (
+            f"; in no kflare Zone of the tunnel's account, so published in the tunnel's ingress only (their DNS is "
+            f"yours to point at {target}): {', '.join(elsewhere)}"
+        )
+    if taken:
+        return condition(DNS_CONDITION, False, ALREADY_EXISTS, "; ".join(taken) + note, generation)
+    if failing:
+        return condition(DNS_CONDITION, False, PENDING, "; ".join(failing) + note, generation)
+    if waiting:
+        return condition(DNS_CONDITION, False, PENDING, "waiting for " + ", ".join(waiting) + note, generation)
+    if done:
+        return condition(
+            DNS_CONDITION, True, PUBLISHED, f"proxied CNAME to {target}: {', '.join(done)}{note}", generation
+        )
+    # Unknown, not False: nothing is wrong, kflare just cannot tell whether the DNS elsewhere points at the tunnel.
+    return {
+        **condition(DNS_CONDITION, False, ZONE_NOT_MANAGED, "", generation),
+        "status": "Unknown",
+        "message": f"in no kflare Zone of the tunnel's account: {', '.join(elsewhere)} published in the tunnel's "
+        f"ingress only; their DNS is managed elsewhere (a proxied CNAME to {target} makes them reachable)",
+    }
+
+
+# ---- what a reconcile reads ---------------------------------------------------------------------------------------
+
+
+def class_tunnel(cls: JSON, controller_name: str) -> TunnelKey | None:
+    """The Tunnel a GatewayClass of this controller names, if it names one."""
+    spec = _spec(cls)
+    ref = spec.get("parametersRef") or {}
+    if spec.get("controllerName") != controller_name or ref.get("kind") != "Tunnel" or not ref.get("namespace"):
+        return None
+    return (str(ref["namespace"]), str(ref.get("name") or ""))
+
+
+def gateway_tunnels(
+    classes: Iterable[JSON], gateways: Iterable[JSON], controller_name: str
+) -> dict[TunnelKey, TunnelKey]:
+    """(namespace, name) of each Gateway -> the Tunnel its class publishes through."""
+    of_class = {str(_meta(c).get("name")): class_tunnel(c, controller_name) for c in classes}
+    out = {}
+    for gateway in gateways:
+        tunnel = of_class.get(str(_spec(gateway).get("gatewayClassName") or ""))
+        if tunnel is not None:
+            out[(str(_meta(gateway).get("namespace") or ""), str(_meta(gateway).get("name")))] = tunnel
+    return out
+
+
+@dataclass(frozen=True)
+class TunnelView:
+    """One tunnel as the class publishes through it."""
+
+    target: TunnelTarget | None
+    """None while the Tunnel resource does not exist."""
+    conflict: str | None
+    """The TunnelConfiguration that configures the tunnel (`namespace/name`): the class writes nothing."""
+    hostnames: list[Hostname]
+    plans: list[RecordPlan]
+
+
+def tunnel_view(
+    key: TunnelKey,
+    hostnames: Iterable[Hostname],
+    tunnel: JSON | None,
+    configurations: Iterable[JSON],
+    zones: Iterable[JSON],
+    records: Iterable[JSON],
+    accounts: AccountLookup,
+) -> TunnelView:
+    mine = [h for h in hostnames if h.tunnel == key]
+    if tunnel is None:
+        return TunnelView(None, None, mine, [])
+    target = tunnel_target(key, tunnel, accounts)
+    plans = plan_records(target, mine, zones, records, accounts)
+    return TunnelView(target, configured_by(key, configurations), mine, plans)

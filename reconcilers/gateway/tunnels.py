@@ -1,0 +1,318 @@
+"""The class's Cloudflare side, one aggregate reconcile per tunnel (keyed `namespace/name` of the kflare Tunnel):
+the tunnel's ingress document from all routes of all Gateways on it, and the DNSRecords of its hostnames.
+
+The document is written only when it differs from what Cloudflare holds, read once and then remembered (see
+`reconcilers.tunnel_document.KnownDocuments`), so an idle reconcile makes no call. A TunnelConfiguration of the same
+tunnel owns its document: the class then writes nothing to that tunnel (neither document nor DNSRecords) and its
+Gateways say so (`Programmed=False, TunnelAlreadyConfigured`). A tunnel no class names any more loses the class's
+DNSRecords; its document is left as it was (another writer may own it now).
+
+DNSRecords are ordinary kflare objects in the Zone's namespace (batched, adopted and deleted by the DNSRecord kind,
+and listed by `kubectl get kflare`); owner references cannot cross namespaces, so this reconcile deletes the ones
+no route claims any more. It never touches a DNSRecord it did not make.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from app.cloudflare.errors import CloudflareError
+from app.kube.client import JSON, MERGE_PATCH, KubeError, ResourceType
+from app.kube.controller import Outcome
+from app.kube.informer import Key
+from app.kube.manager import DocumentsOf, Input
+from reconcilers.cloudflare_account import CloudflareAccountKind
+from reconcilers.context import Context
+from reconcilers.credentials import ready_account
+from reconcilers.dns_record import DNSRecordKind
+from reconcilers.gateway import publish
+from reconcilers.gateway.kinds import (
+    CONTROLLER_NAME,
+    ENDPOINT_SLICES,
+    GATEWAY_CLASSES,
+    GATEWAYS,
+    GRPC_ROUTES,
+    HTTP_ROUTES,
+    NAMESPACES,
+    REFERENCE_GRANTS,
+    SERVICES,
+    TUNNEL_KIND,
+)
+from reconcilers.gateway.translate import Hostname, TunnelLookup, TunnelState, World, translate
+from reconcilers.lifecycle import NotReady
+from reconcilers.tunnel import TunnelKind
+from reconcilers.tunnel_configuration import TunnelConfigurationKind
+from reconcilers.tunnel_document import KnownDocuments
+from reconcilers.zone import ZoneKind
+
+log = logging.getLogger(__name__)
+
+TUNNELS = TunnelKind.resource_type()
+TUNNEL_CONFIGURATIONS = TunnelConfigurationKind.resource_type()
+ZONES = ZoneKind.resource_type()
+DNS_RECORDS = DNSRecordKind.resource_type()
+ACCOUNTS = CloudflareAccountKind.resource_type()
+ACCOUNT_RETRY = 5.0
+
+
+def tunnel_state(raw: JSON) -> TunnelState:
+    """What the class reads of a kflare Tunnel: Ready, and the ID its CNAME target is made of."""
+    status = raw.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    tunnel_id = (status.get("cloudflareMetadata") or {}).get("tunnelID")
+    return TunnelState(
+        ready=bool(ready and ready.get("status") == "True"),
+        message=str((ready or {}).get("message") or "Tunnel not ready"),
+        address=f"{tunnel_id}.cfargotunnel.com" if tunnel_id else None,
+    )
+
+
+def cached_tunnel(ctx: Context) -> TunnelLookup:
+    def lookup(namespace: str, name: str) -> TunnelState | None:
+        raw = ctx.cached(TUNNEL_KIND, name, namespace)
+        return None if raw is None else tunnel_state(raw)
+
+    return lookup
+
+
+def cached_world(
+    ctx: Context, tunnels: TunnelLookup, tenancy_label: str | None, installed_bundle: str | None = None
+) -> World:
+    cached = ctx.cached_all
+    return World(
+        classes=cached(GATEWAY_CLASSES.kind),
+        gateways=cached(GATEWAYS.kind),
+        http_routes=cached(HTTP_ROUTES.kind),
+        grpc_routes=cached(GRPC_ROUTES.kind),
+        grants=cached(REFERENCE_GRANTS.kind),
+        services=cached(SERVICES.kind),
+        slices=cached(ENDPOINT_SLICES.kind),
+        namespaces=cached(NAMESPACES.kind),
+        tunnel=tunnels,
+        installed_bundle=installed_bundle,
+        tenancy_label=tenancy_label,
+    )
+
+
+def tunnel_status_state(raw: JSON) -> object:
+    """What of a Tunnel the class reads: its spec, its ID and whether it is Ready (not the rest of its status)."""
+    status = raw.get("status") or {}
+    ready = [(c.get("status"), c.get("message")) for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    meta = raw.get("metadata") or {}
+    return repr(
+        (
+            raw.get("spec"),
+            (status.get("cloudflareMetadata") or {}).get("tunnelID"),
+            ready,
+            meta.get("deletionTimestamp"),
+        )
+    )
+
+
+def record_status_state(raw: JSON) -> object:
+    """What of a DNSRecord a route's status reads: its spec, labels and Ready condition."""
+    ready = [
+        (c.get("status"), c.get("reason"), c.get("message"))
+        for c in (raw.get("status") or {}).get("conditions") or []
+        if c.get("type") == "Ready"
+    ]
+    meta = raw.get("metadata") or {}
+    return repr((raw.get("spec"), meta.get("labels"), meta.get("deletionTimestamp"), ready))
+
+
+def record_tunnel(raw: JSON) -> list[str]:
+    """The tunnel document a DNSRecord of the class belongs to."""
+    annotation = ((raw.get("metadata") or {}).get("annotations") or {}).get(publish.TUNNEL_ANNOTATION)
+    return [str(annotation)] if annotation else []
+
+
+@dataclass
+class TunnelOptions:
+    origin: str
+    """The data plane as cloudflared reaches it (`http://localhost:8080`: cloudflared and Envoy share a pod)."""
+    tenancy_label: str | None = None
+
+
+class TunnelPublisher:
+    """The aggregate reconciler of each tunnel's ingress document and DNSRecords."""
+
+    name = "gateway-tunnels"
+
+    def __init__(self, ctx: Context, options: TunnelOptions) -> None:
+        self.ctx, self.options = ctx, options
+        self.known = KnownDocuments()
+        self.writes = 0
+        """Ingress documents written since start (the benchmark reads it)."""
+
+    # ---- what feeds which tunnel ---------------------------------------------------------------------------------
+
+    def _class_tunnel(self, name: str) -> str | None:
+        cls = self.ctx.cached(GATEWAY_CLASSES.kind, name)
+        key = None if cls is None else publish.class_tunnel(cls, CONTROLLER_NAME)
+        return None if key is None else f"{key[0]}/{key[1]}"
+
+    def _gateway_tunnel(self, namespace: str, name: str) -> str | None:
+        gateway = self.ctx.cached(GATEWAYS.kind, name, namespace)
+        if gateway is None:
+            return None
+        return self._class_tunnel(str((gateway.get("spec") or {}).get("gatewayClassName") or ""))
+
+    def all_tunnels(self) -> list[str]:
+        """Every tunnel a class names, and every tunnel a DNSRecord of the class was made for."""
+        named = {
+            f"{k[0]}/{k[1]}"
+            for c in self.ctx.cached_all(GATEWAY_CLASSES.kind)
+            if (k := publish.class_tunnel(c, CONTROLLER_NAME))
+        }
+        for record in self.ctx.cached_all(DNS_RECORDS.kind):
+            named.update(record_tunnel(record))
+        return sorted(named)
+
+    def inputs(self) -> Mapping[ResourceType, DocumentsOf | Input]:
+        def of_class(raw: JSON) -> list[str]:
+            key = publish.class_tunnel(raw, CONTROLLER_NAME)
+            return [f"{key[0]}/{key[1]}"] if key else []
+
+        def of_gateway(raw: JSON) -> list[str]:
+            tunnel = self._class_tunnel(str((raw.get("spec") or {}).get("gatewayClassName") or ""))
+            return [tunnel] if tunnel else []
+
+        def of_route(raw: JSON) -> list[str]:
+            namespace = str((raw.get("metadata") or {}).get("namespace") or "")
+            found = set()
+            for parent in (raw.get("spec") or {}).get("parentRefs") or []:
+                tunnel = self._gateway_tunnel(str(parent.get("namespace") or namespace), str(parent.get("name") or ""))
+                if tunnel:
+                    found.add(tunnel)
+            return sorted(found)
+
+        def of_tunnel(raw: JSON) -> list[str]:
+            meta = raw.get("metadata") or {}
+            return [f"{meta.get('namespace')}/{meta.get('name')}"]
+
+        def of_configuration(raw: JSON) -> list[str]:
+            name = ((raw.get("spec") or {}).get("tunnelRef") or {}).get("name")
+            return [f"{(raw.get('metadata') or {}).get('namespace')}/{name}"] if name else []
+
+        def everywhere(raw: JSON) -> list[str]:
+            return self.all_tunnels()
+
+        def of_record(raw: JSON) -> list[str]:
+            # A user's DNSRecord may take (or free) a hostname of any tunnel; one of the class's belongs to one.
+            return record_tunnel(raw) or self.all_tunnels()
+
+        return {
+            GATEWAY_CLASSES: of_class,
+            GATEWAYS: of_gateway,
+            HTTP_ROUTES: of_route,
+            GRPC_ROUTES: of_route,
+            NAMESPACES: everywhere,
+            TUNNELS: Input(of_tunnel, tunnel_status_state),
+            TUNNEL_CONFIGURATIONS: of_configuration,
+            ZONES: everywhere,
+            DNS_RECORDS: of_record,
+            ACCOUNTS: everywhere,
+        }
+
+    # ---- the reconcile -------------------------------------------------------------------------------------------
+
+    def view(self, key: tuple[str, str], hostnames: Iterable[Hostname]) -> publish.TunnelView:
+        return tunnel_view(self.ctx, key, hostnames)
+
+    async def reconcile(self, key: Key) -> Outcome:
+        namespace, _, name = key[1].partition("/")
+        tunnel_key = (namespace, name)
+        named = any(
+            publish.class_tunnel(c, CONTROLLER_NAME) == tunnel_key for c in self.ctx.cached_all(GATEWAY_CLASSES.kind)
+        )
+        hostnames: list[Hostname] = []
+        if named:
+            world = cached_world(self.ctx, cached_tunnel(self.ctx), self.options.tenancy_label)
+            hostnames = translate(world).hostnames
+        view = self.view(tunnel_key, hostnames)
+        if view.conflict is not None:
+            log.info(
+                "tunnel configured by a TunnelConfiguration: the Gateway class writes nothing to it",
+                extra={"tunnel": key[1], "configuration": view.conflict},
+            )
+            return Outcome.done()
+        if view.target is None or view.target.tunnel_id is None:
+            if not named:
+                return await self._records(tunnel_key, [])
+            return Outcome.done()  # the Tunnel's status feeds this document once it has an ID
+        failed = False
+        if named:
+            try:
+                link = await ready_account(self.ctx, view.target.account_ref)
+            except NotReady as wait:
+                log.info("tunnel's account not ready", extra={"tunnel": key[1], "reason": wait.reason})
+                return Outcome(requeue_after=wait.requeue_after or ACCOUNT_RETRY)
+            document = publish.ingress_document(view.hostnames, self.options.origin)
+            try:
+                if await self.known.sync(link.client, link.account_id, view.target.tunnel_id, document):
+                    self.writes += 1
+                    log.info(
+                        "tunnel ingress document written",
+                        extra={"tunnel": key[1], "rules": len(document["ingress"]), "writes": self.writes},
+                    )
+            except CloudflareError as exc:
+                self.known.forget(link.account_id, view.target.tunnel_id)
+                log.warning("tunnel ingress document not written", extra={"tunnel": key[1], "error": str(exc)})
+                failed = True
+        outcome = await self._records(tunnel_key, view.plans if named else [])
+        return Outcome(retry=True) if failed else outcome
+
+    async def _records(self, tunnel: tuple[str, str], plans: list[publish.RecordPlan]) -> Outcome:
+        """Make the DNSRecords the plans ask for, and delete the class's that no route claims any more."""
+        wanted = {(p.namespace, p.name): p.body for p in plans if p.body is not None}
+        kept = {(p.namespace, p.name) for p in plans if p.zone is not None}
+        failed = False
+        ours = {
+            (str(r["metadata"].get("namespace")), str(r["metadata"]["name"])): r
+            for r in self.ctx.cached_all(DNS_RECORDS.kind)
+            if publish.is_ours(r, tunnel)
+        }
+        for (namespace, name), body in sorted(wanted.items()):
+            assert body is not None
+            current = ours.get((namespace, name))
+            try:
+                if current is None:
+                    await self.ctx.kube.create(DNS_RECORDS, body, namespace)
+                    log.info("DNSRecord made for a route", extra={"namespace": namespace, "name": name})
+                elif (patch := publish.record_changes(current, body)) is not None:
+                    patch.setdefault("metadata", {})["resourceVersion"] = current["metadata"].get("resourceVersion")
+                    await self.ctx.kube.patch(DNS_RECORDS, name, patch, namespace, content_type=MERGE_PATCH)
+            except KubeError as exc:
+                if not exc.conflict:
+                    log.warning(
+                        "DNSRecord not written", extra={"namespace": namespace, "name": name, "reason": exc.reason}
+                    )
+                failed = True
+        for (namespace, name), record in sorted(ours.items()):
+            if (namespace, name) in kept or record["metadata"].get("deletionTimestamp"):
+                continue
+            try:
+                await self.ctx.kube.delete(DNS_RECORDS, name, namespace)
+                log.info("DNSRecord no route claims deleted", extra={"namespace": namespace, "name": name})
+            except KubeError as exc:
+                if not exc.not_found:
+                    failed = True
+        return Outcome(retry=True) if failed else Outcome.done()
+
+    async def timed_out(self, key: Key, seconds: float) -> None:
+        log.warning("a tunnel's reconcile timed out", extra={"tunnel": key[1], "seconds": seconds})
+
+
+def tunnel_view(ctx: Context, key: tuple[str, str], hostnames: Iterable[Hostname]) -> publish.TunnelView:
+    """The tunnel as the caches hold it, with the hostnames published through it."""
+    return publish.tunnel_view(
+        key,
+        hostnames,
+        ctx.cached(TUNNEL_KIND, key[1], key[0]),
+        ctx.cached_all(TUNNEL_CONFIGURATIONS.kind),
+        ctx.cached_all(ZONES.kind),
+        ctx.cached_all(DNS_RECORDS.kind),
+        lambda name: ctx.cached(ACCOUNTS.kind, name),
+    )

@@ -1,0 +1,108 @@
+"""The Gateway statuses the class's reconcile writes from what the data plane and the Cloudflare side say: Envoy
+refusing its configuration makes every Gateway of the class `Programmed=False` naming what was refused, and a later
+configuration it takes makes them Programmed again; a TunnelConfiguration of the class's tunnel makes its Gateways
+report the conflict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.kube.client import ResourceType
+from reconcilers.gateway.controller import GatewayClassReconciler, GatewayOptions
+from reconcilers.gateway.snapshot import SnapshotStore
+from reconcilers.gateway.translate import TunnelState
+from tests.dataplane.world import NS, backend, endpoint_slice, gateway, gateway_class, http_route, service
+
+TUNNEL = ("infra", "edge-tunnel")
+PARAMETERS = {"group": "kflare.dev", "kind": "Tunnel", "namespace": TUNNEL[0], "name": TUNNEL[1]}
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, str, dict[str, Any]]] = []
+
+    async def get(self, rt: ResourceType, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return {"metadata": {"annotations": {"gateway.networking.k8s.io/bundle-version": "v1.6.3"}}}
+
+    async def patch(self, rt: ResourceType, name: str, patch: dict[str, Any], *args: Any, **kw: Any) -> dict[str, Any]:
+        self.patches.append((rt.kind, name, patch))
+        return {}
+
+
+class FakeContext:
+    def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
+        self.objects, self.kube = objects, FakeKube()
+
+    def cached(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        for obj in self.objects.get(kind, []):
+            if obj["metadata"]["name"] == name and obj["metadata"].get("namespace") == namespace:
+                return obj
+        return None
+
+    def cached_all(self, kind: str) -> list[dict[str, Any]]:
+        return self.objects.get(kind, [])
+
+
+def objects(parameters: dict[str, Any] | None = None, **more: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    return {
+        "GatewayClass": [gateway_class(parameters=parameters)],
+        "Gateway": [gateway()],
+        "HTTPRoute": [http_route("web", ["web.example.com"], [{"backendRefs": [backend("alpha")]}])],
+        "Service": [service("alpha")],
+        "EndpointSlice": [endpoint_slice("alpha", 9001)],
+        "Namespace": [{"metadata": {"name": NS}}],
+        **more,
+    }
+
+
+def programmed(ctx: FakeContext) -> dict[str, Any]:
+    status = next(p for kind, _, p in reversed(ctx.kube.patches) if kind == "Gateway")["status"]
+    return next(c for c in status["conditions"] if c["type"] == "Programmed")
+
+
+async def test_a_refused_configuration_makes_the_gateways_not_programmed_until_one_is_taken() -> None:
+    ctx = FakeContext(objects())
+    store = SnapshotStore()
+    reconciler = GatewayClassReconciler(ctx, store, GatewayOptions("127.0.0.1", 8080))  # type: ignore[arg-type]
+    await reconciler.reconcile(("", "data-plane"))
+    assert programmed(ctx)["status"] == "True"
+
+    store.refused("routes", "route: invalid regex '('", "data-plane-7d9f", "v2")
+    await reconciler.reconcile(("", "data-plane"))
+    found = programmed(ctx)
+    assert (found["status"], found["reason"]) == ("False", "ConfigurationRefused")
+    assert "Envoy data-plane-7d9f refused its routes configuration: route: invalid regex '('" in found["message"]
+    assert "last one it accepted" in found["message"]
+
+    store.accepted("routes", "data-plane-7d9f", "v3")
+    await reconciler.reconcile(("", "data-plane"))
+    assert programmed(ctx)["status"] == "True"
+
+
+async def test_a_tunnel_configuration_of_the_same_tunnel_is_reported_on_the_gateway() -> None:
+    tunnel = {
+        "metadata": {"name": TUNNEL[1], "namespace": TUNNEL[0]},
+        "spec": {"accountRef": {"name": "main"}},
+        "status": {
+            "cloudflareMetadata": {"tunnelID": "t-1"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Synced"}],
+        },
+    }
+    configuration = {
+        "metadata": {"name": "manual", "namespace": TUNNEL[0]},
+        "spec": {"tunnelRef": {"name": TUNNEL[1]}},
+    }
+    ctx = FakeContext(objects(PARAMETERS, Tunnel=[tunnel], TunnelConfiguration=[configuration]))
+    reconciler = GatewayClassReconciler(
+        ctx,  # type: ignore[arg-type]
+        SnapshotStore(),
+        GatewayOptions("127.0.0.1", 8080),
+        tunnels=lambda ns, name: TunnelState(True, "", "t-1.cfargotunnel.com"),
+    )
+    await reconciler.reconcile(("", "data-plane"))
+    found = programmed(ctx)
+    assert (found["status"], found["reason"]) == ("False", "TunnelAlreadyConfigured")
+    assert "TunnelConfiguration infra/manual configures Tunnel infra/edge-tunnel" in found["message"]
+    route = next(p for kind, _, p in ctx.kube.patches if kind == "HTTPRoute")["status"]["parents"][0]
+    dns = next(c for c in route["conditions"] if c["type"] == "DNSPublished")
+    assert dns["reason"] == "TunnelAlreadyConfigured"
