@@ -109,5 +109,7 @@ class KnownDocuments:
         self.held[key] = (time.monotonic(), normalise(config))
         return True
 
-    def forget(self, account_id: str, tunnel_id: str) -> None:
-        self.held.pop((account_id, tunnel_id), None)
+    def forget(self, tunnel_id: str) -> None:
+        """Read the tunnel's document again next time (another writer may have written it meanwhile)."""
+        for key in [k for k in self.held if k[1] == tunnel_id]:
+            del self.held[key]

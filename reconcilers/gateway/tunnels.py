@@ -233,6 +233,8 @@ class TunnelPublisher:
             hostnames = translate(world).hostnames
         view = self.view(tunnel_key, hostnames)
         if view.conflict is not None:
+            if view.target is not None and view.target.tunnel_id:
+                self.known.forget(view.target.tunnel_id)  # the TunnelConfiguration writes it meanwhile
             log.info(
                 "tunnel configured by a TunnelConfiguration: the Gateway class writes nothing to it",
                 extra={"tunnel": key[1], "configuration": view.conflict},
@@ -258,7 +260,7 @@ class TunnelPublisher:
                         extra={"tunnel": key[1], "rules": len(document["ingress"]), "writes": self.writes},
                     )
             except CloudflareError as exc:
-                self.known.forget(link.account_id, view.target.tunnel_id)
+                self.known.forget(view.target.tunnel_id)
                 log.warning("tunnel ingress document not written", extra={"tunnel": key[1], "error": str(exc)})
                 failed = True
         outcome = await self._records(tunnel_key, view.plans if named else [])
