@@ -9,6 +9,10 @@ be served by Envoy, and Envoy's throughput against the same backend reached dire
    p50 and p99. Baseline: the polling period itself (the floor of REST xDS).
 3. Requests per second through Envoy and to the backend directly (`--seconds` each, `--concurrency` clients),
    and their ratio.
+4. Ingress-document writes, on the same stack with a kflare Tunnel in the emulator: `--routes` HTTPRoutes applied at
+   once on a class naming the Tunnel; the document's writes (PUTs) until it holds all their hostnames, and the wall
+   time; then writes while idle, for a change that leaves the hostnames alone, and for a hostname change. Baseline:
+   one write per route (a writer per route).
 
     .venv/bin/python bench/gateway.py [--routes 1000] [--changes 30] [--refresh 0.5] [--seconds 5]
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import statistics
 import subprocess
@@ -43,6 +48,7 @@ from tests.fixtures.controller import ControllerProcess
 from tests.fixtures.emulator import EmulatorProcess
 from tests.fixtures.envoy import _Thread, echo_app, running_envoy
 from tests.fixtures.gateway import gateway_api_dir
+from tests.kinds import cf
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -94,7 +100,7 @@ def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
-async def bench_change(changes: int, refresh: float, seconds: float, concurrency: int) -> None:
+async def bench_change(changes: int, refresh: float, seconds: float, concurrency: int, routes: int) -> None:
     bins = default_bin_dir()
     if bins is None:
         sys.exit("no kube-apiserver: run `make test-bins` first")
@@ -214,12 +220,80 @@ async def bench_change(changes: int, refresh: float, seconds: float, concurrency
                         f"requests per second ({concurrency} clients, {seconds:g} s): through Envoy {via:.0f},"
                         f" backend directly {direct:.0f}, ratio {via / direct:.2f}"
                     )
+            bench_document_writes(plane, emulator, routes)
         finally:
             controller.stop()
     finally:
         servers.stop()
         emulator.stop()
         plane.stop()
+
+
+def bench_document_writes(plane: ControlPlane, emulator: EmulatorProcess, routes: int) -> None:
+    token = base64.b64encode(emulator.token.encode()).decode()
+    docs: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cf", "namespace": "apps"},
+         "data": {"CF_API_TOKEN": token}},
+        {"apiVersion": "kflare.dev/v1alpha1", "kind": "CloudflareAccount", "metadata": {"name": "main"},
+         "spec": {"accountID": emulator.account_id, "tokenSecretRef": {"name": "cf", "namespace": "apps"}}},
+        {"apiVersion": "kflare.dev/v1alpha1", "kind": "Tunnel", "metadata": {"name": "edge", "namespace": "apps"},
+         "spec": {"name": "bench-edge", "accountRef": {"name": "main"}, "credentialsSecretRef": {"name": "edge-tok"}}},
+        {"apiVersion": f"{GATEWAY_GROUP}/v1", "kind": "GatewayClass", "metadata": {"name": "bench-tunnel"},
+         "spec": {"controllerName": CONTROLLER_NAME,
+                  "parametersRef": {"group": "kflare.dev", "kind": "Tunnel", "name": "edge", "namespace": "apps"}}},
+        {"apiVersion": f"{GATEWAY_GROUP}/v1", "kind": "Gateway", "metadata": {"name": "edge-t", "namespace": "apps"},
+         "spec": {"gatewayClassName": "bench-tunnel", "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}]}},
+    ]  # fmt: skip
+    kubectl(plane, "apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in docs))
+    kubectl(plane, "-n", "apps", "wait", "--for=condition=Ready", "tunnel/edge", "--timeout=60s")
+    tunnel_id = json.loads(kubectl(plane, "-n", "apps", "get", "tunnel", "edge", "-o", "json"))["status"][
+        "cloudflareMetadata"
+    ]["tunnelID"]
+    path = f"/accounts/{emulator.account_id}/cfd_tunnel/{tunnel_id}/configurations"
+
+    def rules() -> int:
+        return len((cf(emulator, "GET", path)["config"] or {}).get("ingress") or [])
+
+    def writes() -> int:
+        return len(emulator.calls(method="PUT", path=f"/cfd_tunnel/{tunnel_id}/configurations"))
+
+    def wait_for(count: int, what: str) -> None:
+        deadline = time.monotonic() + 300
+        while rules() != count:
+            if time.monotonic() > deadline:
+                sys.exit(f"the ingress document never held {what}")
+            time.sleep(0.2)
+
+    def route(i: int, hostname: str, prefix: str = "/") -> dict[str, Any]:
+        return {"apiVersion": f"{GATEWAY_GROUP}/v1", "kind": "HTTPRoute",
+                "metadata": {"name": f"doc{i}", "namespace": "apps"},
+                "spec": {"parentRefs": [{"name": "edge-t"}], "hostnames": [hostname],
+                         "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": prefix}}],
+                                    "backendRefs": [{"name": "alpha", "port": 80}]}]}}  # fmt: skip
+
+    wait_for(1, "the catch-all")  # the class writes the empty document first: one write before the routes
+    first = writes()
+    start = time.monotonic()
+    batch = [route(i, f"app{i}.bench.example.org") for i in range(routes)]
+    kubectl(plane, "apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in batch))
+    wait_for(routes + 1, f"{routes} hostnames")
+    took, applied = time.monotonic() - start, writes() - first
+    print(
+        f"ingress document for {routes} HTTPRoutes applied at once: {applied} writes, {took:.1f} s to hold them all"
+        f" (baseline: {routes} writes, one per route)"
+    )
+    idle = writes()
+    time.sleep(5)
+    print(f"  writes in 5 s idle: {writes() - idle}")
+    before = writes()
+    kubectl(plane, "apply", "-f", "-", stdin=json.dumps(route(0, "app0.bench.example.org", "/v2")))
+    kubectl(plane, "apply", "-f", "-", stdin=json.dumps(route(1, "renamed.bench.example.org")))
+    deadline = time.monotonic() + 60
+    while "renamed.bench.example.org" not in json.dumps(cf(emulator, "GET", path)):
+        if time.monotonic() > deadline:
+            sys.exit("the renamed hostname never reached the document")
+        time.sleep(0.2)
+    print(f"  writes for a rule change then a hostname change: {writes() - before} (baseline 1)")
 
 
 async def rps(url: str, headers: dict[str, str], seconds: float, concurrency: int) -> float:
@@ -249,7 +323,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
     bench_translation(args.routes, args.repeat)
-    asyncio.run(bench_change(args.changes, args.refresh, args.seconds, args.concurrency))
+    asyncio.run(bench_change(args.changes, args.refresh, args.seconds, args.concurrency, args.routes))
 
 
 if __name__ == "__main__":

@@ -93,8 +93,8 @@ class KnownDocuments:
     ttl: float = 600.0
     held: dict[tuple[str, str], tuple[float, dict[str, Any]]] = field(default_factory=dict)
 
-    async def sync(self, client: CloudflareClient, account_id: str, tunnel_id: str, config: dict[str, Any]) -> bool:
-        """Make Cloudflare hold `config` (one GET when it is not known, one PUT when it differs); True when written."""
+    async def holds(self, client: CloudflareClient, account_id: str, tunnel_id: str, config: dict[str, Any]) -> bool:
+        """Whether Cloudflare holds `config` (one GET when what it holds is not known)."""
         key = (account_id, tunnel_id)
         now = time.monotonic()
         known = self.held.get(key)
@@ -102,8 +102,13 @@ class KnownDocuments:
             current = await read(client, account_id, tunnel_id)
             known = (now, normalise(current.config if current is not None else None))
             self.held[key] = known
-        if known[1] == normalise(config):
+        return known[1] == normalise(config)
+
+    async def sync(self, client: CloudflareClient, account_id: str, tunnel_id: str, config: dict[str, Any]) -> bool:
+        """Make Cloudflare hold `config` (one GET when it is not known, one PUT when it differs); True when written."""
+        if await self.holds(client, account_id, tunnel_id, config):
             return False
+        key = (account_id, tunnel_id)
         self.held.pop(key, None)
         await put(client, account_id, tunnel_id, config)
         self.held[key] = (time.monotonic(), normalise(config))

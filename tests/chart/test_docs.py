@@ -95,3 +95,19 @@ def test_install_commands_name_the_released_chart() -> None:
 def test_links_to_the_api_reference_resolve() -> None:
     for target in re.findall(r"\]\((api/[^)#]+)", guide()):
         assert (GUIDE.parent / target).is_file(), target
+
+
+def test_troubleshooting_explains_the_gateway_class_reasons() -> None:
+    from reconcilers.gateway import publish
+
+    reasons = {
+        publish.PUBLISHED,
+        publish.PENDING,
+        publish.ZONE_NOT_MANAGED,
+        publish.ALREADY_EXISTS,
+        publish.TUNNEL_ALREADY_CONFIGURED,
+        publish.CONFIGURATION_REFUSED,
+    }
+    gateway_table = section("Troubleshooting").split("### The Gateway class", 1)[1]
+    missing = sorted(reasons - table_first_column(gateway_table))
+    assert not missing, f"reasons of the Gateway class the troubleshooting table does not explain: {missing}"
