@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import shlex
 import shutil
 import signal
@@ -30,7 +31,7 @@ import yaml
 from app.api.crds import render_crds
 from app.api.registry import KINDS
 from app.controlplane import ControlPlane, ControlPlaneError, bin_dir_from_env, free_port
-from app.dev_gateway import DevGateway
+from app.dev_gateway import EXAMPLE_DIR, EXAMPLE_RECORD, EXAMPLE_TUNNEL, DevGateway
 from app.emulator.process import EmulatorError, EmulatorProcess
 from app.kube.client import JSON, NAMESPACES, KubeClient, KubeError, ResourceType
 from app.server import Process
@@ -274,7 +275,7 @@ def dev_settings(
 
 @contextlib.asynccontextmanager
 async def environment(
-    bin_dir: Path, workdir: Path, drift: str
+    bin_dir: Path, workdir: Path, drift: str, apply: Path | None = None
 ) -> AsyncIterator[tuple[ControlPlane, EmulatorProcess, Process, DevGateway | None]]:
     plane = ControlPlane(bin_dir=bin_dir, workdir=workdir / "plane")
     await asyncio.to_thread(plane.start)
@@ -292,7 +293,8 @@ async def environment(
             process = Process(dev_settings(plane, emulator, drift, gateway))
             await process.start()
             if gateway is not None:
-                await gateway.create_class(kube)
+                example = apply is not None and (apply / EXAMPLE_DIR).is_dir()
+                await gateway.create_class(kube, EXAMPLE_TUNNEL if example else None)
                 gateway.start_envoy()
                 await gateway.wait_ready()
             webhook = process.listener("webhook")
@@ -331,12 +333,22 @@ def metrics_command(plane: ControlPlane, process: Process, workdir: Path) -> str
     return f'curl -sS --cacert {shlex.quote(str(cert))} -H "Authorization: Bearer {token}" {url}'
 
 
-def kubectl_apply(plane: ControlPlane, directory: Path, extra: str = "") -> None:
+def kubectl_apply(plane: ControlPlane, directory: Path, extra: str = "", *, gateway: bool = True) -> None:
+    """Apply the directory's manifests; without the Gateway class its gateway example is left out (its kinds'
+    CRDs are not installed)."""
     kubectl = plane.binary("kubectl")
-    argv = [str(kubectl), "--kubeconfig", str(plane.kubeconfig_path), "apply", "-R", "-f"]
+    argv = [str(kubectl), "--kubeconfig", str(plane.kubeconfig_path), "apply", "-R"]
     if extra:
-        subprocess.run([*argv, "-"], input=extra, text=True, check=True, capture_output=True, timeout=60)
-    done = subprocess.run([*argv, str(directory)], text=True, capture_output=True, timeout=120, check=False)
+        subprocess.run([*argv, "-f", "-"], input=extra, text=True, check=True, capture_output=True, timeout=60)
+    paths = [directory]
+    if not gateway and (directory / EXAMPLE_DIR).is_dir():
+        paths = sorted(
+            p
+            for p in directory.iterdir()
+            if p.name != EXAMPLE_DIR and (p.is_dir() or p.suffix in (".yaml", ".yml", ".json"))
+        )
+    files = [arg for p in paths for arg in ("-f", str(p))]
+    done = subprocess.run([*argv, *files], text=True, capture_output=True, timeout=120, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"kubectl apply -f {directory} failed:\n{done.stderr}")
     print(done.stdout.rstrip())
@@ -359,7 +371,7 @@ async def run(bin_dir: Path, apply: Path, *, once: bool, timeout: float, drift: 
 async def _run(bin_dir: Path, apply: Path, *, once: bool, timeout: float, drift: str, keep: bool) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="kflare-dev-"))
     try:
-        async with environment(bin_dir, workdir, drift) as (plane, emulator, process, gateway):
+        async with environment(bin_dir, workdir, drift, apply) as (plane, emulator, process, gateway):
             print(f"kube-apiserver: {plane.host}  (kubectl --kubeconfig {plane.kubeconfig_path} get kflare -A)")
             print(f"Cloudflare emulator: {emulator.base_url}  (calls: {emulator.url}/__emulator/calls)")
             webhook = process.listener("webhook")
@@ -377,9 +389,13 @@ async def _run(bin_dir: Path, apply: Path, *, once: bool, timeout: float, drift:
                     f"Gateway class {CLASS_NAME}: Envoy at {gateway.url}; add a Gateway and HTTPRoutes, then"
                     f"  curl -H 'Host: app.example.com' {gateway.url}/"
                 )
-            await asyncio.to_thread(kubectl_apply, plane, apply, dev_secret_manifest())
+            await asyncio.to_thread(
+                functools.partial(kubectl_apply, plane, apply, dev_secret_manifest(), gateway=gateway is not None)
+            )
             kube = await KubeClient.connect(plane.kubeconfig_path)
             try:
+                if gateway is not None and (apply / EXAMPLE_DIR).is_dir():
+                    await gateway.wait_published(kube, EXAMPLE_RECORD, timeout)
                 return await watch(kube, once=once, timeout=timeout)
             finally:
                 await kube.close()

@@ -2,7 +2,9 @@
 the dev dependencies ships it) and the Gateway API CRDs can be had (`hack/gateway-api-crds.sh`, cached).
 
 Envoy runs on loopback as the data plane, polling this process's xDS; requests go to it with the Host header, as
-cloudflared would send them. The GatewayClass has no Tunnel: nothing is published through Cloudflare here.
+cloudflared would send them. When the manifests applied hold the gateway example (`examples/gateway/`), the
+GatewayClass names its Tunnel, so the emulator's tunnel gets the ingress document and the example Zone the DNSRecords
+of the routes; otherwise the class has no Tunnel and nothing is published through Cloudflare.
 """
 
 from __future__ import annotations
@@ -16,16 +18,22 @@ import subprocess
 import sys
 import time
 import urllib.request
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.controlplane import ControlPlane, free_port
-from app.kube.client import KubeClient, KubeError
+from app.kube.client import KubeClient, KubeError, ResourceType
 from reconcilers.gateway import envoy
 from reconcilers.gateway.kinds import CLASS_NAME, CONTROLLER_NAME, GATEWAY_CLASSES, GATEWAY_GROUP
 
 REPO = Path(__file__).resolve().parent.parent
+EXAMPLE_DIR = "gateway"
+"""The subdirectory of the applied manifests that uses the class: applied only when `kflare dev` serves it."""
+EXAMPLE_TUNNEL = ("demo", "gateway")
+"""The Tunnel of the gateway example, which the dev GatewayClass names when the example is applied."""
+EXAMPLE_RECORD = ("demo", "gw.hello.example.com")
+"""The DNSRecord the class makes for the example's route."""
+DNS_RECORDS = ResourceType("kflare.dev", "v1alpha1", "dnsrecords", "DNSRecord")
 
 
 def envoy_binary() -> Path | None:
@@ -88,15 +96,36 @@ class DevGateway:
             timeout=90,
         )
 
-    async def create_class(self, kube: KubeClient) -> None:
+    async def create_class(self, kube: KubeClient, tunnel: tuple[str, str] | None = None) -> None:
+        spec: dict[str, object] = {
+            "controllerName": CONTROLLER_NAME,
+            "description": "kflare dev: Envoy on loopback, no Tunnel",
+        }
+        if tunnel is not None:
+            spec["description"] = f"kflare dev: Envoy on loopback, Tunnel {tunnel[0]}/{tunnel[1]}"[:64]
+            spec["parametersRef"] = {"group": "kflare.dev", "kind": "Tunnel", "namespace": tunnel[0], "name": tunnel[1]}
         body = {
             "apiVersion": f"{GATEWAY_GROUP}/v1",
             "kind": "GatewayClass",
             "metadata": {"name": CLASS_NAME},
-            "spec": {"controllerName": CONTROLLER_NAME, "description": "kflare dev: Envoy on loopback, no Tunnel"},
+            "spec": spec,
         }
-        with suppress(KubeError):
+        try:
             await kube.create(GATEWAY_CLASSES, body)
+        except KubeError as exc:
+            if not exc.conflict:  # one already there is fine; a refused one must not go unnoticed
+                raise RuntimeError(f"the GatewayClass {CLASS_NAME} was refused: {exc}") from None
+
+    async def wait_published(self, kube: KubeClient, record: tuple[str, str], timeout: float) -> bool:
+        """Wait until the class has made the example's DNSRecord (so that `--once` waits for it to be Ready too)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                await kube.get(DNS_RECORDS, record[1], record[0])
+                return True
+            except KubeError:
+                await asyncio.sleep(0.5)
+        return False
 
     def start_envoy(self) -> None:
         bootstrap = envoy.bootstrap(

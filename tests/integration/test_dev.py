@@ -45,6 +45,11 @@ def test_kflare_dev_once_converges_the_examples(control_plane: ControlPlane) -> 
         ("DNSRecord", "app"),
     ]:
         assert any(line.split()[:3] == [kind, "web", name] for line in final.splitlines()), (kind, name)
+    # examples/gateway, when kflare dev serves the Gateway class: the DNSRecord the class made for its route.
+    if "Gateway class cloudflare-tunnel" in done.stdout:
+        assert any(
+            line.split()[:4] == ["DNSRecord", "demo", "gw.hello.example.com", "True"] for line in final.splitlines()
+        )
     assert "False" not in final
 
 
