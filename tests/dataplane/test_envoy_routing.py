@@ -364,5 +364,14 @@ async def test_a_configuration_envoy_refuses_is_reported_and_the_last_one_kept(d
 
     await eventually(refused, what="Envoy to refuse the route configuration")
     assert await served_by(dataplane, host) == "alpha"
+    # What the Gateways' Programmed condition says until Envoy takes a later configuration.
+    refusal = dataplane.store.refusal()
+    assert refusal is not None
+    assert "Envoy test refused its routes configuration" in refusal
     dataplane.store.refusals.clear()
     await apply(dataplane, good)
+
+    async def taken() -> bool:
+        return dataplane.store.refusal() is None
+
+    await eventually(taken, what="the good configuration to clear the refusal")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.api.validation import validate_object
 from reconcilers.gateway import publish
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.gateway.translate import Hostname, TunnelState, translate
@@ -110,6 +111,7 @@ def test_records_are_proxied_cnames_labelled_with_their_routes() -> None:
         "proxied": True,
         "comment": f"cloudflare-tunnel Gateway class: {NS}/api, {NS}/web",
     }
+    assert validate_object("DNSRecord", body) == [], "what admission would refuse is never written"
     assert by_host["*.example.com"].name == "gw-wildcard.example.com"
     assert by_host["*.example.com"].body["spec"]["name"] == "*.example.com"  # type: ignore[index]
     assert by_host["app.example.net"].zone is None
