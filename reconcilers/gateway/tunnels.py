@@ -147,6 +147,7 @@ class TunnelPublisher:
         self.ctx, self.options = ctx, options
         self.known = KnownDocuments()
         self.last_write: dict[str, float] = {}
+        self._term: object = None
         self.writes = 0
         """Ingress documents written since start (the benchmark reads it)."""
 
@@ -226,6 +227,11 @@ class TunnelPublisher:
         return tunnel_view(self.ctx, key, hostnames)
 
     async def reconcile(self, key: Key) -> Outcome:
+        term = self.ctx.informer_of(TUNNELS.kind)
+        if term is not self._term:
+            # A new term as leader (the manager makes new caches for each): another leader may have written the
+            # documents meanwhile, so what this process knew of them is forgotten.
+            self.known, self.last_write, self._term = KnownDocuments(), {}, term
         namespace, _, name = key[1].partition("/")
         tunnel_key = (namespace, name)
         named = any(

@@ -228,3 +228,45 @@ def test_refusals_are_held_per_envoy_until_a_later_configuration_is_taken() -> N
     store.accepted("routes", "node-a", "v3")
     assert store.refusal() is None
     assert changes[-1] is None
+
+
+class FakeTunnelClient:
+    """What Cloudflare holds for one tunnel, and the calls made to it."""
+
+    def __init__(self, config: dict[str, Any] | None) -> None:
+        self.config, self.calls = config, []  # type: ignore[var-annotated]
+
+    async def get_tunnel_configuration(self, account_id: str, tunnel_id: str) -> Any:
+        from app.cloudflare.models import TunnelConfiguration
+
+        self.calls.append("GET")
+        return TunnelConfiguration(tunnel_id=tunnel_id, config=self.config)
+
+    async def put_tunnel_configuration(self, account_id: str, tunnel_id: str, config: dict[str, Any]) -> Any:
+        from app.cloudflare.models import TunnelConfiguration
+
+        self.calls.append("PUT")
+        self.config = dict(config)
+        return TunnelConfiguration(tunnel_id=tunnel_id, config=self.config)
+
+
+async def test_a_document_is_read_once_then_written_only_when_it_changes() -> None:
+    from reconcilers.tunnel_document import KnownDocuments
+
+    cloudflare = FakeTunnelClient({"ingress": [{"service": "http_status:404"}]})
+    known = KnownDocuments()
+    one = publish.ingress_document([host("a.example.com")], ORIGIN)
+    assert await known.sync(cloudflare, "acct", ID, one)  # type: ignore[arg-type]
+    assert not await known.sync(cloudflare, "acct", ID, one)  # type: ignore[arg-type]
+    # Cloudflare's own spelling of the same document (host case, an empty originRequest) is the same document.
+    same = {
+        "ingress": [
+            {"hostname": "A.example.com", "service": ORIGIN, "originRequest": {}},
+            {"service": "http_status:404"},
+        ]
+    }
+    assert not await known.sync(cloudflare, "acct", ID, same)  # type: ignore[arg-type]
+    assert cloudflare.calls == ["GET", "PUT"]
+    known.forget(ID)  # another writer may have written it: read again
+    assert not await known.sync(cloudflare, "acct", ID, one)  # type: ignore[arg-type]
+    assert cloudflare.calls == ["GET", "PUT", "GET"]
