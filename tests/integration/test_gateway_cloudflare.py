@@ -228,6 +228,25 @@ async def test_the_ingress_document_and_dns_records_follow_the_routes(published:
     assert "ext.example.org" in outside["message"]
     assert await p.record_object("gw.ext.example.org") is None
 
+    # A Zone of the account in another namespace: the DNSRecord is made there, beside its Zone.
+    other = f"dns-{p.ns}"
+    await client.CoreV1Api(p.kflare.api).create_namespace(
+        {"metadata": {"name": other, "labels": {"kflare-test": "on"}}}
+    )
+    remote = Kflare(p.kflare.api, other, p.emulator)
+    remote.account = p.kflare.account
+    await remote.make_zone("remote", f"{p.ns}.net")
+    await remote.ready("Zone", "remote")
+    await p.route("far", [f"far.{p.ns}.net"])
+    far = await remote.ready("DNSRecord", f"gw.far.{p.ns}.net", reason="Synced")
+    assert far["metadata"]["labels"]["kflare.dev/gateway-route"] == f"HTTPRoute.{p.ns}.far"
+    await eventually(lambda: dns("far", "True"), what="the far route's DNS to be Published")
+    await p.delete_route("far")
+    await remote.gone("DNSRecord", f"gw.far.{p.ns}.net")
+    await remote.delete("Zone", "remote")
+    await remote.gone("Zone", "remote")
+    await eventually(lambda: document_is(expected), what="the document without the far route", timeout=30)
+
     # A change that leaves the hostnames alone writes nothing; the next that changes them writes once.
     before = p.writes()
     await p.patch_route("web", {"spec": {"rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/v2"}}],
