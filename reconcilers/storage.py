@@ -32,7 +32,7 @@ from app.api.storage import (
     R2Bucket,
     R2BucketMetadata,
 )
-from app.cloudflare.errors import CloudflareError, NotFound
+from app.cloudflare.errors import CloudflareError
 from app.cloudflare.models import D1Database as CloudflareDatabase
 from app.cloudflare.models import KVNamespace as CloudflareNamespace
 from app.cloudflare.models import R2Bucket as CloudflareBucket
@@ -107,13 +107,6 @@ class AccountMember(ManagedKind[Member, AccountScope, Listed]):
         return await self.listings.member(
             link.collection, lambda: self.list_members(link), object_id, lambda: self.get_member(link, object_id)
         )
-        try:  # not in the listing: make sure before an empty object is made in its place
-            found = await self.get_member(link, object_id)
-        except NotFound:
-            self.listings.drop(link.collection, object_id)
-            return None
-        self.listings.put(link.collection, found)
-        return found
 
     async def named(self, link: AccountScope, obj: Member, key: str) -> list[Listed]:
         """The listed objects of `key`; after a create that may have landed (an intent), from a fresh listing."""
@@ -148,24 +141,12 @@ class KVNamespaceKind(AccountMember[KVNamespace, CloudflareNamespace]):
         return f"KV namespace {observed.title!r} ({observed.id})"
 
     async def find(self, link: AccountScope, obj: KVNamespace) -> CloudflareNamespace | None:
-        for namespace in await self.named(link, obj, obj.spec.title):
-            owner = self.owner_of(namespace.id, obj)
-            if owner is not None:
-                raise NotReady(
-                    Reason.TITLE_CONFLICT,
-                    f"KV namespace {obj.spec.title!r} ({namespace.id}) is managed by KVNamespace {owner}",
-                    requeue_after=RETRY_PARENT,
-                )
-            return namespace
-        return None
-
-    def owner_of(self, cloudflare_id: str, obj: Any) -> str | None:
-        """The other resource of this kind that claims the object, as `namespace/name`."""
-        informer = self.ctx.informer_of(self.kind)
-        for other in [] if informer is None else informer.by_index(CLAIM_INDEX, cloudflare_id):
-            if other["metadata"].get("uid") != obj.metadata.uid:
-                return f"{other['metadata'].get('namespace')}/{other['metadata']['name']}"
-        return None
+        return self.first_unclaimed(
+            await self.named(link, obj, obj.spec.title),
+            obj,
+            Reason.TITLE_CONFLICT,
+            lambda namespace: f"KV namespace {obj.spec.title!r} ({namespace.id})",
+        )
 
     async def create(self, link: AccountScope, obj: KVNamespace) -> CloudflareNamespace:
         created = await link.account.client.create_kv_namespace(link.account.account_id, obj.spec.title)
@@ -223,9 +204,6 @@ class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
     def _lister(self, link: AccountScope, obj: R2Bucket) -> AsyncIterator[CloudflareBucket]:
         return link.account.client.list_r2_buckets(link.account.account_id, obj.spec.jurisdiction)
 
-    def claimed_by_other(self, cloudflare_id: str, obj: R2Bucket) -> bool:
-        return self.owner_of(cloudflare_id, obj) is not None
-
     def owner_of(self, name: str, obj: R2Bucket) -> str | None:
         """Another R2Bucket claiming the bucket of that name in the same jurisdiction of the same Cloudflare
         account (even through another CloudflareAccount object); claims whose account is gone do not count."""
@@ -278,19 +256,6 @@ class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
             return CloudflareBucket.model_validate(reply.result)
 
         return await self.listings.member(link.collection, lambda: self._lister(link, obj), object_id, read_one)
-        client = link.account.client
-        try:
-            reply = await client.request(
-                "GET",
-                f"/accounts/{link.account.account_id}/r2/buckets/{object_id}",
-                headers=client._jurisdiction(obj.spec.jurisdiction),
-            )
-        except NotFound:
-            self.listings.drop(link.collection, object_id)
-            return None
-        found = CloudflareBucket.model_validate(reply.result)
-        self.listings.put(link.collection, found)
-        return found
 
     async def find(self, link: AccountScope, obj: R2Bucket) -> CloudflareBucket | None:
         self._check_claim(obj)
@@ -358,15 +323,12 @@ class D1DatabaseKind(AccountMember[D1Database, CloudflareDatabase]):
         return f"D1 database {observed.name} ({observed.uuid})"
 
     async def find(self, link: AccountScope, obj: D1Database) -> CloudflareDatabase | None:
-        for database in await self.named(link, obj, obj.spec.name):
-            if self.claimed_by_other(database.uuid, obj):
-                raise NotReady(
-                    Reason.NAME_CONFLICT,
-                    f"D1 database {obj.spec.name} ({database.uuid}) is managed by another D1Database",
-                    requeue_after=RETRY_PARENT,
-                )
-            return database
-        return None
+        return self.first_unclaimed(
+            await self.named(link, obj, obj.spec.name),
+            obj,
+            Reason.NAME_CONFLICT,
+            lambda database: f"D1 database {obj.spec.name} ({database.uuid})",
+        )
 
     async def create(self, link: AccountScope, obj: D1Database) -> CloudflareDatabase:
         spec = obj.spec

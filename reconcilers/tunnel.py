@@ -131,15 +131,6 @@ class TunnelKind(ManagedKind[Tunnel, TunnelLink, CloudflareTunnel]):
             lambda: link.account.client.get_tunnel(link.account.account_id, object_id),
             gone=lambda tunnel: tunnel.deleted,
         )
-        try:  # not among the live tunnels: deleted, most likely; one read makes sure before a new one is made
-            found = await link.account.client.get_tunnel(link.account.account_id, object_id)
-        except NotFound:
-            found = None
-        if found is None or found.deleted:
-            self.listings.drop(link.collection, object_id)
-            return None
-        self.listings.put(link.collection, found)
-        return found
 
     async def find(self, link: TunnelLink, obj: Tunnel) -> CloudflareTunnel | None:
         # After a crash or a timeout a create may have landed: only a listing taken from now on shows it.

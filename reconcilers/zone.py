@@ -15,7 +15,6 @@ from typing import Any
 from app.api import Zone
 from app.api.constants import ZONE_ID_LABEL
 from app.api.zone import ZoneMetadata
-from app.cloudflare.errors import NotFound
 from app.cloudflare.models import Zone as CloudflareZone
 from app.kube.client import JSON
 from app.kube.index import Ref
@@ -80,13 +79,6 @@ class ZoneKind(ManagedKind[Zone, ZoneLink, CloudflareZone]):
         return await self.listings.member(
             link.collection, link.zones, object_id, lambda: link.account.client.get_zone(object_id)
         )
-        try:  # not in the listing: make sure before anything is recreated
-            found = await link.account.client.get_zone(object_id)
-        except NotFound:
-            self.listings.drop(link.collection, object_id)
-            return None
-        self.listings.put(link.collection, found)
-        return found
 
     async def find(self, link: ZoneLink, obj: Zone) -> CloudflareZone | None:
         account_id = link.account.account_id
