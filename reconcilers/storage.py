@@ -18,10 +18,8 @@ the object: the dependency index holds the bindings.
 from __future__ import annotations
 
 import time
-from abc import abstractmethod
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from app.api.constants import D1_DATABASE_ID_LABEL, KV_NAMESPACE_ID_LABEL, R2_BUCKET_NAME_LABEL, Reason
 from app.api.storage import (
@@ -38,80 +36,13 @@ from app.cloudflare.models import KVNamespace as CloudflareNamespace
 from app.cloudflare.models import R2Bucket as CloudflareBucket
 from app.kube.client import JSON
 from app.kube.index import Ref
+from reconcilers.account_members import AccountMember, AccountScope, account_name, account_parents
 from reconcilers.collections import Collections
 from reconcilers.context import Context
-from reconcilers.credentials import AccountLink, ready_account
+from reconcilers.credentials import ready_account
 from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady
 
 BUCKET_NOT_EMPTY_CODE = 10008
-
-Member = TypeVar("Member", KVNamespace, D1Database)
-Listed = TypeVar("Listed", CloudflareNamespace, CloudflareDatabase)
-
-
-def account_name(raw: JSON) -> str | None:
-    name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name")
-    return str(name) if name else None
-
-
-@dataclass(frozen=True)
-class AccountScope:
-    """A Ready account, and the collection of its objects of one kind."""
-
-    account: AccountLink
-    collection: str
-
-
-def _account_parents(raw: JSON) -> list[Ref]:
-    name = account_name(raw)
-    return [Ref("CloudflareAccount", "", name)] if name else []
-
-
-class AccountMember(ManagedKind[Member, AccountScope, Listed]):
-    """A kind whose Cloudflare objects are one collection of the account: read from one listing per account for
-    observe, adoption lookups, recovery and drift, with one GET to make sure before something missing from it is
-    made anew. A kind supplies the listing, the single read and the key adoption looks objects up by."""
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        self.listings: Collections[Listed] = Collections(id_of=self.id_of, name_of=self.listed_key)
-
-    @abstractmethod
-    def list_members(self, link: AccountScope) -> AsyncIterator[Listed]: ...
-
-    @abstractmethod
-    async def get_member(self, link: AccountScope, object_id: str) -> Listed:
-        """The object alone; NotFound when Cloudflare has no such object."""
-
-    @abstractmethod
-    def listed_key(self, observed: Listed) -> str:
-        """An object's adoption key as Cloudflare lists it (a title, a name)."""
-
-    @classmethod
-    def parents_of(cls, raw: JSON) -> list[Ref]:
-        return _account_parents(raw)
-
-    @classmethod
-    def drift_group(cls, raw: JSON) -> str | None:
-        name = account_name(raw)
-        return f"account:{name}" if name else None
-
-    def open_drift_round(self, group: str) -> None:
-        self.listings.open_round(group)
-
-    async def connect(self, obj: Member) -> AccountScope:
-        name = str(obj.spec.account_ref.name)
-        return AccountScope(await ready_account(self.ctx, name), f"account:{name}")
-
-    async def observe(self, link: AccountScope, obj: Member, object_id: str) -> Listed | None:
-        return await self.listings.member(
-            link.collection, lambda: self.list_members(link), object_id, lambda: self.get_member(link, object_id)
-        )
-
-    async def named(self, link: AccountScope, obj: Member, key: str) -> list[Listed]:
-        """The listed objects of `key`; after a create that may have landed (an intent), from a fresh listing."""
-        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
-        return await self.listings.named(link.collection, key, lambda: self.list_members(link), newer_than=newer_than)
 
 
 class KVNamespaceKind(AccountMember[KVNamespace, CloudflareNamespace]):
@@ -182,7 +113,7 @@ class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
-        return _account_parents(raw)
+        return account_parents(raw)
 
     @staticmethod
     def _collection(account: str, jurisdiction: str) -> str:

@@ -44,11 +44,11 @@ from app.cloudflare.models import WorkerRoute as CloudflareRoute
 from app.cloudflare.models import WorkerScript as CloudflareScript
 from app.kube.client import JSON
 from app.kube.index import Ref
+from reconcilers.account_members import account_name
 from reconcilers.collections import Collections
 from reconcilers.context import Context
 from reconcilers.credentials import AccountLink, ready_account
 from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady, can_serve
-from reconcilers.storage import account_name
 
 ENTRY_MODULE = "worker.js"
 BOUND_KINDS = {
