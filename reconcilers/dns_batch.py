@@ -4,7 +4,8 @@ Each reconcile submits its own operation (create, patch or delete) and awaits it
 call alone. The batcher holds operations while more may join: the reconciles of a bulk apply reach it over seconds,
 paced by their Kubernetes writes. Reconciles of a zone announce themselves when they begin (`taking_part`), so the
 batcher knows who may still write: a batch goes out once none of them is left to submit and no operation has joined
-for QUIET seconds, or when it is full, or after HOLD seconds at the most. It sends up to the plan's cap per call
+for a quiet spell (QUIET for a lone edit, longer as the batch grows, up to QUIET_MAX), or when it is full, or after
+HOLD seconds at the most. It sends up to the plan's cap per call
 (200 on Free, 3,500 on paid plans) and maps Cloudflare's answer back: the result lists come in the order sent, per
 operation type.
 
@@ -37,6 +38,7 @@ from app.cloudflare.errors import (
 from app.cloudflare.models import DNSRecord
 
 QUIET = 0.2  # a batch goes out once no operation has joined it for this long and no reconcile may still join...
+QUIET_MAX = 2.0  # ...a spell that grows with the batch, to this at the most...
 HOLD = 30.0  # ...or when its first operation has waited this long, or when it is full
 OPS_PER_CALL = {"free": 200}
 PAID_OPS_PER_CALL = 3500
@@ -69,6 +71,7 @@ class ZoneBatcher:
     """Called for every operation Cloudflare applied, even one whose reconcile gave up waiting for it."""
     limit: int = 200
     quiet: float = QUIET
+    quiet_max: float = QUIET_MAX
     hold: float = HOLD
     pending: list[_Op] = field(default_factory=list)
     _arrived: float = 0.0
@@ -146,10 +149,11 @@ class ZoneBatcher:
                 now = loop.time()
                 if now >= first + self.hold:
                     break
-                quiet = now >= self._arrived + self.quiet
+                spell = self._quiet_spell()
+                quiet = now >= self._arrived + spell
                 if quiet and self.expected() <= 0:
                     break
-                due = first + self.hold if quiet else self._arrived + self.quiet
+                due = first + self.hold if quiet else self._arrived + spell
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), max(0.0, due - now))
@@ -163,6 +167,13 @@ class ZoneBatcher:
                 op.sending, op.alone = task, len(ops) == 1
             self._sends.add(task)
             task.add_done_callback(self._sends.discard)
+
+    def _quiet_spell(self) -> float:
+        """A lone edit goes out after QUIET. A batch that keeps growing is a bulk apply, whose next member may be
+        a moment behind (kubectl sends objects one at a time and pauses between its chunks, and the API server's
+        watch delivers them in bursts), so it waits longer for it: a spell cut short sends a part of the batch
+        and makes the rest one more call."""
+        return min(self.quiet_max, self.quiet * (1 + len(self.pending) / 10))
 
     async def _send(self, ops: list[_Op]) -> None:
         try:

@@ -30,7 +30,6 @@ from app.api import DNSRecord
 from app.api.constants import FINALIZER, RECORD_ID_LABEL, Reason
 from app.api.dnsrecord import DNSRecordMetadata
 from app.cloudflare.client import CloudflareClient
-from app.cloudflare.errors import NotFound
 from app.cloudflare.models import DNSRecord as CloudflareRecord
 from app.kube.client import JSON
 from app.kube.controller import Outcome
@@ -246,14 +245,6 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
             object_id,
             lambda: link.client.get_dns_record(link.zone_id, object_id),
         )
-        # Not in the listing: deleted outside kflare, most likely. One read makes sure before anything is recreated.
-        try:
-            found = await link.client.get_dns_record(link.zone_id, object_id)
-        except NotFound:
-            self.listings.drop(link.collection, object_id)
-            return None
-        self.listings.put(link.collection, found)
-        return found
 
     def _claimed_elsewhere(self, record_id: str, obj: DNSRecord) -> bool:
         """Whether another DNSRecord (in any namespace) owns the record, or is creating it in this process."""

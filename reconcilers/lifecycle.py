@@ -26,7 +26,7 @@ import datetime as dt
 import json
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import ValidationError
@@ -250,12 +250,32 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     def ref(self, key: Key) -> Ref:
         return Ref(self.kind, key[0], key[1])
 
+    def owner_of(self, cloudflare_id: str, obj: R) -> str | None:
+        """The other resource of this kind (in any namespace) that claims the Cloudflare object, as
+        `namespace/name`."""
+        informer = self.ctx.informer_of(self.kind)
+        for other in [] if informer is None else informer.by_index(CLAIM_INDEX, cloudflare_id):
+            if other["metadata"].get("uid") != obj.metadata.uid:
+                return f"{other['metadata'].get('namespace') or ''}/{other['metadata']['name']}".lstrip("/")
+        return None
+
     def claimed_by_other(self, cloudflare_id: str, obj: R) -> bool:
         """Whether another resource of this kind (in any namespace) claims the Cloudflare object."""
-        informer = self.ctx.informer_of(self.kind)
-        if informer is None:
-            return False
-        return any(o["metadata"].get("uid") != obj.metadata.uid for o in informer.by_index(CLAIM_INDEX, cloudflare_id))
+        return self.owner_of(cloudflare_id, obj) is not None
+
+    def first_unclaimed(
+        self, found: Sequence[ObservedT], obj: R, reason: str, what: Callable[[ObservedT], str]
+    ) -> ObservedT | None:
+        """The object an adoption lookup found by its key, unless another resource of this kind holds it: then this
+        one waits (re-checked every RETRY_PARENT) and says who holds it, rather than sharing one object."""
+        for candidate in found:
+            owner = self.owner_of(self.id_of(candidate), obj)
+            if owner is not None:
+                raise NotReady(
+                    reason, f"{what(candidate)} is managed by {self.kind} {owner}", requeue_after=RETRY_PARENT
+                )
+            return candidate
+        return None
 
     def current_id(self, obj: R) -> str | None:
         """The Cloudflare ID this resource holds: the claim label is written first, so it is the newest word."""

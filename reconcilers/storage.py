@@ -18,10 +18,8 @@ the object: the dependency index holds the bindings.
 from __future__ import annotations
 
 import time
-from abc import abstractmethod
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from app.api.constants import D1_DATABASE_ID_LABEL, KV_NAMESPACE_ID_LABEL, R2_BUCKET_NAME_LABEL, Reason
 from app.api.storage import (
@@ -32,93 +30,19 @@ from app.api.storage import (
     R2Bucket,
     R2BucketMetadata,
 )
-from app.cloudflare.errors import CloudflareError, NotFound
+from app.cloudflare.errors import CloudflareError
 from app.cloudflare.models import D1Database as CloudflareDatabase
 from app.cloudflare.models import KVNamespace as CloudflareNamespace
 from app.cloudflare.models import R2Bucket as CloudflareBucket
 from app.kube.client import JSON
 from app.kube.index import Ref
+from reconcilers.account_members import AccountMember, AccountScope, account_name, account_parents
 from reconcilers.collections import Collections
 from reconcilers.context import Context
-from reconcilers.credentials import AccountLink, ready_account
+from reconcilers.credentials import ready_account
 from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady
 
 BUCKET_NOT_EMPTY_CODE = 10008
-
-Member = TypeVar("Member", KVNamespace, D1Database)
-Listed = TypeVar("Listed", CloudflareNamespace, CloudflareDatabase)
-
-
-def account_name(raw: JSON) -> str | None:
-    name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name")
-    return str(name) if name else None
-
-
-@dataclass(frozen=True)
-class AccountScope:
-    """A Ready account, and the collection of its objects of one kind."""
-
-    account: AccountLink
-    collection: str
-
-
-def _account_parents(raw: JSON) -> list[Ref]:
-    name = account_name(raw)
-    return [Ref("CloudflareAccount", "", name)] if name else []
-
-
-class AccountMember(ManagedKind[Member, AccountScope, Listed]):
-    """A kind whose Cloudflare objects are one collection of the account: read from one listing per account for
-    observe, adoption lookups, recovery and drift, with one GET to make sure before something missing from it is
-    made anew. A kind supplies the listing, the single read and the key adoption looks objects up by."""
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        self.listings: Collections[Listed] = Collections(id_of=self.id_of, name_of=self.listed_key)
-
-    @abstractmethod
-    def list_members(self, link: AccountScope) -> AsyncIterator[Listed]: ...
-
-    @abstractmethod
-    async def get_member(self, link: AccountScope, object_id: str) -> Listed:
-        """The object alone; NotFound when Cloudflare has no such object."""
-
-    @abstractmethod
-    def listed_key(self, observed: Listed) -> str:
-        """An object's adoption key as Cloudflare lists it (a title, a name)."""
-
-    @classmethod
-    def parents_of(cls, raw: JSON) -> list[Ref]:
-        return _account_parents(raw)
-
-    @classmethod
-    def drift_group(cls, raw: JSON) -> str | None:
-        name = account_name(raw)
-        return f"account:{name}" if name else None
-
-    def open_drift_round(self, group: str) -> None:
-        self.listings.open_round(group)
-
-    async def connect(self, obj: Member) -> AccountScope:
-        name = str(obj.spec.account_ref.name)
-        return AccountScope(await ready_account(self.ctx, name), f"account:{name}")
-
-    async def observe(self, link: AccountScope, obj: Member, object_id: str) -> Listed | None:
-        return await self.listings.member(
-            link.collection, lambda: self.list_members(link), object_id, lambda: self.get_member(link, object_id)
-        )
-        try:  # not in the listing: make sure before an empty object is made in its place
-            found = await self.get_member(link, object_id)
-        except NotFound:
-            self.listings.drop(link.collection, object_id)
-            return None
-        self.listings.put(link.collection, found)
-        return found
-
-    async def named(self, link: AccountScope, obj: Member, key: str) -> list[Listed]:
-        """The listed objects of `key`; after a create that may have landed (an intent), from a fresh listing."""
-        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
-        return await self.listings.named(link.collection, key, lambda: self.list_members(link), newer_than=newer_than)
 
 
 class KVNamespaceKind(AccountMember[KVNamespace, CloudflareNamespace]):
@@ -148,24 +72,12 @@ class KVNamespaceKind(AccountMember[KVNamespace, CloudflareNamespace]):
         return f"KV namespace {observed.title!r} ({observed.id})"
 
     async def find(self, link: AccountScope, obj: KVNamespace) -> CloudflareNamespace | None:
-        for namespace in await self.named(link, obj, obj.spec.title):
-            owner = self.owner_of(namespace.id, obj)
-            if owner is not None:
-                raise NotReady(
-                    Reason.TITLE_CONFLICT,
-                    f"KV namespace {obj.spec.title!r} ({namespace.id}) is managed by KVNamespace {owner}",
-                    requeue_after=RETRY_PARENT,
-                )
-            return namespace
-        return None
-
-    def owner_of(self, cloudflare_id: str, obj: Any) -> str | None:
-        """The other resource of this kind that claims the object, as `namespace/name`."""
-        informer = self.ctx.informer_of(self.kind)
-        for other in [] if informer is None else informer.by_index(CLAIM_INDEX, cloudflare_id):
-            if other["metadata"].get("uid") != obj.metadata.uid:
-                return f"{other['metadata'].get('namespace')}/{other['metadata']['name']}"
-        return None
+        return self.first_unclaimed(
+            await self.named(link, obj, obj.spec.title),
+            obj,
+            Reason.TITLE_CONFLICT,
+            lambda namespace: f"KV namespace {obj.spec.title!r} ({namespace.id})",
+        )
 
     async def create(self, link: AccountScope, obj: KVNamespace) -> CloudflareNamespace:
         created = await link.account.client.create_kv_namespace(link.account.account_id, obj.spec.title)
@@ -201,7 +113,7 @@ class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
-        return _account_parents(raw)
+        return account_parents(raw)
 
     @staticmethod
     def _collection(account: str, jurisdiction: str) -> str:
@@ -222,9 +134,6 @@ class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
 
     def _lister(self, link: AccountScope, obj: R2Bucket) -> AsyncIterator[CloudflareBucket]:
         return link.account.client.list_r2_buckets(link.account.account_id, obj.spec.jurisdiction)
-
-    def claimed_by_other(self, cloudflare_id: str, obj: R2Bucket) -> bool:
-        return self.owner_of(cloudflare_id, obj) is not None
 
     def owner_of(self, name: str, obj: R2Bucket) -> str | None:
         """Another R2Bucket claiming the bucket of that name in the same jurisdiction of the same Cloudflare
@@ -278,19 +187,6 @@ class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
             return CloudflareBucket.model_validate(reply.result)
 
         return await self.listings.member(link.collection, lambda: self._lister(link, obj), object_id, read_one)
-        client = link.account.client
-        try:
-            reply = await client.request(
-                "GET",
-                f"/accounts/{link.account.account_id}/r2/buckets/{object_id}",
-                headers=client._jurisdiction(obj.spec.jurisdiction),
-            )
-        except NotFound:
-            self.listings.drop(link.collection, object_id)
-            return None
-        found = CloudflareBucket.model_validate(reply.result)
-        self.listings.put(link.collection, found)
-        return found
 
     async def find(self, link: AccountScope, obj: R2Bucket) -> CloudflareBucket | None:
         self._check_claim(obj)
@@ -358,15 +254,12 @@ class D1DatabaseKind(AccountMember[D1Database, CloudflareDatabase]):
         return f"D1 database {observed.name} ({observed.uuid})"
 
     async def find(self, link: AccountScope, obj: D1Database) -> CloudflareDatabase | None:
-        for database in await self.named(link, obj, obj.spec.name):
-            if self.claimed_by_other(database.uuid, obj):
-                raise NotReady(
-                    Reason.NAME_CONFLICT,
-                    f"D1 database {obj.spec.name} ({database.uuid}) is managed by another D1Database",
-                    requeue_after=RETRY_PARENT,
-                )
-            return database
-        return None
+        return self.first_unclaimed(
+            await self.named(link, obj, obj.spec.name),
+            obj,
+            Reason.NAME_CONFLICT,
+            lambda database: f"D1 database {obj.spec.name} ({database.uuid})",
+        )
 
     async def create(self, link: AccountScope, obj: D1Database) -> CloudflareDatabase:
         spec = obj.spec

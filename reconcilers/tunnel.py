@@ -27,7 +27,6 @@ import hashlib
 import secrets
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 from app.api.constants import TUNNEL_ID_LABEL, Reason
@@ -36,25 +35,12 @@ from app.cloudflare.errors import NotFound
 from app.cloudflare.models import Tunnel as CloudflareTunnel
 from app.kube.client import JSON, SECRETS, KubeError
 from app.kube.index import Ref
-from reconcilers.collections import OBSERVE_TTL, Collections
+from reconcilers.account_members import AccountMember, AccountScope, account_parents
+from reconcilers.collections import OBSERVE_TTL
 from reconcilers.context import Context
-from reconcilers.credentials import AccountLink, ready_account
-from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady
+from reconcilers.lifecycle import RETRY_PARENT, NotReady
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kflare"}
-
-
-@dataclass(frozen=True)
-class TunnelLink:
-    account: AccountLink
-    account_ref: str
-
-    @property
-    def collection(self) -> str:
-        return f"account:{self.account_ref}"
-
-    def tunnels(self) -> AsyncIterator[CloudflareTunnel]:
-        return self.account.client.list_tunnels(self.account.account_id)
 
 
 def controlled_by(secret: JSON, owner_uid: str) -> bool:
@@ -63,15 +49,12 @@ def controlled_by(secret: JSON, owner_uid: str) -> bool:
     )
 
 
-class TunnelKind(ManagedKind[Tunnel, TunnelLink, CloudflareTunnel]):
+class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
     model = Tunnel
     claim_label = TUNNEL_ID_LABEL
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.listings: Collections[CloudflareTunnel] = Collections(
-            id_of=lambda tunnel: tunnel.id, name_of=lambda tunnel: tunnel.name
-        )
         # Tunnel ID -> (digest of the token last read, when): a Secret that still holds it needs no new read until
         # the next drift round, so the reconcile its own Secret write triggers costs no call.
         self.tokens: dict[str, tuple[str, float]] = {}
@@ -80,10 +63,7 @@ class TunnelKind(ManagedKind[Tunnel, TunnelLink, CloudflareTunnel]):
     def parents_of(cls, raw: JSON) -> list[Ref]:
         spec = raw.get("spec") or {}
         namespace = raw["metadata"].get("namespace") or ""
-        parents = []
-        account = (spec.get("accountRef") or {}).get("name")
-        if account:
-            parents.append(Ref("CloudflareAccount", "", account))
+        parents = account_parents(raw)
         secret = (spec.get("credentialsSecretRef") or {}).get("name")
         if secret:
             parents.append(Ref("Secret", namespace, secret))  # watched: a token Secret edited by hand is restored
@@ -92,18 +72,17 @@ class TunnelKind(ManagedKind[Tunnel, TunnelLink, CloudflareTunnel]):
             parents.append(Ref("Secret", namespace, previous))  # until its token is removed
         return parents
 
-    @classmethod
-    def drift_group(cls, raw: JSON) -> str | None:
-        """Tunnels are drift-checked per account: one listing of the account's tunnels serves them all."""
-        name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name")
-        return f"account:{name}" if name else None
+    def list_members(self, link: AccountScope) -> AsyncIterator[CloudflareTunnel]:
+        return link.account.client.list_tunnels(link.account.account_id)
 
-    def open_drift_round(self, group: str) -> None:
-        self.listings.open_round(group)
+    async def get_member(self, link: AccountScope, object_id: str) -> CloudflareTunnel:
+        return await link.account.client.get_tunnel(link.account.account_id, object_id)
 
-    async def connect(self, obj: Tunnel) -> TunnelLink:
-        name = obj.spec.account_ref.name
-        return TunnelLink(await ready_account(self.ctx, name), name)
+    def listed_key(self, observed: CloudflareTunnel) -> str:
+        return observed.name
+
+    def gone(self, observed: CloudflareTunnel) -> bool:
+        return observed.deleted  # only live tunnels are listed; a soft-deleted one read alone counts as gone
 
     def object_id(self, obj: Tunnel) -> str | None:
         meta = obj.status.cloudflare_metadata
@@ -122,34 +101,13 @@ class TunnelKind(ManagedKind[Tunnel, TunnelLink, CloudflareTunnel]):
             "only, so deleted tunnels of the same name were not considered"
         )
 
-    async def observe(self, link: TunnelLink, obj: Tunnel, object_id: str) -> CloudflareTunnel | None:
-        # Only live tunnels are listed; a soft-deleted one counts as gone.
-        return await self.listings.member(
-            link.collection,
-            link.tunnels,
-            object_id,
-            lambda: link.account.client.get_tunnel(link.account.account_id, object_id),
-            gone=lambda tunnel: tunnel.deleted,
-        )
-        try:  # not among the live tunnels: deleted, most likely; one read makes sure before a new one is made
-            found = await link.account.client.get_tunnel(link.account.account_id, object_id)
-        except NotFound:
-            found = None
-        if found is None or found.deleted:
-            self.listings.drop(link.collection, object_id)
-            return None
-        self.listings.put(link.collection, found)
-        return found
-
-    async def find(self, link: TunnelLink, obj: Tunnel) -> CloudflareTunnel | None:
-        # After a crash or a timeout a create may have landed: only a listing taken from now on shows it.
-        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
-        named = await self.listings.named(link.collection, obj.spec.name, link.tunnels, newer_than=newer_than)
+    async def find(self, link: AccountScope, obj: Tunnel) -> CloudflareTunnel | None:
+        named = await self.named(link, obj, obj.spec.name)
         live = [t for t in named if not t.deleted and not self.claimed_by_other(t.id, obj)]
         live.sort(key=lambda t: (t.created_at or "", t.id))
         return live[0] if live else None
 
-    async def create(self, link: TunnelLink, obj: Tunnel) -> CloudflareTunnel:
+    async def create(self, link: AccountScope, obj: Tunnel) -> CloudflareTunnel:
         # The secret is Cloudflare's to keep: kflare hands cloudflared the token, never the secret itself.
         tunnel_secret = base64.b64encode(secrets.token_bytes(32)).decode()
         created = await link.account.client.create_tunnel(
@@ -162,13 +120,13 @@ class TunnelKind(ManagedKind[Tunnel, TunnelLink, CloudflareTunnel]):
         return {"name": obj.spec.name} if observed.name != obj.spec.name else {}
 
     async def update(
-        self, link: TunnelLink, obj: Tunnel, observed: CloudflareTunnel, changes: dict[str, Any]
+        self, link: AccountScope, obj: Tunnel, observed: CloudflareTunnel, changes: dict[str, Any]
     ) -> CloudflareTunnel:
         renamed = await link.account.client.edit_tunnel(link.account.account_id, observed.id, changes)
         self.listings.put(link.collection, renamed)
         return renamed
 
-    async def delete(self, link: TunnelLink, obj: Tunnel, object_id: str) -> None:
+    async def delete(self, link: AccountScope, obj: Tunnel, object_id: str) -> None:
         client, account_id = link.account.client, link.account.account_id
         try:
             await client.disconnect_tunnel(account_id, object_id)
@@ -187,7 +145,7 @@ class TunnelKind(ManagedKind[Tunnel, TunnelLink, CloudflareTunnel]):
 
     # ---- the token Secret --------------------------------------------------------------------------------------
 
-    async def after_sync(self, link: TunnelLink, obj: Tunnel, observed: CloudflareTunnel) -> None:
+    async def after_sync(self, link: AccountScope, obj: Tunnel, observed: CloudflareTunnel) -> None:
         namespace, name = obj.namespace or "", obj.spec.credentials_secret_ref.name
         if not self._token_current(link, observed.id, namespace, name, obj.metadata.uid or ""):
             token = await link.account.client.get_tunnel_token(link.account.account_id, observed.id)
@@ -199,7 +157,7 @@ class TunnelKind(ManagedKind[Tunnel, TunnelLink, CloudflareTunnel]):
             await self._strip_old_secret(obj, namespace, previous)
         obj.status.credentials_secret_name = name
 
-    def _token_current(self, link: TunnelLink, tunnel_id: str, namespace: str, name: str, uid: str) -> bool:
+    def _token_current(self, link: AccountScope, tunnel_id: str, namespace: str, name: str, uid: str) -> bool:
         """Whether the Secret holds the token read from Cloudflare since the drift round began (or a minute)."""
         known = self.tokens.get(tunnel_id)
         secret = self.ctx.secrets.get((namespace, name))

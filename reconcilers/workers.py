@@ -40,16 +40,15 @@ from app.api.workers import (
     WorkerScriptMetadata,
     too_large,
 )
-from app.cloudflare.errors import NotFound
 from app.cloudflare.models import WorkerRoute as CloudflareRoute
 from app.cloudflare.models import WorkerScript as CloudflareScript
 from app.kube.client import JSON
 from app.kube.index import Ref
+from reconcilers.account_members import account_name
 from reconcilers.collections import Collections
 from reconcilers.context import Context
 from reconcilers.credentials import AccountLink, ready_account
 from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady, can_serve
-from reconcilers.storage import account_name
 
 ENTRY_MODULE = "worker.js"
 BOUND_KINDS = {
@@ -473,28 +472,15 @@ class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute]):
             object_id,
             lambda: link.account.client.get_worker_route(link.zone_id, object_id),
         )
-        try:  # not in the listing (deleted with its Worker, most likely): make sure before creating it again
-            found = await link.account.client.get_worker_route(link.zone_id, object_id)
-        except NotFound:
-            self.listings.drop(link.collection, object_id)
-            return None
-        self.listings.put(link.collection, found)
-        return found
 
     async def find(self, link: RouteLink, obj: WorkerRoute) -> CloudflareRoute | None:
         newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
         named = await self.listings.named(
             link.collection, obj.spec.pattern, lambda: self._lister(link), newer_than=newer_than
         )
-        for route in named:
-            if self.claimed_by_other(route.id, obj):
-                raise NotReady(
-                    Reason.PATTERN_CONFLICT,
-                    f"route {obj.spec.pattern} ({route.id}) is managed by another WorkerRoute",
-                    requeue_after=RETRY_PARENT,
-                )
-            return route
-        return None
+        return self.first_unclaimed(
+            named, obj, Reason.PATTERN_CONFLICT, lambda route: f"route {obj.spec.pattern} ({route.id})"
+        )
 
     async def create(self, link: RouteLink, obj: WorkerRoute) -> CloudflareRoute:
         created = await link.account.client.create_worker_route(link.zone_id, obj.spec.pattern, link.script)

@@ -7,64 +7,28 @@ end of the billing period counts as applied).
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 from app.api import Zone
 from app.api.constants import ZONE_ID_LABEL
 from app.api.zone import ZoneMetadata
-from app.cloudflare.errors import NotFound
 from app.cloudflare.models import Zone as CloudflareZone
-from app.kube.client import JSON
-from app.kube.index import Ref
-from reconcilers.collections import Collections
-from reconcilers.context import Context
-from reconcilers.credentials import AccountLink, ready_account
-from reconcilers.lifecycle import ManagedKind
+from reconcilers.account_members import AccountMember, AccountScope
 
 
-@dataclass(frozen=True)
-class ZoneLink:
-    account: AccountLink
-    account_ref: str
-
-    @property
-    def collection(self) -> str:
-        return f"account:{self.account_ref}"
-
-    def zones(self) -> AsyncIterator[CloudflareZone]:
-        return self.account.client.list_zones(account_id=self.account.account_id)
-
-
-class ZoneKind(ManagedKind[Zone, ZoneLink, CloudflareZone]):
+class ZoneKind(AccountMember[Zone, CloudflareZone]):
     model = Zone
     claim_label = ZONE_ID_LABEL
 
-    @classmethod
-    def parents_of(cls, raw: JSON) -> list[Ref]:
-        name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name")
-        return [Ref("CloudflareAccount", "", name)] if name else []
+    def list_members(self, link: AccountScope) -> AsyncIterator[CloudflareZone]:
+        return link.account.client.list_zones(account_id=link.account.account_id)
 
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        self.listings: Collections[CloudflareZone] = Collections(
-            id_of=lambda zone: zone.id, name_of=lambda zone: zone.name.lower()
-        )
+    async def get_member(self, link: AccountScope, object_id: str) -> CloudflareZone:
+        return await link.account.client.get_zone(object_id)
 
-    @classmethod
-    def drift_group(cls, raw: JSON) -> str | None:
-        """Zones are drift-checked per account: one listing of the account's zones serves them all."""
-        name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name")
-        return f"account:{name}" if name else None
-
-    def open_drift_round(self, group: str) -> None:
-        self.listings.open_round(group)
-
-    async def connect(self, obj: Zone) -> ZoneLink:
-        name = obj.spec.account_ref.name
-        return ZoneLink(await ready_account(self.ctx, name), name)
+    def listed_key(self, observed: CloudflareZone) -> str:
+        return observed.name.lower()
 
     def object_id(self, obj: Zone) -> str | None:
         meta = obj.status.cloudflare_metadata
@@ -76,26 +40,12 @@ class ZoneKind(ManagedKind[Zone, ZoneLink, CloudflareZone]):
     def describe(self, observed: CloudflareZone) -> str:
         return f"zone {observed.name} ({observed.id})"
 
-    async def observe(self, link: ZoneLink, obj: Zone, object_id: str) -> CloudflareZone | None:
-        return await self.listings.member(
-            link.collection, link.zones, object_id, lambda: link.account.client.get_zone(object_id)
-        )
-        try:  # not in the listing: make sure before anything is recreated
-            found = await link.account.client.get_zone(object_id)
-        except NotFound:
-            self.listings.drop(link.collection, object_id)
-            return None
-        self.listings.put(link.collection, found)
-        return found
-
-    async def find(self, link: ZoneLink, obj: Zone) -> CloudflareZone | None:
+    async def find(self, link: AccountScope, obj: Zone) -> CloudflareZone | None:
         account_id = link.account.account_id
-        # After a crash or a timeout a create may have landed: only a listing taken from now on shows it.
-        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
-        named = await self.listings.named(link.collection, obj.spec.name.lower(), link.zones, newer_than=newer_than)
+        named = await self.named(link, obj, obj.spec.name.lower())
         return next((zone for zone in named if zone.account.id == account_id), None)
 
-    async def create(self, link: ZoneLink, obj: Zone) -> CloudflareZone:
+    async def create(self, link: AccountScope, obj: Zone) -> CloudflareZone:
         client = link.account.client
         created = await client.create_zone(obj.spec.name.lower(), link.account.account_id, type=obj.spec.type)
         self.listings.put(link.collection, created)
@@ -113,7 +63,7 @@ class ZoneKind(ManagedKind[Zone, ZoneLink, CloudflareZone]):
         return changes
 
     async def update(
-        self, link: ZoneLink, obj: Zone, observed: CloudflareZone, changes: dict[str, Any]
+        self, link: AccountScope, obj: Zone, observed: CloudflareZone, changes: dict[str, Any]
     ) -> CloudflareZone:
         client = link.account.client
         zone = observed
@@ -131,7 +81,7 @@ class ZoneKind(ManagedKind[Zone, ZoneLink, CloudflareZone]):
         self.listings.put(link.collection, zone)
         return zone
 
-    async def delete(self, link: ZoneLink, obj: Zone, object_id: str) -> None:
+    async def delete(self, link: AccountScope, obj: Zone, object_id: str) -> None:
         await link.account.client.delete_zone(object_id)
         self.listings.drop(link.collection, object_id)
 

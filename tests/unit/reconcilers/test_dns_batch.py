@@ -94,3 +94,25 @@ async def test_an_abandoned_wait_is_not_sent_and_a_retry_sees_what_was(cloudflar
     await kept
     assert [r["name"] for r in await cloudflare.get(RECORDS)] == ["h2.example.com"]
     await zone.settled("uid-a")  # nothing of uid-a in flight: a retry may decide at once
+
+
+async def _submitted(zone: ZoneBatcher, n: int, start: int) -> list[asyncio.Task[Any]]:
+    tasks = [asyncio.create_task(zone.create(f"u{i}", a_record(i))) for i in range(start, start + n)]
+    while len(zone.pending) < start + n:  # noqa: ASYNC110 - yield until every task has submitted
+        await asyncio.sleep(0)
+    return tasks
+
+
+async def test_a_growing_batch_waits_out_a_pause_that_would_send_a_lone_edit(cloudflare: Cloudflare) -> None:
+    # The pause is simulated time between two bursts of a bulk apply, not a wait for the batcher.
+    zone = batcher(cloudflare, quiet=0.05, quiet_max=5.0)
+    first = await _submitted(zone, 40, 0)
+    await asyncio.sleep(0.15)  # longer than a lone edit's spell (0.05 s), shorter than 40 operations' (0.25 s)
+    await asyncio.gather(*first, *await _submitted(zone, 40, 40))
+    assert len(await calls(cloudflare)) == 1, "both bursts in one batch"
+
+    await cloudflare.http.delete("http://emulator/__emulator/calls")
+    lone = asyncio.create_task(zone.create("lone", a_record(90)))
+    await asyncio.sleep(0.15)
+    await asyncio.gather(lone, zone.create("next", a_record(91)))
+    assert len(await calls(cloudflare)) == 2, "a lone edit is not held for a bulk apply's spell"

@@ -1,0 +1,98 @@
+"""Kinds whose Cloudflare objects are one collection of an account: zones, tunnels, KV namespaces, D1 databases.
+
+Every member's observe, adoption lookup, crash recovery and drift check reads one listing per account
+(`Collections`), with one GET to make sure before something missing from it is made anew; drift is checked per
+account. A kind supplies the listing, the single read and the key adoption looks objects up by.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from app.api.resource import Resource
+from app.kube.client import JSON
+from app.kube.index import Ref
+from reconcilers.collections import Collections
+from reconcilers.context import Context
+from reconcilers.credentials import AccountLink, ready_account
+from reconcilers.lifecycle import ManagedKind
+
+Member = TypeVar("Member", bound=Resource[Any, Any])
+Listed = TypeVar("Listed")
+
+
+def account_name(raw: JSON) -> str | None:
+    name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name")
+    return str(name) if name else None
+
+
+@dataclass(frozen=True)
+class AccountScope:
+    """A Ready account, and the collection of its objects of one kind."""
+
+    account: AccountLink
+    collection: str
+
+
+def account_parents(raw: JSON) -> list[Ref]:
+    name = account_name(raw)
+    return [Ref("CloudflareAccount", "", name)] if name else []
+
+
+class AccountMember(ManagedKind[Member, AccountScope, Listed]):
+    """A kind whose Cloudflare objects are one collection of the account: read from one listing per account for
+    observe, adoption lookups, recovery and drift, with one GET to make sure before something missing from it is
+    made anew. A kind supplies the listing, the single read and the key adoption looks objects up by."""
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.listings: Collections[Listed] = Collections(id_of=self.id_of, name_of=self.listed_key)
+
+    @abstractmethod
+    def list_members(self, link: AccountScope) -> AsyncIterator[Listed]: ...
+
+    @abstractmethod
+    async def get_member(self, link: AccountScope, object_id: str) -> Listed:
+        """The object alone; NotFound when Cloudflare has no such object."""
+
+    @abstractmethod
+    def listed_key(self, observed: Listed) -> str:
+        """An object's adoption key as Cloudflare lists it (a title, a name)."""
+
+    @classmethod
+    def parents_of(cls, raw: JSON) -> list[Ref]:
+        return account_parents(raw)
+
+    @classmethod
+    def drift_group(cls, raw: JSON) -> str | None:
+        name = account_name(raw)
+        return f"account:{name}" if name else None
+
+    def open_drift_round(self, group: str) -> None:
+        self.listings.open_round(group)
+
+    async def connect(self, obj: Member) -> AccountScope:
+        name = str(obj.spec.account_ref.name)
+        return AccountScope(await ready_account(self.ctx, name), f"account:{name}")
+
+    def gone(self, observed: Listed) -> bool:
+        """Whether a listed object counts as deleted (a soft-deleted tunnel)."""
+        return False
+
+    async def observe(self, link: AccountScope, obj: Member, object_id: str) -> Listed | None:
+        return await self.listings.member(
+            link.collection,
+            lambda: self.list_members(link),
+            object_id,
+            lambda: self.get_member(link, object_id),
+            gone=self.gone,
+        )
+
+    async def named(self, link: AccountScope, obj: Member, key: str) -> list[Listed]:
+        """The listed objects of `key`; after a create that may have landed (an intent), from a fresh listing."""
+        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
+        return await self.listings.named(link.collection, key, lambda: self.list_members(link), newer_than=newer_than)
