@@ -81,7 +81,7 @@ async def watch_lockouts(emulator: EmulatorProcess, budget: str, seen: list[floa
         await asyncio.sleep(1.0)
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(size(ci=600, full=1800))
 async def test_cloudflare_faults_during_churn(
     control_plane: ControlPlane,
     fresh_emulator: EmulatorProcess,

@@ -134,7 +134,7 @@ def concurrent_writes(calls: list[dict[str, Any]]) -> int:
     return clashes
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(size(ci=600, full=1800))
 async def test_kubernetes_faults_during_churn(
     own_plane: ControlPlane,
     own_kube: ApiClient,
