@@ -49,6 +49,7 @@ PACE = 0.5
 TAKEOVER = 15.0
 SILENT = 4.0  # seconds the controller's connections stay silent in (b): under the renew deadline
 LEASE = "chaos-kubernetes-faults"
+HANDOVER = 1.0  # seconds: two replicas' writes of one object closer than this count as concurrent
 
 
 @pytest.fixture(scope="module")
@@ -115,23 +116,21 @@ async def lease_holder(api: ApiClient) -> str:
 
 
 def concurrent_writes(calls: list[dict[str, Any]]) -> int:
-    """Objects written by both replicas in the same stretch of time: a write of one replica in flight while the
-    other's was, or the two replicas' writes interleaved (A, B, A)."""
+    """Objects written by both replicas at once: one replica's write arriving while the other's was in flight, or
+    within HANDOVER seconds of it. Leadership may move back and forth (an API server down past the renew deadline
+    makes the leader step down), but a real handover leaves a gap: the old leader stops by its renew deadline after
+    its last renewal, the new one starts a lease duration after it."""
     by_object: dict[str, list[dict[str, Any]]] = {}
     for call in calls:
         if call["method"] in WRITES:
             by_object.setdefault(call["path"], []).append(call)
-    clashes = 0
-    for writes in by_object.values():
-        agents = [w["user_agent"] for w in writes]
-        runs = [a for i, a in enumerate(agents) if i == 0 or agents[i - 1] != a]
-        interleaved = len(runs) != len(set(runs))
-        overlapping = any(
-            a["user_agent"] != b["user_agent"] and b["time"] < a["time"] + (a["duration_ms"] or 0) / 1000
+    return sum(
+        any(
+            a["user_agent"] != b["user_agent"] and b["time"] < a["time"] + (a["duration_ms"] or 0) / 1000 + HANDOVER
             for a, b in itertools.pairwise(writes)
         )
-        clashes += interleaved or overlapping
-    return clashes
+        for writes in by_object.values()
+    )
 
 
 @pytest.mark.timeout(size(ci=600, full=1800))
@@ -227,6 +226,7 @@ async def test_kubernetes_faults_during_churn(
                 ok=takeover is not None and takeover <= TAKEOVER,
             )
             figures.record(SCENARIO, "concurrent reconciles", clashes, target="0", ok=clashes == 0)
+            figures.record(SCENARIO, "leadership changes", replicas.log_count('"became leader"') - 1)
 
             assert all(count == 0 for count in lost.values()), f"changes lost: {lost}"
             assert gone >= 1, "no watch met 410 Gone: the expiry did not happen"
