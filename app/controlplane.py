@@ -179,9 +179,9 @@ def kubeconfig(
 class Process:
     """A child process whose output goes to a log file; stopped by its handle, never by name."""
 
-    def __init__(self, argv: Sequence[str], log: Path) -> None:
+    def __init__(self, argv: Sequence[str], log: Path, *, append: bool = False) -> None:
         self.log_path = log
-        self._log: IO[bytes] = log.open("wb")
+        self._log: IO[bytes] = log.open("ab" if append else "wb")
         self.popen = subprocess.Popen(list(argv), stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     @property
@@ -232,7 +232,9 @@ class ControlPlane:
     host: str = ""
     ca: CertificateAuthority = field(default_factory=lambda: CertificateAuthority.create("kflare-local-ca"))
     processes: list[Process] = field(default_factory=list)
+    etcd_url: str = ""
     _owns_workdir: bool = False
+    _apiserver_argv: list[str] = field(default_factory=list)
 
     @classmethod
     def in_tempdir(cls, bin_dir: Path, **kwargs: Any) -> ControlPlane:
@@ -285,6 +287,7 @@ class ControlPlane:
         proc = Process(argv, self.workdir / "etcd.log")
         self.processes.append(proc)
         _wait_ok(url + "/health", 30, proc)
+        self.etcd_url = url
         return url
 
     def _start_apiserver(self, etcd_url: str) -> None:
@@ -326,14 +329,28 @@ class ControlPlane:
             "--v=1",
             *self.extra_args,
         ]
-        proc = Process(argv, work / "kube-apiserver.log")
-        self.processes.append(proc)
-        context = ssl.create_default_context(cafile=str(self.ca_path))
-        _wait_ok(self.host + "/readyz", self.ready_timeout, proc, context)
+        self._apiserver_argv = argv
+        self._run_apiserver()
         admin_key, admin_cert = self.ca.issue("kflare-admin", groups=["system:masters"])
         self.kubeconfig_path.write_text(
             json.dumps(kubeconfig(self.host, self.ca.pem, cert=admin_cert, key=admin_key), indent=2)
         )
+
+    def _run_apiserver(self) -> None:
+        proc = Process(self._apiserver_argv, self.workdir / "kube-apiserver.log", append=True)
+        self.processes.append(proc)
+        context = ssl.create_default_context(cafile=str(self.ca_path))
+        _wait_ok(self.host + "/readyz", self.ready_timeout, proc, context)
+
+    def restart_apiserver(self, down: float = 0.0) -> None:
+        """Stop kube-apiserver (SIGTERM, as a rolling upgrade of the control plane does), keep it down `down`
+        seconds, and start it again on the same address with the same keys; etcd, and so every object, stays."""
+        running = [p for p in self.processes if p.popen.args == self._apiserver_argv and p.running]
+        for proc in running:
+            proc.stop()
+            self.processes.remove(proc)
+        time.sleep(down)
+        self._run_apiserver()
 
     def user_kubeconfig(self, user: str, groups: Iterable[str] = ()) -> Path:
         """A kubeconfig for a certificate user (CN=user, O=groups), authorised by RBAC like any other."""

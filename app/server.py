@@ -19,10 +19,10 @@ from fastapi import FastAPI, Response
 from app.api.base import GROUP, VERSION
 from app.api.registry import kind_for
 from app.cloudflare.budget import BudgetConfig
-from app.cloudflare.http import HttpConfig
+from app.cloudflare.http import HttpConfig, user_agent
 from app.cloudflare.session import CloudflareSession
 from app.kube.client import KubeClient, ResourceType
-from app.kube.manager import Manager
+from app.kube.manager import Manager, default_identity
 from app.listener import Limits, TLSAccept
 from app.listener import config as listener_config
 from app.memory import pin_mmap_threshold
@@ -59,8 +59,10 @@ class Runtime:
     async def start(self) -> None:
         s = self.settings
         self.kube = await KubeClient.connect(s.kubeconfig)
+        # The replica's name in every call it makes, so that Cloudflare's side tells the replicas of one token apart.
+        identity = default_identity()
         self.cloudflare = CloudflareSession(
-            HttpConfig(base_url=s.cloudflare_api_url),
+            HttpConfig(base_url=s.cloudflare_api_url, user_agent=user_agent(identity)),
             BudgetConfig(
                 limit=s.cloudflare_rate_limit,
                 window=s.cloudflare_rate_window.total_seconds(),
@@ -71,6 +73,7 @@ class Runtime:
         self.manager = Manager(
             self.kube,
             s.namespace,
+            identity=identity,
             leader_elect=s.leader_elect,
             lease_name=s.lease_name,
             lease_duration=s.lease_duration.total_seconds(),

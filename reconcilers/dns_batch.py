@@ -114,6 +114,8 @@ class ZoneBatcher:
         self.wake()
         self.inflight.setdefault(owner, set()).add(op)
         op.done.add_done_callback(lambda _: self._finished(op))
+        # A reconcile cut while waiting no longer reads the outcome; whoever still awaits it gets it all the same.
+        op.done.add_done_callback(_retrieve)
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush(), name=f"dns-batch:{self.zone_id}")
         try:
@@ -232,6 +234,12 @@ class ZoneBatcher:
                 raise Transient(f"the DNS batch answered {len(records)} results for {len(group)} operations")
             answered.update({id(op): record for op, record in zip(group, records, strict=True)})
         return [answered[id(op)] for op in ops]
+
+
+def _retrieve(done: asyncio.Future[DNSRecord | None]) -> None:
+    """Mark the operation's error as seen, so that asyncio does not log it as never retrieved."""
+    if not done.cancelled():
+        done.exception()
 
 
 def _settle(op: _Op, *, result: DNSRecord | None = None, error: BaseException | None = None) -> None:

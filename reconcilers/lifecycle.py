@@ -319,6 +319,8 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
             logger.info("waiting: %s", wait.message, extra={"reason": wait.reason})
             await self._set_ready(raw, "False", wait.reason, wait.message)
             return Outcome(requeue_after=wait.requeue_after)
+        except CloudflareError as exc:  # some kinds read Cloudflare to connect (a rule, its zone's entry point)
+            return await self._cloudflare_failed(raw, key, exc)
         try:
             found = await self._observe_or_create(raw, obj, key, link)
             if isinstance(found, Outcome):
@@ -482,6 +484,8 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
                     await self._set_ready(raw, "False", wait.reason, wait.message)
                     return Outcome(requeue_after=wait.requeue_after)
                 logger.info("parent is gone; leaving the Cloudflare object in place (%s)", wait.message)
+            except CloudflareError as exc:
+                return await self._cloudflare_failed(raw, key, exc)
             else:
                 try:
                     if not object_id:

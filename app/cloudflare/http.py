@@ -76,6 +76,11 @@ class HttpConfig:
     user_agent: str = f"kflare/{__version__}"
 
 
+def user_agent(replica: str) -> str:
+    """The User-Agent of one replica: the product, and the replica's leader-election identity as a comment."""
+    return f"kflare/{__version__} ({replica})"
+
+
 @dataclass(frozen=True, slots=True)
 class RawResponse:
     status: int

@@ -2,7 +2,8 @@
 
 Every call under ``/client/v4`` is logged when it arrives (so a hanging call is visible while it hangs), faulted and
 rate-limited ones included; ``status`` is filled in when the answer starts and stays ``null`` for calls that never got
-one (hang, drop). ``time`` is the arrival as Unix seconds. The log keeps the latest :data:`MAX_CALLS` calls.
+one (hang, drop). ``time`` is the arrival as Unix seconds; ``user_agent`` tells apart clients that share a token
+(two replicas of a controller, say). The log keeps the latest :data:`MAX_CALLS` calls.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class Call:
     duration_ms: float | None = None
     fault: str | None = None
     fault_kind: str | None = None
+    user_agent: str | None = None
 
     def describe(self) -> JSON:
         return {
@@ -39,6 +41,7 @@ class Call:
             "duration_ms": self.duration_ms,
             "fault": self.fault,
             "fault_kind": self.fault_kind,
+            "user_agent": self.user_agent,
         }
 
 

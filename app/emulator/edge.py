@@ -54,7 +54,8 @@ class Edge:
         emulator = self.emulator
         started = time.perf_counter()
         method: str = scope["method"]
-        token = token_of(Headers(scope=scope), emulator.store)
+        headers = Headers(scope=scope)
+        token = token_of(headers, emulator.store)
         call = emulator.calls.add(
             Call(
                 method=method,
@@ -62,6 +63,7 @@ class Edge:
                 query=scope.get("query_string", b"").decode("latin-1"),
                 token_id=token.id if token else None,
                 time=time.time(),
+                user_agent=headers.get("user-agent"),
             )
         )
         try:

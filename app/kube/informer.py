@@ -166,6 +166,7 @@ class Informer:
                 self.resource_version = page["metadata"]["resourceVersion"]
                 break
         self.relists += 1
+        log.debug("listed", extra={"resource": self.rt.plural, "relists": self.relists, "items": len(items)})
         old, self.cache = self.cache, items
         for name, indexer in list(self.indexers.items()):
             self.add_index(name, indexer)

@@ -5,20 +5,27 @@ on this process's clock from when the record was last seen to change (so clock s
 matter). The leader renews every retry period and steps down if it cannot renew within the renew deadline. Every
 write carries the resourceVersion read, so two candidates can never both win. On a clean shutdown the leader
 releases the Lease, and a standby takes over at its next try instead of a lease duration later.
+
+A candidate also watches the Lease while it waits, so it sees each renewal when it happens rather than at its next
+poll, and it tries again the moment the lease it saw last would expire: a leader that dies is replaced a lease
+duration after its last renewal (client-go's rule), not up to two retry periods later.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.kube.client import JSON, LEASES, KubeClient, KubeError
 
 log = logging.getLogger(__name__)
+
+EXPIRY_MARGIN = 0.01  # seconds past the expiry to try at, so that the try finds the lease expired
 
 
 def _micro_time(moment: dt.datetime) -> str:
@@ -37,7 +44,9 @@ class LeaderElector:
 
     _observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
     _observed_at: float = 0.0
+    _observed_duration: float = 0.0
     _leading: bool = False
+    _seen: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def leading(self) -> bool:
@@ -45,10 +54,18 @@ class LeaderElector:
 
     async def run(self, lead: Callable[[], Coroutine[object, object, None]]) -> None:
         """Campaign until elected, run `lead()` while leading; return when leadership is lost or lead() ends."""
-        while True:
-            if await self._try_acquire_or_renew():
-                break
-            await asyncio.sleep(self.retry_period)
+        following = asyncio.create_task(self._follow(), name="leader-follow")
+        try:
+            while True:
+                if await self._try_acquire_or_renew():
+                    break
+                self._seen.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._until_next_try()):
+                        await self._seen.wait()
+        finally:
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
         self._leading = True
         log.info("became leader", extra={"lease": f"{self.namespace}/{self.name}", "identity": self.identity})
         leading: asyncio.Task[None] = asyncio.ensure_future(lead())
@@ -62,6 +79,51 @@ class LeaderElector:
             for task in (leading, renewing):
                 task.cancel()
             await asyncio.gather(leading, renewing, return_exceptions=True)
+
+    def _until_next_try(self) -> float:
+        """A retry period, or less: until the lease another candidate holds would expire, if that comes first."""
+        holder = self._observed[0] if self._observed is not None else ""
+        if not holder or holder == self.identity:
+            return self.retry_period
+        expires_in = self._observed_at + self._observed_duration - time.monotonic() + EXPIRY_MARGIN
+        if expires_in <= 0:
+            return self.retry_period  # expired already and still not ours: the try failed, retry at the usual pace
+        return min(self.retry_period, expires_in)
+
+    def _see(self, lease: JSON) -> None:
+        """Note the Lease's record; a change restarts the lease duration (on this process's clock)."""
+        spec = lease.get("spec") or {}
+        record = (spec.get("holderIdentity") or "", spec.get("renewTime") or "")
+        self._observed_duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        if record != self._observed:
+            self._observed, self._observed_at = record, time.monotonic()
+            self._seen.set()
+
+    async def _follow(self) -> None:
+        """Watch the Lease while campaigning, noting each change as it happens; polling still decides."""
+        selector = f"metadata.name={self.name}"
+        while True:
+            try:
+                version = ""
+                while True:
+                    async for event in self.kube.watch(
+                        LEASES,
+                        namespace=self.namespace,
+                        resource_version=version,
+                        timeout_seconds=300,
+                        field_selector=selector,
+                    ):
+                        lease = event.get("object") or {}
+                        if event.get("type") == "ERROR":
+                            raise KubeError(int(lease.get("code", 500)), str(lease.get("reason", "")), "")
+                        version = (lease.get("metadata") or {}).get("resourceVersion") or version
+                        if event.get("type") in ("ADDED", "MODIFIED"):
+                            self._see(lease)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the polls carry on without the watch, which only makes them quicker
+                log.debug("watching the leader lease failed: %r", exc)
+                await asyncio.sleep(self.retry_period)
 
     async def _renew_loop(self) -> None:
         last_renew = time.monotonic()
@@ -88,12 +150,10 @@ class LeaderElector:
         except (OSError, TimeoutError) as exc:
             log.warning("reading the leader lease failed: %r", exc)
             return False
+        self._see(lease)
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
-        record = (holder, spec.get("renewTime") or "")
-        if record != self._observed:
-            self._observed, self._observed_at = record, time.monotonic()
-        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        duration = self._observed_duration
         if holder and holder != self.identity and time.monotonic() - self._observed_at < duration:
             return False
         transitions = int(spec.get("leaseTransitions") or 0)

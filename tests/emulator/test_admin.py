@@ -197,3 +197,11 @@ def test_options_are_known_whole_numbers_and_reset_restores_them(fresh_emulator:
         fresh_emulator.set_options(lists_per_account=-1)
     fresh_emulator.reset()
     assert fresh_emulator.set_options() == defaults
+
+
+def test_call_log_names_each_client(fresh_emulator: EmulatorProcess) -> None:
+    """Two clients of one token (two replicas of a controller) are told apart by their User-Agent."""
+    for agent in ("kflare/1 (replica-a)", "kflare/1 (replica-b)"):
+        headers = {"Authorization": f"Bearer {fresh_emulator.token}", "User-Agent": agent}
+        assert httpx.get(f"{fresh_emulator.base_url}/zones", headers=headers, timeout=10).status_code == 200
+    assert [c["user_agent"] for c in fresh_emulator.calls()] == ["kflare/1 (replica-a)", "kflare/1 (replica-b)"]

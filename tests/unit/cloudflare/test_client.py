@@ -8,16 +8,20 @@ import httpx
 import pytest
 import respx
 
+from app import __version__
 from app.cloudflare import (
+    BudgetConfig,
     CloudflareClient,
     CloudflareSession,
     DNSBatchResult,
+    HttpConfig,
     InvalidToken,
     NotFound,
     PermissionDenied,
     Transient,
 )
-from tests.unit.cloudflare.helpers import OTHER_TOKEN, TOKEN, fail, ok
+from app.cloudflare.http import user_agent
+from tests.unit.cloudflare.helpers import BASE, OTHER_TOKEN, TOKEN, fail, ok
 
 RECORD = {
     "id": "r1",
@@ -38,6 +42,15 @@ async def test_sends_the_token_as_a_bearer_header(client: CloudflareClient, api:
     request = route.calls.last.request
     assert request.headers["authorization"] == f"Bearer {TOKEN}"
     assert request.headers["user-agent"].startswith("kflare/")
+
+
+async def test_each_replica_names_itself_in_its_user_agent(api: respx.MockRouter) -> None:
+    """Replicas share a token; Cloudflare's side (and the emulator's call log) tells them apart by this."""
+    route = api.get("/user/tokens/verify").respond(200, json=ok({"id": "t1", "status": "active"}))
+    config = HttpConfig(base_url=BASE, user_agent=user_agent("kflare-7d9f-abcde_1a2b3c4d"))
+    async with CloudflareSession(config, BudgetConfig()) as session:
+        await session.client(TOKEN).verify_token()
+    assert route.calls.last.request.headers["user-agent"] == f"kflare/{__version__} (kflare-7d9f-abcde_1a2b3c4d)"
 
 
 async def test_verify_falls_back_to_the_account_for_an_account_owned_token(

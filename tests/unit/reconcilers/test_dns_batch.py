@@ -4,6 +4,7 @@ its own result. Driven against the emulator in process, through the real client.
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import Any
 
 import pytest
@@ -116,3 +117,33 @@ async def test_a_growing_batch_waits_out_a_pause_that_would_send_a_lone_edit(clo
     await asyncio.sleep(0.15)
     await asyncio.gather(lone, zone.create("next", a_record(91)))
     assert len(await calls(cloudflare)) == 2, "a lone edit is not held for a bulk apply's spell"
+
+
+async def test_an_abandoned_wait_leaves_no_unretrieved_error_behind(cloudflare: Cloudflare) -> None:
+    """A reconcile cut while its operation waits (not sent) or is in a batch that then fails: nobody awaits the
+    outcome any more, and asyncio must not log "Future exception was never retrieved" for it."""
+    unretrieved: list[str] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _, context: unretrieved.append(str(context.get("message"))))
+    try:
+        fault = {"route": "dns_records", "kind": "status", "status": 503, "count": 1}
+        await cloudflare.http.post("http://emulator/__emulator/faults", json=fault)
+        zone = batcher(cloudflare, quiet=0.2)
+        unsent = asyncio.create_task(zone.create("uid-a", a_record(1)))
+        in_batch = asyncio.create_task(zone.create("uid-b", a_record(2)))
+        kept = asyncio.create_task(zone.create("uid-c", a_record(3)))
+        while len(zone.pending) < 3:  # noqa: ASYNC110 - yield until every task has submitted; the batch waits
+            await asyncio.sleep(0)
+        unsent.cancel()
+        while zone.pending:  # noqa: ASYNC110 - yield until the batch is on its way
+            await asyncio.sleep(0.01)
+        in_batch.cancel()
+        with pytest.raises(Transient):
+            await kept
+        await asyncio.gather(unsent, in_batch, return_exceptions=True)
+        del unsent, in_batch, kept, zone
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert unretrieved == []

@@ -276,3 +276,22 @@ async def test_a_rule_placed_next_to_a_neighbour_deleted_outside_kflare_is_place
     )
     await world.converge(waf("b", 20))  # placed after a, which the shared copy still shows
     assert ours("b") in refs(await world.entrypoint())
+
+
+@pytest.mark.parametrize(("status", "outcome"), [(503, {"retry": True}), (429, {"requeue_after": 1.0})])
+async def test_cloudflare_failing_while_a_rule_connects_is_an_api_error_retried(
+    world: World, status: int, outcome: dict[str, Any]
+) -> None:
+    """A rule reads its zone's entry point before anything else: that read failing is reported on the resource
+    (Ready=False APIError) and retried, like any Cloudflare failure, not left as a crashed reconcile."""
+    fault = {"route": "rulesets/phases", "kind": "status", "status": status, "retry_after": 1, "count": 1}
+    await world.cloudflare.http.post("http://emulator/__emulator/faults", json=fault)
+    world.kube.add(waf("a", 10))
+    result = await world.runtime.reconcile("WAFCustomRule", "a", NS)
+    for name, value in outcome.items():
+        assert getattr(result, name) == value
+    stored = world.kube.get("WAFCustomRule", "a", NS)
+    assert stored is not None
+    (ready_condition,) = stored["status"]["conditions"]
+    assert (ready_condition["status"], ready_condition["reason"]) == ("False", "APIError")
+    await world.converge(waf("a", 10))
