@@ -65,7 +65,10 @@ class Settings(BaseSettings):
         "a634e97e.kflare.dev",
         description="name of the leader election Lease",
     )
-    lease_duration: Duration = timedelta(seconds=15)
+    # 12 s, not the Go controller's 15 s: a standby takes over one lease after the leader's last renewal, and a
+    # leader killed right after renewing would otherwise be replaced only after 15 s and some. A Lease written by the
+    # Go controller is judged by the duration it records.
+    lease_duration: Duration = Field(timedelta(seconds=12), description="how long a leader's Lease holds it")
     renew_deadline: Duration = timedelta(seconds=10)
     retry_period: Duration = timedelta(seconds=2)
     drift_check_interval: Duration = Field(

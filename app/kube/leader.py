@@ -38,7 +38,7 @@ class LeaderElector:
     namespace: str
     name: str
     identity: str
-    lease_duration: float = 15.0
+    lease_duration: float = 12.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
 

@@ -101,7 +101,7 @@ class Manager:
     identity: str = field(default_factory=default_identity)
     leader_elect: bool = False
     lease_name: str = "kflare-leader"
-    lease_duration: float = 15.0
+    lease_duration: float = 12.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     workers: int = 4
