@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from app.kube import metrics
-from app.kube.client import KubeClient, ResourceType
+from app.kube.client import KubeClient, KubeError, ResourceType
 from app.kube.informer import EventType, Informer, Key, key_of
 from app.kube.workqueue import ShutDown, WorkQueue
 
@@ -152,14 +152,21 @@ class Workers:
             return
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception(
-                "reconcile failed",
-                extra={"kind": self.reconciler_kind, "namespace": key[0] or None, "object_name": key[1]},
+        except KubeError as error:
+            if not (error.not_found or error.conflict):
+                self._failed(key)
+                return
+            # The object went away, or changed, under a write: the ordinary race of a controller with its users.
+            # The retry reads the newest copy (or finds it gone) and decides again; nothing here is a failure.
+            log.info(
+                "object changed or deleted during the reconcile; looked at again",
+                extra={**self._where(key), "status": error.status},
             )
-            metrics.RECONCILE_ERRORS.labels(self.name).inc()
-            metrics.RECONCILE_TOTAL.labels(self.name, "error").inc()
+            metrics.RECONCILE_TOTAL.labels(self.name, "requeue_after").inc()
             self._retry(key)
+            return
+        except Exception:
+            self._failed(key)
             return
         if outcome.retry:
             metrics.RECONCILE_ERRORS.labels(self.name).inc()
@@ -174,6 +181,16 @@ class Workers:
                 metrics.RECONCILE_TOTAL.labels(self.name, "success").inc()
         for observer in self.observers:
             observer(key, outcome)
+
+    def _where(self, key: Key) -> dict[str, Any]:
+        return {"kind": self.reconciler_kind, "namespace": key[0] or None, "object_name": key[1]}
+
+    def _failed(self, key: Key) -> None:
+        """A reconcile raised: a bug or an unexpected reply. Logged with its traceback (called in an except block)."""
+        log.exception("reconcile failed", extra=self._where(key))
+        metrics.RECONCILE_ERRORS.labels(self.name).inc()
+        metrics.RECONCILE_TOTAL.labels(self.name, "error").inc()
+        self._retry(key)
 
     def _retry(self, key: Key) -> None:
         self.queue.add_rate_limited(key)

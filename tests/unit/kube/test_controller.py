@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from app.kube.client import JSON, ResourceType
+from app.kube.client import JSON, KubeError, ResourceType
 from app.kube.controller import Controller, Outcome
 from app.kube.informer import Key
 from tests.unit.kube.feed import FeedKube, obj, seen, until
@@ -223,3 +223,21 @@ async def test_an_object_deleted_and_made_again_alike_is_reconciled(
     kube.push(WIDGETS, "ADDED", obj("a", 6))  # same generation, labels and annotations as the one before
     await script.reconciled(3)
     assert script.calls[2:] == [A]
+
+
+@pytest.mark.parametrize("status", [404, 409])
+async def test_an_object_deleted_or_changed_under_a_write_is_looked_at_again_without_an_error(
+    world: tuple[FeedKube, Controller, Script], caplog: pytest.LogCaptureFixture, status: int
+) -> None:
+    kube, _, script = world
+
+    async def raced() -> None:
+        raise KubeError(status, "NotFound" if status == 404 else "Conflict", "the object changed under the write")
+
+    script.during[A] = raced
+    kube.push(WIDGETS, "MODIFIED", changed(obj("a", 1), 5, labels={"edited": "yes"}))
+    with caplog.at_level("INFO", logger="app.kube.controller"):
+        await script.reconciled(4)  # the raced reconcile, then its retry
+    assert script.calls[2:] == [A, A]
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], "a race of writes is no failure"
+    assert any("looked at again" in r.getMessage() for r in caplog.records)
