@@ -53,6 +53,13 @@ class AdmissionRequest(_Wire):
     object: Any = None
     old_object: Any = Field(None, alias="oldObject")
     dry_run: bool | None = Field(None, alias="dryRun")
+    options: Any = None
+    """The request's CreateOptions / UpdateOptions / PatchOptions as the client sent them (`fieldManager`)."""
+
+    @property
+    def field_manager(self) -> str:
+        manager = self.options.get("fieldManager") if isinstance(self.options, dict) else None
+        return manager if isinstance(manager, str) else ""
 
 
 class AdmissionReview(_Wire):
