@@ -132,7 +132,6 @@ async def _fuzz_objects(
     label = uuid.uuid4().hex[:10]
     bases = base_manifests()
     kinds = {m["kind"] for m in bases}
-    mutator = Mutator(SEED, bases)
     tally = Tally()
     with kflare_with_webhooks(control_plane, fresh_emulator, tmp_path) as served:
         async with registered(kube, raw, served, namespace, label):
@@ -144,9 +143,10 @@ async def _fuzz_objects(
                 stored[kind] = await create(raw, base, namespace, dry_run=False)
             gate = asyncio.Semaphore(AT_ONCE)
 
-            # The whole plan first, from the seed alone: the same seed sends the same objects, whatever the timing.
-            plan: list[tuple[int, str, dict[str, Any], list[str], bool]] = []
-            for i in range(OBJECTS):
+            def step(i: int) -> tuple[str, dict[str, Any], list[str], bool]:
+                """Object `i`, from the seed and `i` alone (the same whatever the timing), made when its turn comes
+                so that only the objects in flight are held."""
+                mutator = Mutator(SEED * 1_000_003 + i, bases)
                 base = bases[i % len(bases)]
                 kind = str(base["kind"])
                 updating = i % 4 == 3
@@ -156,10 +156,11 @@ async def _fuzz_objects(
                     fuzzed, what = mutator.mutate(base)
                     name = f"h{i}-{label}" if kind == "CloudflareAccount" else f"h{i}"
                     _place(fuzzed, namespace, label, name, keep_name=any(w.endswith("metadata.name") for w in what))
-                plan.append((i, kind, fuzzed, what, updating))
+                return kind, fuzzed, what, updating
 
-            async def one(i: int, kind: str, fuzzed: dict[str, Any], what: list[str], updating: bool) -> None:
+            async def one(i: int) -> None:
                 async with gate:
+                    kind, fuzzed, what, updating = step(i)
                     tally.sent += 1
                     too_large = len(json.dumps(fuzzed)) > MAX_REQUEST
                     try:
@@ -182,7 +183,7 @@ async def _fuzz_objects(
                         tally.accepted += 1
 
             started = time.monotonic()
-            await asyncio.gather(*(one(*step) for step in plan))
+            await asyncio.gather(*(one(i) for i in range(OBJECTS)))
             elapsed = time.monotonic() - started
             five_xx = await served.webhook_5xx()
             crashes = served.crashes_in_log()
@@ -252,71 +253,68 @@ QUICK = 5.0
 """Seconds within which an oversized or deeply nested body must be refused."""
 
 
-def _reviews(mutator: Mutator, count: int) -> list[tuple[str, str, bytes, dict[str, str]]]:
-    """(what, plural, body, headers) of `count` hostile requests: the frame broken every way, and valid frames
-    around fuzzed objects."""
+def _review(i: int, bases: list[dict[str, Any]]) -> tuple[str, str, bytes, dict[str, str]]:
+    """(what, plural, body, headers) of hostile request `i`, from the seed and `i` alone: the frame broken every way,
+    or a valid frame around a fuzzed object."""
+    mutator = Mutator((SEED + 1) * 1_000_003 + i, bases)
     rng = mutator.rng
-    bases = base_manifests()
-    out: list[tuple[str, str, bytes, dict[str, str]]] = []
     json_headers = {"Content-Type": "application/json"}
-    for i in range(count):
-        base = bases[i % len(bases)]
-        kind = str(base["kind"])
-        plural = next(m.info.plural for m in KINDS if m.info.kind == kind)
-        valid = review("CREATE", base, kind=kind)
-        choice = rng.randrange(14)
-        what = ""
-        body: Any
-        if choice == 0:
-            text = json.dumps(valid)
-            what, body = "truncated JSON", text[: rng.randrange(len(text))].encode()
-        elif choice == 1:
-            what, body = "random bytes", rng.randbytes(rng.choice((1, 10, 1000, 100_000)))
-        elif choice == 2:
-            what, body = "wrong apiVersion", json.dumps({**valid, "apiVersion": rng.choice(WRONG_VERSIONS)}).encode()
-        elif choice == 3:
-            what, body = "missing request", json.dumps({k: v for k, v in valid.items() if k != "request"}).encode()
-        elif choice == 4:
-            broken = {**valid, "request": rng.choice((None, [], "x", 1, {}, {"uid": ""}, {"uid": "u" * 10_000}))}
-            what, body = "broken request", json.dumps(broken).encode()
-        elif choice == 5:
-            request = dict(valid["request"])
-            request.pop(rng.choice(("uid", "kind", "operation", "object")))
-            what, body = "request missing a field", json.dumps({**valid, "request": request}).encode()
-        elif choice == 6:
-            request = {**valid["request"], "operation": rng.choice(("UPDATE", "DELETE", "CONNECT", "bogus", ""))}
-            what, body = "odd operation", json.dumps({**valid, "request": request}).encode()
-        elif choice == 7:
-            other = rng.choice([m for m in KINDS if m.info.kind != kind]).info.kind
-            what, body = "another kind", json.dumps(review("CREATE", base, kind=other)).encode()
-        elif choice == 8:
-            depth = rng.choice((1_000, 100_000, 1_000_000))
-            what, body = f"nested {depth} deep", ("[" * depth + "]" * depth).encode()
-        elif choice == 9:
-            depth = rng.choice((200, 5_000, 50_000))
-            nested = "{}"
-            obj = json.dumps({**valid["request"], "object": "@"})
-            nested = '{"a":' * depth + "1" + "}" * depth
-            text = json.dumps({**valid, "request": "@"}).replace('"@"', obj).replace('"@"', nested)
-            what, body = f"object nested {depth} deep", text.encode()
-        elif choice == 10:
-            what, body = "oversized", b'{"apiVersion":"admission.k8s.io/v1","x":"' + b"a" * (4 * 1024 * 1024) + b'"}'
-        elif choice == 11:
-            fuzzed, mutations = mutator.mutate(base)
-            request = {**valid["request"], "object": fuzzed}
-            if rng.random() < 0.5:
-                request = {**request, "operation": "UPDATE", "oldObject": base}
-            what, body = f"fuzzed object {mutations}", json.dumps({**valid, "request": request}).encode()
-        elif choice == 12:
-            what, body = (
-                "unicode and control characters",
-                json.dumps(valid, ensure_ascii=False).replace('"uid": "', '"uid": "\\u0000\u202e\U0001f4a5').encode(),
-            )
-        else:
-            what, body = "duplicate keys", json.dumps(valid)[:-1].encode() + b', "request": {"uid": 5}}'
-        headers = json_headers if rng.random() < 0.9 else {"Content-Type": rng.choice(("text/plain", "", "a/b"))}
-        out.append((what, plural if rng.random() < 0.95 else "nope", body, headers))
-    return out
+    base = bases[i % len(bases)]
+    kind = str(base["kind"])
+    plural = next(m.info.plural for m in KINDS if m.info.kind == kind)
+    valid = review("CREATE", base, kind=kind)
+    choice = rng.randrange(14)
+    what = ""
+    body: Any
+    if choice == 0:
+        text = json.dumps(valid)
+        what, body = "truncated JSON", text[: rng.randrange(len(text))].encode()
+    elif choice == 1:
+        what, body = "random bytes", rng.randbytes(rng.choice((1, 10, 1000, 100_000)))
+    elif choice == 2:
+        what, body = "wrong apiVersion", json.dumps({**valid, "apiVersion": rng.choice(WRONG_VERSIONS)}).encode()
+    elif choice == 3:
+        what, body = "missing request", json.dumps({k: v for k, v in valid.items() if k != "request"}).encode()
+    elif choice == 4:
+        broken = {**valid, "request": rng.choice((None, [], "x", 1, {}, {"uid": ""}, {"uid": "u" * 10_000}))}
+        what, body = "broken request", json.dumps(broken).encode()
+    elif choice == 5:
+        request = dict(valid["request"])
+        request.pop(rng.choice(("uid", "kind", "operation", "object")))
+        what, body = "request missing a field", json.dumps({**valid, "request": request}).encode()
+    elif choice == 6:
+        request = {**valid["request"], "operation": rng.choice(("UPDATE", "DELETE", "CONNECT", "bogus", ""))}
+        what, body = "odd operation", json.dumps({**valid, "request": request}).encode()
+    elif choice == 7:
+        other = rng.choice([m for m in KINDS if m.info.kind != kind]).info.kind
+        what, body = "another kind", json.dumps(review("CREATE", base, kind=other)).encode()
+    elif choice == 8:
+        depth = rng.choice((1_000, 100_000, 1_000_000))
+        what, body = f"nested {depth} deep", ("[" * depth + "]" * depth).encode()
+    elif choice == 9:
+        depth = rng.choice((200, 5_000, 50_000))
+        nested = "{}"
+        obj = json.dumps({**valid["request"], "object": "@"})
+        nested = '{"a":' * depth + "1" + "}" * depth
+        text = json.dumps({**valid, "request": "@"}).replace('"@"', obj).replace('"@"', nested)
+        what, body = f"object nested {depth} deep", text.encode()
+    elif choice == 10:
+        what, body = "oversized", b'{"apiVersion":"admission.k8s.io/v1","x":"' + b"a" * (4 * 1024 * 1024) + b'"}'
+    elif choice == 11:
+        fuzzed, mutations = mutator.mutate(base)
+        request = {**valid["request"], "object": fuzzed}
+        if rng.random() < 0.5:
+            request = {**request, "operation": "UPDATE", "oldObject": base}
+        what, body = f"fuzzed object {mutations}", json.dumps({**valid, "request": request}).encode()
+    elif choice == 12:
+        what, body = (
+            "unicode and control characters",
+            json.dumps(valid, ensure_ascii=False).replace('"uid": "', '"uid": "\\u0000\u202e\U0001f4a5').encode(),
+        )
+    else:
+        what, body = "duplicate keys", json.dumps(valid)[:-1].encode() + b', "request": {"uid": 5}}'
+    headers = json_headers if rng.random() < 0.9 else {"Content-Type": rng.choice(("text/plain", "", "a/b"))}
+    return what, plural if rng.random() < 0.95 else "nope", body, headers
 
 
 WRONG_VERSIONS = ("admission.k8s.io/v1beta1", "v1", "", "admission.k8s.io/v2", None, 1, ["admission.k8s.io/v1"])
@@ -352,8 +350,7 @@ async def test_fuzzed_reviews_straight_at_the_webhook(
     tmp_path: Path,
     figures: Figures,
 ) -> None:
-    mutator = Mutator(SEED + 1)
-    requests = _reviews(mutator, REVIEWS)
+    bases = base_manifests()
     problems: list[str] = []
     hangs: list[str] = []
     slow_refusals: list[str] = []
@@ -362,8 +359,9 @@ async def test_fuzzed_reviews_straight_at_the_webhook(
         async with served.http(timeout=HANG) as http:
             gate = asyncio.Semaphore(AT_ONCE)
 
-            async def one(what: str, plural: str, body: bytes, headers: dict[str, str]) -> None:
+            async def one(i: int) -> None:
                 async with gate:
+                    what, plural, body, headers = _review(i, bases)
                     started = time.monotonic()
                     try:
                         reply = await http.post(
@@ -415,7 +413,7 @@ async def test_fuzzed_reviews_straight_at_the_webhook(
                 if reply.status_code != 408:
                     problems.append(f"stalled body: {reply.status_code}")
 
-            await asyncio.gather(stalled(), streamed_oversize(), *(one(*r) for r in requests))
+            await asyncio.gather(stalled(), streamed_oversize(), *(one(i) for i in range(REVIEWS)))
             five_xx = await served.webhook_5xx()
             # Still serving: a valid review is answered, and the process is ready.
             ok = review("CREATE", sample("Zone"), kind="Zone")
@@ -426,7 +424,7 @@ async def test_fuzzed_reviews_straight_at_the_webhook(
             still_serving = still_serving and ready.status_code == 200
             crashes = served.crashes_in_log()
 
-    sent = len(requests) + 2
+    sent = REVIEWS + 2
     figures.record(SCENARIO, "reviews fuzzed", sent, target="")
     figures.record(SCENARIO, "  answers by status", " ".join(f"{k}:{v}" for k, v in sorted(answered.items())))
     figures.record(
