@@ -28,7 +28,7 @@ from app.api import GROUP, VERSION, FieldError, ResourceClass, immutable_violati
 from app.api.constants import ADOPTION_POLICY_ANNOTATION, CLAIM_LABELS
 from app.api.validation import MISSING, object_errors, spec_value
 from app.kube.identity import FIELD_MANAGER
-from webhooks.review import AdmissionRequest, ResponseStatus
+from webhooks.review import MAX_DEPTH, AdmissionRequest, ResponseStatus, too_deep
 
 MAX_ERRORS: Final = 20
 """Reasons listed in one denial; the rest are counted."""
@@ -165,6 +165,9 @@ def decide(model: ResourceClass, request: AdmissionRequest) -> Decision:
         return bad_request("request.object", f"required on {operation}")
     if not isinstance(new, Mapping):
         return bad_request("request.object", "must be a JSON object")
+    deep = too_deep(new)
+    if deep is not None:
+        return deny([FieldError(deep, f"nested more than {MAX_DEPTH} levels deep")])
     if operation == "CREATE":
         return _verdict(itertools.chain(claim_errors(request, new, None), object_errors(model, new)))
     old = request.old_object
