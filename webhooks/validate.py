@@ -166,8 +166,10 @@ def decide(model: ResourceClass, request: AdmissionRequest) -> Decision:
     if not isinstance(new, Mapping):
         return bad_request("request.object", "must be a JSON object")
     deep = too_deep(new)
-    if deep is not None:
-        return deny([FieldError(deep, f"nested more than {MAX_DEPTH} levels deep")])
+    if deep is not None:  # the rest of the object is checked as well: the cut value reads as a string
+        return deny(
+            itertools.chain([FieldError(deep, f"nested more than {MAX_DEPTH} levels deep")], object_errors(model, new))
+        )
     if operation == "CREATE":
         return _verdict(itertools.chain(claim_errors(request, new, None), object_errors(model, new)))
     old = request.old_object
