@@ -339,6 +339,15 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
             logger.info("waiting: %s", wait.message, extra={"reason": wait.reason})
             await self._set_ready(raw, "False", wait.reason, wait.message, status_model=obj.status)
             return Outcome(requeue_after=wait.requeue_after)
+        except KubeError as exc:
+            if exc.status != 403:
+                raise
+            # The cluster refuses kflare a write it needs (its RBAC, an admission plugin or policy): said where users
+            # look, not only in the log; what was done in Cloudflare is kept in status meanwhile.
+            logger.warning("Kubernetes refused: %s", exc.message)
+            message = f"Kubernetes refused kflare: {exc.message}"
+            await self._set_ready(raw, "False", Reason.API_ERROR, message, status_model=obj.status)
+            return Outcome(retry=True)
         reason, message = self.ready_state(obj, observed)
         await self._set_ready(raw, "True", reason, message, status_model=obj.status)
         return Outcome.done(synced=True)

@@ -189,6 +189,14 @@ class CacheRuleKind(RuleKind[CacheRule]):
             if key.pop("ignore_query_string", False):
                 key["custom_key"] = {"query_string": {"exclude": {"all": True}}}
             out["cache_key"] = key
+        if spec.vary is not None:
+            # Cloudflare keys the headers by name; the spec lists them, as Kubernetes lists prefer.
+            vary: dict[str, Any] = {"default": {"action": spec.vary.default.action}}
+            if spec.vary.headers:
+                vary["headers"] = {
+                    h.name: {k: v for k, v in (_snake(h) or {}).items() if k != "name"} for h in spec.vary.headers
+                }
+            out["vary"] = vary
         for name in ("respect_strong_etags", "origin_error_page_passthru"):
             value = getattr(spec, name)
             if value is not None:

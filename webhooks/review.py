@@ -3,6 +3,8 @@ frame and loosely enough to take whatever fields later Kubernetes versions add; 
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -53,6 +55,13 @@ class AdmissionRequest(_Wire):
     object: Any = None
     old_object: Any = Field(None, alias="oldObject")
     dry_run: bool | None = Field(None, alias="dryRun")
+    options: Any = None
+    """The request's CreateOptions / UpdateOptions / PatchOptions as the client sent them (`fieldManager`)."""
+
+    @property
+    def field_manager(self) -> str:
+        manager = self.options.get("fieldManager") if isinstance(self.options, dict) else None
+        return manager if isinstance(manager, str) else ""
 
 
 class AdmissionReview(_Wire):
@@ -75,14 +84,76 @@ def _explain(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+MAX_DEPTH: Final = 128
+"""Levels of nesting parsed, the AdmissionReview's own included; the JSON parser refuses a little past that. The API
+server takes objects nested far deeper into fields that keep unknown content (a DNSRecord's `data`), so a review of
+one is still answered, with a denial naming the field, rather than refused as a whole."""
+TOO_DEEP: Final = "\x00kflare: nested too deep"
+"""What stands in for a value nested past MAX_DEPTH (no JSON text holds a NUL, so no object does)."""
+_STRUCTURE = re.compile(rb'["\\\[\]{}]')
+
+
+def cut_below(body: bytes, depth: int = MAX_DEPTH) -> bytes | None:
+    """`body` with every array or object that opens `depth` levels down replaced by the string TOO_DEEP; None when
+    nothing is that deep. Scans only quotes, backslashes and brackets, without recursion."""
+    out: list[bytes] = []
+    level, start, in_string, skip_to, cutting = 0, 0, False, -1, -1
+    for match in _STRUCTURE.finditer(body):
+        at = match.start()
+        if at < skip_to:
+            continue  # the character a backslash escapes
+        char = body[at]
+        if in_string:
+            if char == 0x5C:
+                skip_to = at + 2
+            elif char == 0x22:
+                in_string = False
+            continue
+        if char == 0x22:
+            in_string = True
+        elif char in (0x5B, 0x7B):
+            if level == depth and cutting < 0:
+                out.append(body[start:at])
+                out.append(json.dumps(TOO_DEEP).encode())
+                cutting = level
+            level += 1
+        elif char in (0x5D, 0x7D):
+            level -= 1
+            if level == cutting:
+                cutting, start = -1, at + 1
+    if not out:
+        return None
+    out.append(body[start:])
+    return b"".join(out)
+
+
+def too_deep(value: Any, path: str = "", shown: int = 3) -> str | None:
+    """The path (its first `shown` steps) of the first value cut by `cut_below`, if any."""
+    stack: list[tuple[Any, str, int]] = [(value, path, 0)]
+    while stack:
+        node, where, steps = stack.pop()
+        if node == TOO_DEEP:
+            return where
+        children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, child in children:
+            step = f"[{key}]" if isinstance(key, int) else (f".{key}" if where else str(key))
+            stack.append((child, where + step if steps < shown else where, steps + 1))
+    return None
+
+
 def parse_review(body: bytes) -> AdmissionReview:
-    """The AdmissionReview in `body` (JSON); `ReviewError` says what is wrong with anything else."""
+    """The AdmissionReview in `body` (JSON); `ReviewError` says what is wrong with anything else. Values nested past
+    MAX_DEPTH are replaced by TOO_DEEP (see `too_deep`)."""
     if not body.strip():
         raise ReviewError("empty body: expected an admission.k8s.io/v1 AdmissionReview")
     try:
         return AdmissionReview.model_validate_json(body)
     except ValidationError as exc:
         invalid = [e for e in exc.errors(include_url=False) if e["type"] == "json_invalid"]
+        if invalid and "recursion limit" in str((invalid[0].get("ctx") or {}).get("error", "")):
+            cut = cut_below(body)
+            if cut is not None:
+                return parse_review(cut)
         if invalid:
             why = str((invalid[0].get("ctx") or {}).get("error", ""))[:200]
             raise ReviewError(f"the body is not valid JSON: {why}" if why else "the body is not valid JSON") from None

@@ -4,6 +4,10 @@ Denied:
 - on CREATE and on an UPDATE that changes the spec: every schema violation and cross-field rule of the kind's
   model (`app.api.validation.validate_object`), each with the path of its field;
 - on UPDATE: every change to an immutable field (`immutable_violations`), naming the old and the new value;
+- a claim label (`app.api.constants.CLAIM_LABELS`) set or changed by anyone but kflare (its writes name the field
+  manager `app.kube.identity.FIELD_MANAGER`): kflare takes the object a claim names for the resource's own, so a
+  manifest carrying one would overwrite, and at deletion delete, whatever Cloudflare object it names, another
+  installation's included. Removing one is allowed (kflare then finds its object by key again);
 - a request this webhook should never have been sent (another kind) or that lacks what it needs to decide
   (`object`, `oldObject` on UPDATE).
 
@@ -21,8 +25,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from app.api import GROUP, VERSION, FieldError, ResourceClass, immutable_violations
+from app.api.constants import ADOPTION_POLICY_ANNOTATION, CLAIM_LABELS
 from app.api.validation import MISSING, object_errors, spec_value
-from webhooks.review import AdmissionRequest, ResponseStatus
+from app.kube.identity import FIELD_MANAGER
+from webhooks.review import MAX_DEPTH, AdmissionRequest, ResponseStatus, too_deep
 
 MAX_ERRORS: Final = 20
 """Reasons listed in one denial; the rest are counted."""
@@ -122,6 +128,28 @@ def _wrong_kind(model: ResourceClass, request: AdmissionRequest) -> Decision | N
     )
 
 
+def _labels(obj: Any) -> Mapping[str, Any]:
+    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def claim_errors(request: AdmissionRequest, new: Mapping[str, Any], old: Any) -> list[FieldError]:
+    """Claim labels this request sets or changes without being kflare's own write."""
+    if request.field_manager == FIELD_MANAGER:
+        return []
+    before, after = _labels(old), _labels(new)
+    return [
+        FieldError(
+            f"metadata.labels[{label}]",
+            f"only kflare sets this label, when it claims a Cloudflare object for the resource; remove it (to take"
+            f" over an existing object, annotate the resource {ADOPTION_POLICY_ANNOTATION}: adopt)",
+        )
+        for label in sorted(CLAIM_LABELS)
+        if label in after and after[label] != before.get(label)
+    ]
+
+
 def decide(model: ResourceClass, request: AdmissionRequest) -> Decision:
     """Allow or deny `request` for objects of `model`."""
     operation = request.operation.upper()
@@ -137,13 +165,19 @@ def decide(model: ResourceClass, request: AdmissionRequest) -> Decision:
         return bad_request("request.object", f"required on {operation}")
     if not isinstance(new, Mapping):
         return bad_request("request.object", "must be a JSON object")
+    deep = too_deep(new)
+    if deep is not None:  # the rest of the object is checked as well: the cut value reads as a string
+        return deny(
+            itertools.chain([FieldError(deep, f"nested more than {MAX_DEPTH} levels deep")], object_errors(model, new))
+        )
     if operation == "CREATE":
-        return _verdict(object_errors(model, new))
+        return _verdict(itertools.chain(claim_errors(request, new, None), object_errors(model, new)))
     old = request.old_object
     if old is None:
         return bad_request("request.oldObject", "required on UPDATE")
     if not isinstance(old, Mapping):
         return bad_request("request.oldObject", "must be a JSON object")
+    claims = claim_errors(request, new, old)
     if old.get("spec") == new.get("spec"):
-        return ALLOW  # status-only or metadata-only
-    return _verdict(itertools.chain(object_errors(model, new), explain_immutable(model, old, new)))
+        return _verdict(claims)  # status-only or metadata-only: only a claim is refused
+    return _verdict(itertools.chain(claims, object_errors(model, new), explain_immutable(model, old, new)))

@@ -532,6 +532,59 @@ class CacheKey(KflareModel):
     """Leave the whole query string out of the cache key."""
 
 
+VaryAction = Literal["bypass", "passthrough", "normalize"]
+LanguageTag = Annotated[str, Field(min_length=1, max_length=35, pattern=r"^[A-Za-z]{1,8}(-[A-Za-z0-9]{1,8})*$")]
+MediaType = Annotated[
+    str, Field(min_length=3, max_length=255, pattern=r"^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+*-]+$")
+]
+
+
+class VaryDefault(KflareModel):
+    """What a Vary header of the response does to the cache key when it has no header of its own listed."""
+
+    action: VaryAction
+    """`bypass`: do not cache such responses; `passthrough`: the header's value as it is in the key; `normalize`:
+    the value normalized (accept-encoding, accept, accept-language)."""
+
+
+class VaryHeader(KflareModel):
+    """How one request header named in the response's Vary header is part of the cache key."""
+
+    name: Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[a-z0-9!#$%&'*+.^_`|~-]+$")]
+    """The request header, lowercase (`accept-language`)."""
+    action: VaryAction
+    """`bypass`, `passthrough` or `normalize`, as for the default."""
+    languages: Annotated[list[LanguageTag], Field(max_length=64)] | None = None
+    """With accept-language and normalize: the languages to normalize to (`en`, `de-CH`)."""
+    media_types: Annotated[list[MediaType], Field(max_length=64)] | None = None
+    """With accept and normalize: the media types to normalize to (`image/webp`)."""
+
+
+class Vary(KflareModel):
+    """How the response's Vary header shapes the cache key: a default and per-header settings."""
+
+    default: VaryDefault
+    """For every header the response varies on but `headers` does not list (Cloudflare requires it)."""
+    headers: Annotated[list[VaryHeader], Field(max_length=16)] | None = None
+    """Settings of single request headers."""
+
+    @model_validator(mode="after")
+    def _check_headers(self) -> Self:
+        problems = Problems()
+        seen: set[str] = set()
+        for index, header in enumerate(self.headers or []):
+            where: tuple[str | int, ...] = ("headers", index)
+            if header.name in seen:
+                problems.add((*where, "name"), f"header {header.name} is listed twice")
+            seen.add(header.name)
+            if header.languages is not None and header.name != "accept-language":
+                problems.add((*where, "languages"), "languages are for the accept-language header only")
+            if header.media_types is not None and header.name != "accept":
+                problems.add((*where, "mediaTypes"), "media types are for the accept header only")
+        problems.raise_if_any(type(self).__name__)
+        return self
+
+
 class CacheRuleSpec(RuleSpec):
     """A cache rule: cache settings for the requests it matches."""
 
@@ -545,6 +598,8 @@ class CacheRuleSpec(RuleSpec):
     """Browser cache TTL."""
     cache_key: CacheKey | None = None
     """The cache key."""
+    vary: Vary | None = None
+    """How the response's Vary header shapes the cache key."""
     respect_strong_etags: bool | None = None
     """Keep strong ETags as the origin sent them."""
     origin_error_page_passthru: bool | None = None

@@ -25,9 +25,13 @@ from urllib.parse import quote
 import httpx
 import yaml
 
+from app.kube.identity import FIELD_MANAGER
+
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+MANAGED = {"fieldManager": FIELD_MANAGER}
+"""Every write names kflare as its field manager (see `app.kube.identity`)."""
 REQUEST_TIMEOUT = 30.0
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REREAD = 60.0  # kubelet rotates projected tokens well before they expire; re-reading each minute keeps up
@@ -291,10 +295,10 @@ class KubeClient:
         return await self.request("GET", rt.path(namespace), query=query)
 
     async def create(self, rt: ResourceType, body: JSON, namespace: str | None = None) -> JSON:
-        return await self.request("POST", rt.path(namespace), body=body)
+        return await self.request("POST", rt.path(namespace), body=body, query=MANAGED)
 
     async def replace(self, rt: ResourceType, body: JSON, namespace: str | None = None) -> JSON:
-        return await self.request("PUT", rt.path(namespace, body["metadata"]["name"]), body=body)
+        return await self.request("PUT", rt.path(namespace, body["metadata"]["name"]), body=body, query=MANAGED)
 
     async def patch(
         self,
@@ -306,7 +310,8 @@ class KubeClient:
         subresource: str | None = None,
         content_type: str = MERGE_PATCH,
     ) -> JSON:
-        return await self.request("PATCH", rt.path(namespace, name, subresource), body=patch, content_type=content_type)
+        path = rt.path(namespace, name, subresource)
+        return await self.request("PATCH", path, body=patch, content_type=content_type, query=MANAGED)
 
     async def delete(self, rt: ResourceType, name: str, namespace: str | None = None) -> JSON:
         return await self.request("DELETE", rt.path(namespace, name))

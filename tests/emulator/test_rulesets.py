@@ -287,3 +287,36 @@ def test_dump_seeds_back(cf: cloudflare.Cloudflare, zone: Any, fresh_emulator: E
     fresh_emulator.reset()
     fresh_emulator.seed(dump)
     assert fresh_emulator.state_dump() == dump
+
+
+def test_a_cache_rule_varies_by_header_in_cloudflares_shape(cf: cloudflare.Cloudflare, zone: Any) -> None:
+    phase = "http_request_cache_settings"
+    vary = {
+        "default": {"action": "passthrough"},
+        "headers": {
+            "accept-language": {"action": "normalize", "languages": ["en", "de"]},
+            "accept": {"action": "normalize", "media_types": ["image/webp", "image/avif"]},
+            "x-device": {"action": "bypass"},
+        },
+    }
+    rule = {"action": "set_cache_settings", "expression": "true", "action_parameters": {"cache": True, "vary": vary}}
+    written = checked(cf.rulesets.phases.update(ruleset_phase=phase, zone_id=zone.id, rules=[rule]))
+    held = written.rules[0].action_parameters
+    assert held.vary.default.action == "passthrough"
+    assert held.vary.headers["accept-language"].languages == ["en", "de"]
+    assert held.vary.headers["accept"].media_types == ["image/webp", "image/avif"]
+
+    for wrong in (
+        {"headers": {"accept": {"action": "bypass"}}},  # no default
+        {"default": {"action": "sometimes"}},
+        {"default": {"action": "bypass"}, "headers": {"Accept": {"action": "bypass"}}},
+        {"default": {"action": "bypass"}, "headers": {"accept": {"action": "normalize", "languages": ["en"]}}},
+    ):
+        with pytest.raises(cloudflare.BadRequestError):
+            cf.rulesets.rules.create(
+                ruleset_id=written.id,
+                zone_id=zone.id,
+                action="set_cache_settings",
+                expression="true",
+                action_parameters={"cache": True, "vary": wrong},  # type: ignore[typeddict-item]
+            )

@@ -233,10 +233,38 @@ def _check_rule(zone: Obj, phase: str, rule: Obj) -> None:
             raise _refused("polish is not available on the Free plan", "/action_parameters/polish")
         if parameters.get("ssl") == "origin_pull" or parameters.get("security_level") == "off":
             raise _refused("this setting is not available on the Free plan", "/action_parameters")
+    if phase == "http_request_cache_settings" and "vary" in parameters:
+        _check_vary(parameters["vary"])
     if phase == "http_request_origin" and plan != "enterprise":
         origin = parameters.get("origin") or {}
         if set(parameters) - {"origin"} or set(origin) - {"port"}:
             raise _refused("only the destination port can be overridden on this plan", "/action_parameters")
+
+
+_VARY_ACTIONS = ("bypass", "passthrough", "normalize")
+
+
+def _check_vary(vary: Any) -> None:
+    """Cloudflare's shape of a cache rule's `vary`: a required `default {action}`, and `headers` keyed by lowercase
+    request header, `languages` for accept-language only, `media_types` for accept only."""
+    pointer = "/action_parameters/vary"
+    if not isinstance(vary, dict) or not isinstance(vary.get("default"), dict):
+        raise _refused("vary.default is required", f"{pointer}/default")
+    if vary["default"].get("action") not in _VARY_ACTIONS:
+        raise _refused(f"vary.default.action must be one of {', '.join(_VARY_ACTIONS)}", f"{pointer}/default/action")
+    headers = vary.get("headers") or {}
+    if not isinstance(headers, dict):
+        raise _refused("vary.headers must be an object keyed by header name", f"{pointer}/headers")
+    for name, setting in headers.items():
+        where = f"{pointer}/headers/{name}"
+        if name != name.lower():
+            raise _refused(f"vary header {name!r} must be lowercase", where)
+        if not isinstance(setting, dict) or setting.get("action") not in _VARY_ACTIONS:
+            raise _refused(f"vary header {name!r} needs an action", f"{where}/action")
+        if "languages" in setting and name != "accept-language":
+            raise _refused("languages are only valid for the accept-language header", f"{where}/languages")
+        if "media_types" in setting and name != "accept":
+            raise _refused("media_types are only valid for the accept header", f"{where}/media_types")
 
 
 _LIST_REFERENCE = re.compile(r"\$([a-z0-9_]+)")

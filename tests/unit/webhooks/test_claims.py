@@ -1,0 +1,66 @@
+"""Claim labels are kflare's record of which Cloudflare object a resource holds: only kflare's own writes may set
+them. A manifest carrying one (copied from another cluster, or written to take an object over) would otherwise make
+kflare overwrite the object it names, and delete it with the resource."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from app.api.constants import CLAIM_LABELS, RECORD_ID_LABEL
+from app.kube.identity import FIELD_MANAGER
+from reconcilers.registry import KINDS as MANAGED_KINDS
+from tests.unit.webhooks.reviews import SAMPLES, model_named, request, sample
+from webhooks.review import AdmissionRequest
+from webhooks.validate import Decision, decide
+
+WHY = "only kflare sets this label, when it claims a Cloudflare object for the resource"
+
+
+def check(
+    operation: str, obj: Any, old: Any = None, *, kind: str = "DNSRecord", manager: str | None = None
+) -> Decision:
+    body = request(operation, obj, old, kind=kind)
+    if manager is not None:
+        body["options"]["fieldManager"] = manager
+    return decide(model_named(kind), AdmissionRequest.model_validate(body))
+
+
+def labelled(kind: str, labels: dict[str, str]) -> dict[str, Any]:
+    obj = sample(kind)
+    obj["metadata"]["labels"] = labels
+    return obj
+
+
+def test_every_kinds_claim_label_is_protected() -> None:
+    assert {kind.claim_label for kind in MANAGED_KINDS if kind.creates} <= CLAIM_LABELS
+
+
+@pytest.mark.parametrize("kind", sorted(SAMPLES))
+def test_a_new_resource_carrying_a_claim_is_refused_naming_the_label(kind: str) -> None:
+    decision = check("CREATE", labelled(kind, {RECORD_ID_LABEL: "0123abcd", "team": "a"}), kind=kind)
+    assert not decision.allowed
+    assert decision.message.startswith(f"metadata.labels[{RECORD_ID_LABEL}]: {WHY}")
+    assert "kflare.dev/adoption-policy: adopt" in decision.message
+
+
+def test_kubectl_apply_adding_or_changing_a_claim_is_refused_even_without_a_spec_change() -> None:
+    old = labelled("DNSRecord", {RECORD_ID_LABEL: "mine"})
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"][RECORD_ID_LABEL] = "someone-elses"
+    decision = check("UPDATE", new, old, manager="kubectl-client-side-apply")
+    assert not decision.allowed
+    assert decision.message.startswith(f"metadata.labels[{RECORD_ID_LABEL}]: {WHY}")
+    unlabelled = labelled("DNSRecord", {})
+    assert not check("UPDATE", old, unlabelled).allowed
+
+
+def test_kflares_own_claims_and_unchanged_or_removed_claims_pass() -> None:
+    claimed = labelled("DNSRecord", {RECORD_ID_LABEL: "mine"})
+    assert check("CREATE", claimed, manager=FIELD_MANAGER).allowed
+    assert check("UPDATE", claimed, labelled("DNSRecord", {}), manager=FIELD_MANAGER).allowed
+    relabelled = labelled("DNSRecord", {RECORD_ID_LABEL: "mine", "team": "b"})
+    assert check("UPDATE", relabelled, claimed).allowed  # the claim as it was: another label changes
+    assert check("UPDATE", labelled("DNSRecord", {}), claimed).allowed  # forgetting takes nothing over
