@@ -68,8 +68,9 @@ def cloudflare_writes(emulator: EmulatorProcess, since: float) -> int:
 
 
 def batches(steps: list[tuple[Unit, str]], count: int) -> list[list[tuple[Unit, str]]]:
-    size_ = max(1, -(-len(steps) // count))
-    return [steps[i : i + size_] for i in range(0, len(steps), size_)]
+    """`count` batches of as even a size as can be (fewer if there are fewer steps)."""
+    count = min(count, len(steps))
+    return [steps[i * len(steps) // count : (i + 1) * len(steps) // count] for i in range(count)]
 
 
 @pytest.mark.timeout(size(ci=600, full=14400))

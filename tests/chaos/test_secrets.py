@@ -205,3 +205,11 @@ async def refused_token(kflare: Kflare, emulator: EmulatorProcess) -> AsyncItera
         yield
     finally:
         await kflare.delete("CloudflareAccount", bad)
+
+
+def test_the_search_finds_a_value_and_its_base64() -> None:
+    """The search above would see a leak: a value in a log line, and a value in base64 (as in a Secret's data)."""
+    value = secret_value("probe")
+    search = Search()
+    search("probe", [json.dumps({"msg": f"token {value}"}), base64.b64encode(value.encode()).decode(), "nothing"])
+    assert len(search.hits) == 2, search.hits
