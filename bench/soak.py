@@ -257,7 +257,8 @@ def report(
     ):
         settled = [(s.at, v) for s, v in zip(samples, values, strict=True) if s.at >= args.warmup]
         per_hour = slope(settled)
-        span = f"first {values[0]:.1f}, last {values[-1]:.1f}, min {min(values):.1f}, max {max(values):.1f}"
+        kept = [v for _, v in settled] or values
+        span = f"first {kept[0]:.1f}, last {kept[-1]:.1f}, min {min(kept):.1f}, max {max(kept):.1f}"
         print(f"{name} slope: {per_hour:+.2f}{unit}/h ({span})")
     print(f"not Ready at the end (after 120 s to settle): {unready}")
 
