@@ -54,7 +54,7 @@ from tests.fixtures.emulator import EmulatorProcess
 pytestmark = pytest.mark.integration
 
 SCENARIO = "1 crashes"
-COPIES = size(ci=1, full=3)
+COPIES = size(ci=1, full=2)
 """Units per kind and variant."""
 KILLS_PER_PHASE = size(ci=4, full=70)
 CONVERGE_TIMEOUT = 120.0
