@@ -16,18 +16,27 @@ from collections.abc import Mapping
 SECRETS: set[str] = set()
 """The values to search for; short values are left out (they would match by chance)."""
 
+FRAGMENTS: set[str] = set()
+"""Pieces of random values (their first and last characters): a value cut short in a message still counts."""
+
 MIN_LENGTH = 12
+FRAGMENT = 12
 
 
-def register(value: str) -> str:
+def register(value: str, *, random_part: str | None = None) -> str:
+    """Search for `value`; and for the ends of `random_part` (the part of it that is random, if it has one long
+    enough: a fixed prefix would be found where it means nothing)."""
     if len(value) >= MIN_LENGTH:
         SECRETS.add(value)
+    if random_part is not None and len(random_part) >= 2 * FRAGMENT:
+        FRAGMENTS.update((random_part[:FRAGMENT], random_part[-FRAGMENT:]))
     return value
 
 
 def secret_value(prefix: str = "chaos-secret") -> str:
     """A fresh random value, registered: use it for every token and secret value a scenario makes up."""
-    return register(f"{prefix}-{os.urandom(18).hex()}")
+    random_part = os.urandom(18).hex()
+    return register(f"{prefix}-{random_part}", random_part=random_part)
 
 
 SECRET_KEYS = frozenset({"s", "secret", "TunnelSecret", "tunnel_secret"})
@@ -72,5 +81,5 @@ def register_secret_data(data: Mapping[str, str] | None) -> int:
             continue
         register(value)
         for leaf in _secret_leaves(_json_inside(value)):
-            register(leaf)
+            register(leaf, random_part=leaf)
     return len(SECRETS) - before
