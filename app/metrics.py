@@ -243,6 +243,21 @@ class ResourceCollector(Collector):
         yield family
 
 
+class TaskCollector(Collector):
+    """`kflare_asyncio_tasks`: the event loop's tasks at each scrape. Watches, timers and connections each hold a
+    task, so a count that grows with time (and not with resources) is a leak."""
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            tasks = asyncio.all_tasks()
+        except RuntimeError:  # scraped outside the event loop (a registry read by hand): nothing to count
+            return
+        yield GaugeMetricFamily("kflare_asyncio_tasks", "asyncio tasks of the process' event loop", value=len(tasks))
+
+
 class Exposition(Collector):
     """Several collectors as one, for one scrape: the process' registry plus collectors owned by one runtime."""
 
@@ -616,7 +631,11 @@ def listener(
         return session.budget_stats() if session is not None else []
 
     authorizer = Authorizer(KubeReviewer(lambda: runtime.kube)) if settings.metrics_secure else None
-    collectors: list[Collector] = [CloudflareCollector(budgets), ResourceCollector(resources or (lambda: []))]
+    collectors: list[Collector] = [
+        CloudflareCollector(budgets),
+        ResourceCollector(resources or (lambda: [])),
+        TaskCollector(),
+    ]
     app = create_app(authorizer, collectors=collectors)
     tls: ReloadingTLS | None = None
     if settings.metrics_secure:
@@ -642,6 +661,7 @@ __all__ = [
     "ResourceCollector",
     "ReviewUnavailable",
     "Reviewer",
+    "TaskCollector",
     "UserInfo",
     "Verdict",
     "create_app",

@@ -3,11 +3,16 @@ input) and check what a user would lose. They are not part of `make test`'s pyte
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from app.controlplane import ControlPlane, bin_dir_from_env
 from tests.chaos.figures import FIGURES, SCALE, Figures
+from tests.chaos.secrets_audit import AuditLog, audit_args
 
 REPORT = Path("build") / "chaos" / f"figures-{SCALE}.json"
 
@@ -24,3 +29,31 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(FIGURES.table())
     FIGURES.write(REPORT)
     terminalreporter.write_line(f"written to {REPORT}")
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    """The session's API server, as tests/fixtures/kube.py starts it, with an audit log (see secrets_audit.py)."""
+    bins = bin_dir_from_env()
+    if bins is None:
+        pytest.fail("no kube-apiserver: set K8S_TEST_BIN (`make chaos` does)")
+    os.environ["NO_PROXY"] = "127.0.0.1,localhost"
+    workdir = Path(tempfile.mkdtemp(prefix="kflare-chaos-audit-"))
+    plane = ControlPlane.in_tempdir(bins, extra_args=audit_args(workdir))
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+        assert not plane.leaked, f"control plane left behind: {plane.leaked}"
+
+
+@pytest.fixture(scope="session")
+def audit(control_plane: ControlPlane) -> AuditLog:
+    arg = next(a for a in control_plane.extra_args if a.startswith("--audit-log-path="))
+    return AuditLog(Path(arg.partition("=")[2]))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Scenario 5 searches what every other scenario's controllers produced: it runs last."""
+    items.sort(key=lambda item: item.nodeid.startswith("tests/chaos/test_secrets.py"))

@@ -513,3 +513,27 @@ def test_resources_are_counted_by_kind_ready_and_reason() -> None:
         ("DNSRecord", "False", "Other"): 1,
         ("DNSRecord", "Unknown", "APIError"): 1,
     }
+
+
+async def test_the_event_loops_tasks_are_counted() -> None:
+    """`kflare_asyncio_tasks` is how a soak sees leaked watches or timers: it counts the loop's tasks, one more
+    for each task started."""
+    import asyncio
+
+    from app.metrics import TaskCollector
+
+    registry = CollectorRegistry()
+    registry.register(TaskCollector())
+
+    def count() -> float:
+        (family,) = text_string_to_metric_families(generate_latest(registry).decode())
+        assert family.name == "kflare_asyncio_tasks"
+        return float(family.samples[0].value)
+
+    before = count()
+    stop = asyncio.Event()
+    task = asyncio.create_task(stop.wait())
+    assert count() == before + 1
+    stop.set()
+    await task
+    assert count() == before
