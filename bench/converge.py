@@ -60,9 +60,8 @@ def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
 
 
 def apply(plane: ControlPlane, docs: list[dict[str, Any]]) -> None:
-    for chunk in range(0, len(docs), 250):
-        part = docs[chunk : chunk + 250]
-        kubectl(plane, "apply", "--server-side", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in part))
+    """One `kubectl apply` of everything, as a user applies a directory (it sends the objects one by one)."""
+    kubectl(plane, "apply", "--server-side", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in docs))
 
 
 def cpu_seconds(pid: int) -> float:

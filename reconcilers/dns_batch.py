@@ -175,7 +175,7 @@ class ZoneBatcher:
         a moment behind (kubectl sends objects one at a time and pauses between its chunks, and the API server's
         watch delivers them in bursts), so it waits longer for it: a spell cut short sends a part of the batch
         and makes the rest one more call."""
-        return min(self.quiet_max, self.quiet * (1 + len(self.pending) / 10))
+        return min(self.quiet_max, self.quiet * (1 + len(self.pending) / 2))  # QUIET_MAX at 18 operations
 
     async def _send(self, ops: list[_Op]) -> None:
         try:
