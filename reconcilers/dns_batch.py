@@ -39,7 +39,9 @@ from app.cloudflare.models import DNSRecord
 
 QUIET = 0.2  # a batch goes out once no operation has joined it for this long and no reconcile may still join...
 QUIET_MAX = 2.0  # ...a spell that grows with the batch, to this at the most...
-HOLD = 30.0  # ...or when its first operation has waited this long, or when it is full
+HOLD = 60.0  # ...or when its first operation has waited this long, or when it is full
+# A minute, because a bulk apply on a busy API server reaches the controller over more than 30 s, and a batch cut
+# there costs a call per zone; a record's answers are cached by resolvers for minutes anyway.
 OPS_PER_CALL = {"free": 200}
 PAID_OPS_PER_CALL = 3500
 
