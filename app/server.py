@@ -29,7 +29,7 @@ from app.memory import pin_mmap_threshold
 from app.metrics import instrument
 from app.metrics import listener as metrics_listener
 from app.settings import Settings, split_bind_address
-from app.tls import ReloadingTLS
+from app.tls import ReloadingTLS, require_client_certificates
 from app.xds import xds_app
 from reconcilers.context import Context
 from reconcilers.gateway.controller import GatewayOptions, register_gateway
@@ -243,7 +243,8 @@ def listeners(settings: Settings, runtime: Runtime) -> list[Served]:
 
 
 def xds_listener(settings: Settings, runtime: Runtime, host: str, port: int) -> Served:
-    """The data plane's xDS (the Gateway class): Envoy presents the token of --gateway-xds-token-file."""
+    """The data plane's xDS (the Gateway class): Envoy presents the token of --gateway-xds-token-file, and with
+    --gateway-xds-client-ca-file a client certificate signed by that CA too."""
     if settings.gateway_xds_token_file is None:
         raise ValueError("--gateway-xds-token-file is required with --gateway-enabled")
     token = settings.gateway_xds_token_file.read_text().strip()
@@ -252,6 +253,10 @@ def xds_listener(settings: Settings, runtime: Runtime, host: str, port: int) -> 
     app = instrument(xds_app(runtime.xds, token), "xds")
     tls = ReloadingTLS(settings.gateway_xds_cert_dir) if settings.gateway_xds_cert_dir is not None else None
     context = tls.ssl_context if tls is not None else None
+    if settings.gateway_xds_client_ca_file is not None:
+        if context is None:
+            raise ValueError("--gateway-xds-client-ca-file needs --gateway-xds-cert-dir (client certificates need TLS)")
+        require_client_certificates(context, settings.gateway_xds_client_ca_file)
     return Served("xds", Listener(listener_config(app, host, port, limits(settings), context=context)), host, port, tls)
 
 

@@ -121,6 +121,11 @@ class Settings(BaseSettings):
         description="directory of the tls.crt and tls.key the xDS listener serves (reloaded on change); unset is"
         " plain HTTP, for loopback only",
     )
+    gateway_xds_client_ca_file: Path | None = Field(
+        None,
+        description="CA (PEM) whose signed client certificate Envoy must present to the xDS listener (mutual TLS,"
+        " with --gateway-xds-cert-dir); unset asks for no client certificate",
+    )
     gateway_data_plane_address: str = Field(
         "0.0.0.0:8080", description="host:port Envoy listens on for cloudflared, in the data-plane pod"
     )

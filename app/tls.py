@@ -86,6 +86,18 @@ def server_context() -> ssl.SSLContext:
     return context
 
 
+def require_client_certificates(context: ssl.SSLContext, ca_file: Path) -> None:
+    """Make `context` refuse, in the handshake, a client without a certificate signed by the CA in `ca_file`.
+
+    The CA is read once: the chart's is kept across upgrades, and a new one needs new client certificates anyway,
+    so it comes with a rollout."""
+    try:
+        context.load_verify_locations(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise TLSError(f"cannot load the client CA {ca_file}: {exc}") from exc
+    context.verify_mode = ssl.CERT_REQUIRED
+
+
 def _load_pem(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
     """`load_cert_chain` from memory: `ssl` reads only files, so the pair goes through a private temp directory
     (mode 0700) that is gone when this returns."""

@@ -119,9 +119,11 @@ def bootstrap(
     refresh: float = 0.5,
     ca_file: str | None = None,
     server_name: str | None = None,
+    client_cert: tuple[str, str] | None = None,
 ) -> JSON:
     """An Envoy bootstrap that takes listeners and clusters (then routes and endpoints) from kflare's xDS; over TLS,
-    checked against `ca_file` for `server_name` (the xDS host by default), when a CA is given."""
+    checked against `ca_file` for `server_name` (the xDS host by default), when a CA is given, presenting the
+    `client_cert` (certificate file, key file) when the listener asks for one (--gateway-xds-client-ca-file)."""
     source = config_source(refresh)
     out: JSON = {
         "node": {"id": node_id, "cluster": "kflare-data-plane", "metadata": {TOKEN_METADATA: token}},
@@ -169,6 +171,11 @@ def bootstrap(
                 },
             },
         }
+        if client_cert is not None:
+            context = out["static_resources"]["clusters"][0]["transport_socket"]["typed_config"]["common_tls_context"]
+            context["tls_certificates"] = [
+                {"certificate_chain": {"filename": client_cert[0]}, "private_key": {"filename": client_cert[1]}}
+            ]
     return out
 
 

@@ -1,5 +1,5 @@
-"""`gateway.enabled`: the GatewayClass on the Tunnel, the RBAC of the Gateway API kinds, the xDS listener and its
-token, and the shared data plane (cloudflared + Envoy), refused without a Tunnel."""
+"""`gateway.enabled`: the GatewayClass on the Tunnel, the RBAC of the Gateway API kinds, the xDS listener with its
+mutual TLS and token, and the shared data plane (cloudflared + Envoy), refused without a Tunnel."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from reconcilers.gateway.kinds import CONTROLLER_NAME
 from tests.chart.helm import Helm, Rendered
@@ -89,10 +91,70 @@ def test_the_manager_serves_xds_with_the_token(on: Rendered) -> None:
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "controller"
 
 
+def secret_file(rendered: Rendered, key: str) -> bytes:
+    return base64.b64decode(rendered.one("Secret", "kflare-xds")["data"][key])
+
+
+def test_the_manager_requires_envoys_client_certificate(on: Rendered) -> None:
+    container = manager(on)
+    assert "--gateway-xds-cert-dir=/etc/kflare/xds" in container["args"]
+    assert "--gateway-xds-client-ca-file=/etc/kflare/xds/ca.crt" in container["args"]
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == "/etc/kflare/xds"]
+    pod = on.one("Deployment", "kflare")["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == "kflare-xds"
+    # The listener's pair and the CA, never Envoy's client key.
+    assert {i["key"] for i in volume["secret"]["items"]} == {"token", "tls.crt", "tls.key", "ca.crt"}
+
+
+def test_the_certificates_chain_to_the_ca_and_name_the_service(helm: Helm, on: Rendered) -> None:
+    ca = x509.load_pem_x509_certificate(secret_file(on, "ca.crt"))
+    server = x509.load_pem_x509_certificate(secret_file(on, "tls.crt"))
+    client = x509.load_pem_x509_certificate(secret_file(on, "client.crt"))
+    for leaf in (server, client):
+        leaf.verify_directly_issued_by(ca)
+    sans = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert set(sans.get_values_for_type(x509.DNSName)) >= {
+        "kflare-xds.kflare-system.svc",
+        "kflare-xds.kflare-system.svc.cluster.local",
+    }
+    usages = client.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert ExtendedKeyUsageOID.CLIENT_AUTH in usages
+    # Each render without an existing Secret makes a new CA: nothing is shared between two releases.
+    assert secret_file(on, "ca.crt") != secret_file(helm.render(ON), "ca.crt")
+
+
+def test_envoy_dials_xds_over_mutual_tls(on: Rendered) -> None:
+    bootstrap = json.loads(secret_file(on, "bootstrap.json"))
+    socket = bootstrap["static_resources"]["clusters"][0]["transport_socket"]
+    assert socket["name"] == "envoy.transport_sockets.tls"
+    tls = socket["typed_config"]
+    assert tls["sni"] == "kflare-xds.kflare-system.svc"
+    context = tls["common_tls_context"]
+    assert context["validation_context"]["trusted_ca"] == {"filename": "/etc/envoy/ca.crt"}
+    assert context["validation_context"]["match_typed_subject_alt_names"] == [
+        {"san_type": "DNS", "matcher": {"exact": "kflare-xds.kflare-system.svc"}}
+    ]
+    assert context["tls_certificates"] == [
+        {
+            "certificate_chain": {"filename": "/etc/envoy/client.crt"},
+            "private_key": {"filename": "/etc/envoy/client.key"},
+        }
+    ]
+    pod = on.one("Deployment", "kflare-data-plane")["spec"]["template"]["spec"]
+    (envoy_container,) = [c for c in pod["containers"] if c["name"] == "envoy"]
+    (mount,) = [m for m in envoy_container["volumeMounts"] if m["mountPath"] == "/etc/envoy"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    # Envoy's pair and the CA, never the listener's key.
+    assert {i["key"] for i in volume["secret"]["items"]} == {"bootstrap.json", "ca.crt", "client.crt", "client.key"}
+
+
 def test_the_rendered_bootstrap_is_one_envoy_loads(on: Rendered, tmp_path: Path) -> None:
-    secret = on.one("Secret", "kflare-xds")
+    # The data-plane pod's /etc/envoy, here: Envoy loads the CA and its client pair too.
+    for key in ("ca.crt", "client.crt", "client.key"):
+        (tmp_path / key).write_bytes(secret_file(on, key))
     path = tmp_path / "bootstrap.json"
-    path.write_bytes(base64.b64decode(secret["data"]["bootstrap.json"]))
+    path.write_text(secret_file(on, "bootstrap.json").decode().replace("/etc/envoy/", f"{tmp_path}/"))
     done = subprocess.run(
         [envoy_binary(), "--mode", "validate", "-c", str(path), "--disable-hot-restart"],
         capture_output=True,

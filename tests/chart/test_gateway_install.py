@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import ssl
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 
 from app.controlplane import ControlPlane, free_port
+from reconcilers.gateway import envoy
 from reconcilers.gateway.kinds import GATEWAY_EXISTS_FINALIZER, GATEWAY_GROUP
 from tests.chart.test_install import Release, can_i, read, release, sa_kubeconfig  # noqa: F401 (the fixture)
 from tests.fixtures.controller import controller_process
@@ -52,8 +55,11 @@ async def test_the_class_runs_with_the_charts_rbac(
     assert not can_i(control_plane, kubeconfig, "create", "gateways.gateway.networking.k8s.io", "-n", ns)
 
     secret = await read(kube, "Secret", f"{full}-xds", ns)
-    token = tmp_path / "token"
-    token.write_text(base64.b64decode(secret.data["token"]).decode())
+    # The controller's /etc/kflare/xds and the data plane's /etc/envoy, here.
+    xds = tmp_path / "xds"
+    xds.mkdir()
+    for key in ("token", "tls.crt", "tls.key", "ca.crt", "client.crt", "client.key"):
+        (xds / key).write_bytes(base64.b64decode(secret.data[key]))
     deployment = await read(kube, "Deployment", full, ns)
     args = [
         a
@@ -61,7 +67,14 @@ async def test_the_class_runs_with_the_charts_rbac(
         if not a.startswith(("--health-probe-bind-address", "--metrics-", "--webhook-", "--gateway-xds-"))
     ]
     assert "--gateway-enabled=true" in args
-    args += [f"--gateway-xds-bind-address=127.0.0.1:{free_port()}", f"--gateway-xds-token-file={token}"]
+    assert "--gateway-xds-client-ca-file=/etc/kflare/xds/ca.crt" in deployment.spec.template.spec.containers[0].args
+    xds_port = free_port()
+    args += [
+        f"--gateway-xds-bind-address=127.0.0.1:{xds_port}",
+        f"--gateway-xds-token-file={xds / 'token'}",
+        f"--gateway-xds-cert-dir={xds}",
+        f"--gateway-xds-client-ca-file={xds / 'ca.crt'}",
+    ]
     objects = client.CustomObjectsApi(kube)
     gateway = {
         "apiVersion": f"{GATEWAY_GROUP}/v1",
@@ -99,6 +112,7 @@ async def test_the_class_runs_with_the_charts_rbac(
             )
 
         await eventually(written, what="the class, Gateway and route statuses and the finalizer")
+        await the_chart_certificates_authenticate(xds, xds_port, f"{full}-xds.{ns}.svc")
         await objects.delete_namespaced_custom_object(GATEWAY_GROUP, V1, ns, "gateways", "edge")
 
         async def released() -> bool:
@@ -109,3 +123,25 @@ async def test_the_class_runs_with_the_charts_rbac(
         log = proc.log()
     denied = [line for line in log.splitlines() if "forbidden" in line.lower() or " 403" in line or '"403' in line]
     assert not denied, "\n".join(denied[:10])
+
+    # An upgrade keeps the xDS token and certificates: the running data plane keeps authenticating.
+    await asyncio.to_thread(release.upgrade, values)
+    again = await read(kube, "Secret", f"{full}-xds", ns)
+    for key in ("token", "ca.crt", "tls.crt", "tls.key", "client.crt", "client.key"):
+        assert again.data[key] == secret.data[key], key
+
+
+async def the_chart_certificates_authenticate(xds: Path, port: int, host: str) -> None:
+    """The listener, serving the chart's certificate, answers Envoy's client certificate (200, or 503 on a standby)
+    and refuses a client without one in the handshake."""
+    context = ssl.create_default_context(cafile=str(xds / "ca.crt"))
+    bare = ssl.create_default_context(cafile=str(xds / "ca.crt"))
+    context.load_cert_chain(xds / "client.crt", xds / "client.key")
+    body = {"node": {"id": "envoy", "metadata": {envoy.TOKEN_METADATA: (xds / "token").read_text()}}}
+    url = f"https://127.0.0.1:{port}/v3/discovery:clusters"
+    async with httpx.AsyncClient(verify=context, timeout=10) as http:
+        reply = await http.post(url, json=body, extensions={"sni_hostname": host})
+        assert reply.status_code in (200, 503)
+    async with httpx.AsyncClient(verify=bare, timeout=10) as http:
+        with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+            await http.post(url, json=body, extensions={"sni_hostname": host})

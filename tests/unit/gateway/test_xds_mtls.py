@@ -1,0 +1,153 @@
+"""The xDS listener with `--gateway-xds-client-ca-file`, over real sockets: a client without a certificate, or with
+one another CA signed, is refused in the handshake; Envoy's certificate, signed by the CA, gets its configuration."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from app.controlplane import free_port
+from app.server import Runtime, Served, xds_listener
+from app.settings import Settings
+from app.tls import TLSError
+from tests.helpers import eventually
+from tests.unit.gateway.test_xds import TOKEN, request, store
+
+HOST = "kflare-xds.kflare-system.svc"
+
+
+class CA:
+    def __init__(self, name: str) -> None:
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        self.name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        now = dt.datetime.now(dt.UTC)
+        self.cert = (
+            x509.CertificateBuilder()
+            .subject_name(self.name)
+            .issuer_name(self.name)
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(self.key, hashes.SHA256())
+        )
+
+    @property
+    def pem(self) -> bytes:
+        return self.cert.public_bytes(serialization.Encoding.PEM)
+
+    def issue(self, directory: Path, cn: str, *, server: bool) -> tuple[Path, Path]:
+        """A leaf signed by this CA, written as directory/tls.crt and tls.key."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = dt.datetime.now(dt.UTC)
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
+            .issuer_name(self.name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(
+                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]),
+                critical=False,
+            )
+        )
+        if server:
+            builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(cn)]), critical=False)
+        directory.mkdir(parents=True, exist_ok=True)
+        cert, key_file = directory / "tls.crt", directory / "tls.key"
+        cert.write_bytes(builder.sign(self.key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))
+        key_file.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+        return cert, key_file
+
+
+@contextlib.asynccontextmanager
+async def listening(settings: Settings) -> AsyncIterator[Served]:
+    runtime = Runtime(settings, xds=store())
+    served = xds_listener(settings, runtime, "127.0.0.1", free_port())
+    task = asyncio.create_task(served.server.serve())
+
+    async def started() -> bool:
+        if task.done():
+            task.result()
+        return served.server.started
+
+    try:
+        await eventually(started, timeout=20, what="the xDS listener to start")
+        yield served
+    finally:
+        served.server.should_exit = True
+        await asyncio.wait_for(task, 20)
+
+
+def settings(tmp_path: Path, ca: CA) -> Settings:
+    (tmp_path / "token").write_text(TOKEN)
+    ca.issue(tmp_path / "server", HOST, server=True)
+    (tmp_path / "ca.crt").write_bytes(ca.pem)
+    return Settings(
+        gateway_enabled=True,
+        gateway_xds_token_file=tmp_path / "token",
+        gateway_xds_cert_dir=tmp_path / "server",
+        gateway_xds_client_ca_file=tmp_path / "ca.crt",
+        http_header_timeout="5s",
+    )
+
+
+async def clusters(served: Served, context: ssl.SSLContext) -> httpx.Response:
+    # The server's certificate names the Service host: connect to loopback, asking for (and checking) that name.
+    async with httpx.AsyncClient(verify=context, timeout=10) as client:
+        return await client.post(
+            f"https://127.0.0.1:{served.port}/v3/discovery:clusters",
+            json=request(),
+            extensions={"sni_hostname": HOST},
+        )
+
+
+def client_context(ca: CA, cert: tuple[Path, Path] | None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cadata=ca.pem.decode())
+    if cert is not None:
+        context.load_cert_chain(*cert)
+    return context
+
+
+async def test_a_client_without_a_certificate_signed_by_the_ca_is_refused(tmp_path: Path) -> None:
+    ca, other = CA("kflare-xds-ca"), CA("someone-else")
+    async with listening(settings(tmp_path, ca)) as served:
+        with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+            await clusters(served, client_context(ca, None))
+        stranger = other.issue(tmp_path / "stranger", "envoy", server=False)
+        with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+            await clusters(served, client_context(ca, stranger))
+
+        envoy = ca.issue(tmp_path / "envoy", "envoy", server=False)
+        reply = await clusters(served, client_context(ca, envoy))
+        assert reply.status_code == 200
+        assert {c["name"] for c in reply.json()["resources"]} == {"a", "b"}
+
+
+def test_the_client_ca_needs_tls_and_a_readable_file(tmp_path: Path) -> None:
+    ca = CA("kflare-xds-ca")
+    good = settings(tmp_path, ca)
+    with pytest.raises(ValueError, match="needs --gateway-xds-cert-dir"):
+        xds_listener(good.model_copy(update={"gateway_xds_cert_dir": None}), Runtime(good), "127.0.0.1", 0)
+    (tmp_path / "bad.crt").write_text("not a certificate")
+    bad = good.model_copy(update={"gateway_xds_client_ca_file": tmp_path / "bad.crt"})
+    with pytest.raises(TLSError, match="client CA"):
+        xds_listener(bad, Runtime(good), "127.0.0.1", 0)
