@@ -38,6 +38,12 @@ class AccountScope:
     collection: str
 
 
+def account_drift_group(raw: JSON) -> str | None:
+    """Members of an account are drift-checked together: one listing of the account serves them all."""
+    name = account_name(raw)
+    return f"account:{name}" if name else None
+
+
 def account_parents(raw: JSON) -> list[Ref]:
     name = account_name(raw)
     return [Ref("CloudflareAccount", "", name)] if name else []
@@ -69,8 +75,7 @@ class AccountMember(ManagedKind[Member, AccountScope, Listed]):
 
     @classmethod
     def drift_group(cls, raw: JSON) -> str | None:
-        name = account_name(raw)
-        return f"account:{name}" if name else None
+        return account_drift_group(raw)
 
     def open_drift_round(self, group: str) -> None:
         self.listings.open_round(group)

@@ -44,7 +44,7 @@ from app.cloudflare.models import WorkerRoute as CloudflareRoute
 from app.cloudflare.models import WorkerScript as CloudflareScript
 from app.kube.client import JSON
 from app.kube.index import Ref
-from reconcilers.account_members import account_name
+from reconcilers.account_members import account_drift_group, account_name
 from reconcilers.collections import Collections
 from reconcilers.context import Context
 from reconcilers.credentials import AccountLink, ready_account
@@ -124,8 +124,7 @@ class WorkerScriptKind(ManagedKind[WorkerScript, WorkerLink, CloudflareScript]):
 
     @classmethod
     def drift_group(cls, raw: JSON) -> str | None:
-        name = account_name(raw)
-        return f"account:{name}" if name else None
+        return account_drift_group(raw)
 
     def open_drift_round(self, group: str) -> None:
         self.listings.open_round(group)
