@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import inspect
 import re
-import sys
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
+from app.api import generated
 from app.api.base import GROUP, VERSION, KindInfo, PrinterColumn
 from app.api.constants import READY
+from app.api.generated import write_files
 from app.api.registry import KINDS
 from app.api.resource import ResourceClass
 from app.api.schema import Schema, SchemaError, structural_schema
@@ -232,32 +233,9 @@ def render_crds(helm: bool = True) -> dict[str, str]:
 
 def write_crds(directory: Path, *, helm: bool = True) -> list[Path]:
     """Write every CRD into `directory`, drop generated files of kinds that no longer exist; the files' paths."""
-    directory.mkdir(parents=True, exist_ok=True)
-    rendered = render_crds(helm=helm)
-    for stale in sorted(directory.glob("*.yaml")):
-        if stale.name not in rendered and stale.read_text(encoding="utf-8").startswith(HEADER):
-            stale.unlink()
-    paths: list[Path] = []
-    for name, text in rendered.items():
-        path = directory / name
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
-        paths.append(path)
-    return paths
+    return write_files(directory, render_crds(helm=helm), "*.yaml", HEADER)
 
 
 def main_write(directory: Path | None = None) -> int:
     """`kflare crds`: write the CRDs into `directory`, by default the chart's `templates/crds` in this checkout."""
-    if directory is None:
-        if not (REPO_ROOT / "pyproject.toml").is_file():
-            print("kflare crds: not running from a source checkout; pass --out DIR", file=sys.stderr)
-            return 2
-        directory = DEFAULT_DIRECTORY
-    try:
-        paths = write_crds(directory)
-    except SchemaError as exc:
-        print(f"kflare crds: {exc}", file=sys.stderr)
-        return 1
-    for path in paths:
-        print(path)
-    return 0
+    return generated.main_write("crds", directory, DEFAULT_DIRECTORY, REPO_ROOT, write_crds)
