@@ -95,6 +95,7 @@ class Runtime:
             dns_batch_size=s.dns_batch_size,
             informer_of=self.manager.informer_of,
             enqueue=self.manager.enqueue,
+            queued=self.manager.queued,
             own_write=self.manager.note_own_write,
         )
         register_all(self.manager, ctx)

@@ -30,10 +30,12 @@ class Context:
     """The cache of a kind, by kind name (the manager makes new ones each time this process becomes leader)."""
     enqueue: Callable[[Ref], None] = lambda _: None
     """Queue an object of any kind for reconciling."""
+    queued: Callable[[Ref], bool] = lambda _: True
+    """Whether an object waits in its kind's queue for the next free worker (False while it backs off)."""
     own_write: Callable[[str, JSON], None] = lambda kind, obj: None
+    """Tell the kind's controller that this object is the result of a write the current reconcile made."""
     configmaps: ReferencedObjects | None = None
     """The ConfigMaps resources reference (a Worker's script), like the Secrets."""
-    """Tell the kind's controller that this object is the result of a write the current reconcile made."""
     shared: dict[str, Any] = field(default_factory=dict)
     """State several kinds' reconcilers share for one life of the manager (the ruleset engine's entry points)."""
 

@@ -5,9 +5,11 @@ call alone. The batcher holds operations while more may join: the reconciles of 
 paced by their Kubernetes writes. Reconciles of a zone announce themselves when they begin (`taking_part`), so the
 batcher knows who may still write: a batch goes out once none of them is left to submit and no operation has joined
 for a quiet spell (QUIET for a lone edit, longer as the batch grows, up to QUIET_MAX), or when it is full, or after
-HOLD seconds at the most. It sends up to the plan's cap per call
-(200 on Free, 3,500 on paid plans) and maps Cloudflare's answer back: the result lists come in the order sent, per
-operation type.
+HOLD seconds at the most, and before any of its reconciles has used half the time it had left when it submitted
+(its timeout would cut it before the answer came: it would retry and wait again, and under a slow Cloudflare no batch
+would ever go). Records waiting out a back-off are not waited for: they may not run for minutes. It sends up to
+the plan's cap per call (200 on Free, 3,500 on paid plans) and maps Cloudflare's answer back: the result lists come
+in the order sent, per operation type.
 
 Cloudflare applies a batch all or nothing. When one is refused (a 4xx), the batch is split in halves and each half
 sent again, down to single operations, so the one bad record gets its own error and every other operation is
@@ -36,6 +38,7 @@ from app.cloudflare.errors import (
     Transient,
 )
 from app.cloudflare.models import DNSRecord
+from app.kube.controller import reconcile_deadline
 
 QUIET = 0.2  # a batch goes out once no operation has joined it for this long and no reconcile may still join...
 QUIET_MAX = 2.0  # ...a spell that grows with the batch, to this at the most...
@@ -60,6 +63,8 @@ class _Op:
     done: asyncio.Future[DNSRecord | None]
     sending: asyncio.Task[None] | None = None
     alone: bool = False
+    latest: float = float("inf")
+    """When the batch must go for this operation's reconcile to be there for the answer (the loop's clock)."""
 
 
 Applied = Callable[[OpKind, Mapping[str, Any], DNSRecord | None], None]
@@ -108,8 +113,12 @@ class ZoneBatcher:
     async def _submit(self, kind: OpKind, body: Mapping[str, Any], owner: str) -> DNSRecord | None:
         loop = asyncio.get_running_loop()
         op = _Op(kind, body, owner, loop.create_future())
+        now = loop.time()
+        deadline = reconcile_deadline()
+        if deadline is not None:
+            op.latest = now + max(0.0, deadline - now) / 2
         self.pending.append(op)
-        self._arrived = loop.time()
+        self._arrived = now
         taking_part = _TAKING_PART.get()
         if taking_part is not None:
             taking_part.submitted()  # this reconcile makes no other write: the batch need not wait for it
@@ -151,13 +160,14 @@ class ZoneBatcher:
         try:
             while len(self.pending) < self.limit:
                 now = loop.time()
-                if now >= first + self.hold:
+                latest = min([first + self.hold, *(op.latest for op in self.pending)])
+                if now >= latest:
                     break
                 spell = self._quiet_spell()
                 quiet = now >= self._arrived + spell
                 if quiet and self.expected() <= 0:
                     break
-                due = first + self.hold if quiet else self._arrived + spell
+                due = latest if quiet else min(latest, self._arrived + spell)
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), max(0.0, due - now))

@@ -34,7 +34,7 @@ from app.cloudflare.models import DNSRecord as CloudflareRecord
 from app.kube.client import JSON
 from app.kube.controller import Outcome
 from app.kube.index import Ref
-from app.kube.informer import Indexer, Key
+from app.kube.informer import Indexer, Key, key_of
 from reconcilers.collections import Collections
 from reconcilers.context import Context
 from reconcilers.credentials import AccountLink, ready_account
@@ -161,7 +161,8 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         return zone_id
 
     def _waiting_in(self, zone_id: str) -> set[str]:
-        """UIDs of the zone's records that wait for work: not reconciled at their generation, or being deleted."""
+        """UIDs of the zone's records that wait for work (not reconciled at their generation, or being deleted) and
+        will get it soon: queued for a worker. One backing off after a failure may not run for minutes."""
         where = self._zones.get(zone_id)
         informer = self.ctx.informer_of(self.kind)
         if where is None or informer is None:
@@ -169,7 +170,7 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         return {
             raw["metadata"].get("uid", "")
             for raw in informer.by_index(ZONE_INDEX, f"{where[0]}/{where[1]}")
-            if _needs_work(raw)
+            if _needs_work(raw) and self.ctx.queued(Ref(self.kind, *key_of(raw)))
         }
 
     @classmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections import deque
@@ -42,6 +43,14 @@ class Reconciler(Protocol):
 
 
 Observer = Callable[[Key, Outcome], None]
+
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("reconcile_deadline", default=None)
+
+
+def reconcile_deadline() -> float | None:
+    """When the running reconcile is cut by its timeout, in the event loop's clock (None: it is not, or none runs).
+    Work done on its behalf elsewhere (a DNS batch) answers before then, while the reconcile still waits for it."""
+    return _DEADLINE.get()
 
 
 def _fingerprint(obj: dict[str, Any]) -> tuple[Any, ...]:
@@ -139,8 +148,12 @@ class Workers:
     async def _process(self, key: Key) -> None:
         try:
             if self.reconcile_timeout > 0:
-                async with asyncio.timeout(self.reconcile_timeout):
-                    outcome = await self.reconciler.reconcile(key)
+                async with asyncio.timeout(self.reconcile_timeout) as scope:
+                    deadline = _DEADLINE.set(scope.when())
+                    try:
+                        outcome = await self.reconciler.reconcile(key)
+                    finally:
+                        _DEADLINE.reset(deadline)
             else:
                 outcome = await self.reconciler.reconcile(key)
         except TimeoutError:

@@ -233,6 +233,11 @@ class Manager:
         if controller is not None:
             controller.enqueue((ref.namespace, ref.name))
 
+    def queued(self, ref: Ref) -> bool:
+        """Whether the object waits in its kind's queue for the next free worker (not backing off after a failure)."""
+        controller = self.controllers.get(ref.kind)
+        return controller is not None and controller.queue.is_queued((ref.namespace, ref.name))
+
     def _enqueue_member(self, member: Member) -> None:
         self.enqueue(Ref(*member))
 

@@ -61,6 +61,10 @@ class WorkQueue(Generic[K]):
     def is_processing(self, key: K) -> bool:
         return key in self._processing
 
+    def is_queued(self, key: K) -> bool:
+        """Whether `key` waits to be handed out as soon as a worker is free (not: scheduled later, backing off)."""
+        return key in self._dirty
+
     def add(self, key: K) -> None:
         if self._shutdown or key in self._dirty:
             return

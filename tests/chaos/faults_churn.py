@@ -270,12 +270,31 @@ class Churn:
             await self.step()
             await asyncio.sleep(pace * self.rng.uniform(0.5, 1.5))
 
-    async def restore(self) -> None:
-        """Re-create every Sample resource deleted by the churn, so the end state has every kind."""
+    async def restore(self, timeout: float = 240.0) -> None:
+        """Re-create every Sample resource deleted by the churn, so the end state has every kind. A deletion that
+        does not finish within `timeout` fails the scenario, naming what it waits for."""
+        deadline = time.monotonic() + timeout
         for member in self.members:
             while not member.present:
-                if not await self.toggle(member):
-                    await asyncio.sleep(0.5)
+                if await self.toggle(member):
+                    continue
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"not deleted within {timeout:.0f} s: {await self._describe(member)}")
+                await asyncio.sleep(0.5)
+
+    async def _describe(self, member: Member) -> str:
+        """What a resource's metadata and status say (why its deletion may not have finished)."""
+        where = f"{member.kflare.namespace}/{member.sample.kind}/{member.sample.name}"
+        try:
+            obj = await member.kflare.get(member.sample.kind, member.sample.name)
+        except (ApiException, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            return f"{where}: not read ({exc})"
+        meta = obj.get("metadata") or {}
+        conditions = [
+            {k: c.get(k) for k in ("type", "status", "reason", "message")}
+            for c in (obj.get("status") or {}).get("conditions") or []
+        ]
+        return f"{where}: finalizers {meta.get('finalizers')}, conditions {conditions}"
 
     # -- checks -----------------------------------------------------------------------------------------------
 

@@ -61,12 +61,17 @@ def inject(emulator: EmulatorProcess) -> None:
 
 
 async def bursts(emulator: EmulatorProcess, rng: random.Random) -> None:
-    """A burst of 429s (Cloudflare's code 971, a Retry-After of a few seconds) every BURST_EVERY seconds."""
+    """Every BURST_EVERY seconds or so, Cloudflare refuses every call with 429 (code 971) for a few seconds, and
+    says so in its Retry-After: as its rate limiter does, the refusal ends when the Retry-After does (calls made
+    after it succeed, however many were refused)."""
     while True:
         await asyncio.sleep(BURST_EVERY * rng.uniform(0.5, 1.5))
-        await asyncio.to_thread(
-            emulator.fault, EVERY_CALL, "status", status=429, retry_after=rng.randint(1, 5), count=rng.randint(5, 25)
-        )
+        seconds = rng.randint(1, 5)
+        burst = await asyncio.to_thread(emulator.fault, EVERY_CALL, "status", status=429, retry_after=seconds)
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            await asyncio.to_thread(emulator.delete_fault, burst)
 
 
 async def watch_lockouts(emulator: EmulatorProcess, budget: str, seen: list[float]) -> None:
@@ -119,7 +124,7 @@ async def test_cloudflare_faults_during_churn(
         burster = asyncio.ensure_future(bursts(emulator, rng))
         try:
             await churn.run(CHURN_SECONDS, PACE)
-            await churn.restore()
+            await churn.restore(timeout=size(ci=240, full=600))
         finally:
             burster.cancel()
             with contextlib.suppress(asyncio.CancelledError):

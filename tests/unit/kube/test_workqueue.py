@@ -59,3 +59,18 @@ async def test_shutdown_wakes_waiting_workers() -> None:
     queue.shut_down()
     with pytest.raises(ShutDown):
         await asyncio.wait_for(waiter, 1)
+
+
+async def test_a_key_backing_off_is_not_queued_until_its_time_comes() -> None:
+    queue: WorkQueue[str] = WorkQueue("t")
+    queue.add("now")
+    queue.add_rate_limited("later")
+    queue.add_rate_limited("later")
+    assert queue.is_queued("now")
+    assert not queue.is_queued("later"), "a key waiting out its back-off is not about to run"
+    assert await asyncio.wait_for(queue.get(), 1) == "now"
+    assert not queue.is_queued("now"), "handed out"
+    assert await asyncio.wait_for(queue.get(), 2) == "later"
+    queue.done("now")
+    queue.done("later")
+    queue.shut_down()

@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 
 from app.cloudflare.errors import Terminal, Transient
+from app.kube.controller import Outcome, Workers
+from app.kube.informer import Key
 from reconcilers.dns_batch import ZoneBatcher, ops_per_call
+from tests.helpers import eventually
 from tests.unit.reconcilers.harness import TOKEN, Cloudflare, emulator_state
 
 ZONE_ID = "c" * 32
@@ -147,3 +150,35 @@ async def test_an_abandoned_wait_leaves_no_unretrieved_error_behind(cloudflare: 
     finally:
         loop.set_exception_handler(None)
     assert unretrieved == []
+
+
+async def test_a_batch_goes_before_its_reconciles_timeout_would_cut_it(cloudflare: Cloudflare) -> None:
+    """A reconcile that may still join (here: one that never does) holds the batch, but never past half the time the
+    waiting reconcile had left: cut by its timeout, it would retry, wait again and be cut again, and the record
+    would never be written while Cloudflare answers slowly."""
+    zone = batcher(cloudflare, quiet=0.01, hold=60.0, expected=lambda: 1)
+    outcomes: list[Outcome] = []
+    timeouts: list[Key] = []
+
+    class Writes:
+        async def reconcile(self, key: Key) -> Outcome:
+            await zone.create(key[1], a_record(1))
+            return Outcome.done()
+
+        async def timed_out(self, key: Key, seconds: float) -> None:
+            timeouts.append(key)
+
+    workers = Workers("dnsrecord", Writes(), workers=1, reconcile_timeout=2.0)
+    workers.observers.append(lambda key, outcome: outcomes.append(outcome))
+    workers.start_workers()
+    try:
+        workers.enqueue(("ns", "uid-a"))
+        await eventually(lambda: _true(outcomes or timeouts), timeout=10, what="the reconcile to end")
+        assert timeouts == [], "the reconcile was cut while its write waited in the batch"
+        assert [r["name"] for r in await cloudflare.get(RECORDS)] == ["h1.example.com"]
+    finally:
+        await workers.stop()
+
+
+async def _true(value: object) -> bool:
+    return bool(value)

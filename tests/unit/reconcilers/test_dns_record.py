@@ -8,6 +8,8 @@ import pytest
 
 from app.api import DNSRecord
 from app.cloudflare.models import DNSRecord as CloudflareRecord
+from app.kube.index import Ref
+from app.kube.informer import Informer
 from reconcilers.dns_record import DNSRecordKind, fqdn, normal_content
 from reconcilers.lifecycle import merge_patch
 
@@ -103,3 +105,33 @@ def test_a_record_just_created_for_one_resource_is_claimed_for_the_others() -> N
     )
     assert kind._claimed_elsewhere("rec-1", other)
     assert not kind._claimed_elsewhere("rec-1", mine)
+
+
+def test_a_zones_batch_waits_for_queued_records_and_not_for_those_backing_off() -> None:
+    """A record that failed waits out its back-off (up to minutes): a batch held for it would hold every other
+    record's edit of the zone, and under a slow Cloudflare cut their reconciles before the batch went."""
+    informer = Informer(None, DNSRecordKind.resource_type())  # type: ignore[arg-type]
+    for name, index in DNSRecordKind.indexes().items():
+        informer.add_index(name, index)
+    for name in ("queued", "backing-off", "done"):
+        meta = {"generation": 1, "uid": f"uid-{name}", "name": name, "namespace": "ns"}
+        ready = [{"type": "Ready", "status": "True", "observedGeneration": 1}] if name == "done" else []
+        informer.put(
+            {
+                "metadata": meta,
+                "spec": {"zoneRef": {"name": "z"}, "name": name, "type": "A", "content": "192.0.2.1"},
+                "status": {"conditions": ready},
+            }
+        )
+
+    class Ctx:
+        def informer_of(self, kind: str) -> Informer:
+            return informer
+
+        def queued(self, ref: Ref) -> bool:
+            return ref.name != "backing-off"
+
+    kind = DNSRecordKind.__new__(DNSRecordKind)
+    kind.ctx = Ctx()  # type: ignore[assignment]
+    kind._zones = {"zone-id": ("ns", "z")}
+    assert kind._waiting_in("zone-id") == {"uid-queued"}
