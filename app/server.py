@@ -9,7 +9,7 @@ import logging
 import signal
 import socket
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,8 +29,8 @@ from app.memory import pin_mmap_threshold
 from app.metrics import instrument
 from app.metrics import listener as metrics_listener
 from app.settings import Settings, split_bind_address
-from app.tls import ReloadingTLS, require_client_certificates
-from app.xds import xds_app
+from app.tls import ReloadingTLS
+from app.xds import TokenFile, xds_app
 from reconcilers.context import Context
 from reconcilers.gateway.controller import GatewayOptions, register_gateway
 from reconcilers.gateway.snapshot import SnapshotStore
@@ -198,6 +198,8 @@ class Served:
     host: str
     port: int
     tls: ReloadingTLS | None = None
+    follows: tuple[Callable[[], Coroutine[Any, Any, None]], ...] = ()
+    """Watches of files the listener reads beside its certificate (the xDS token), run next to it."""
 
     @property
     def url(self) -> str:
@@ -248,17 +250,16 @@ def xds_listener(settings: Settings, runtime: Runtime, host: str, port: int) -> 
     --gateway-xds-client-ca-file a client certificate signed by that CA too."""
     if settings.gateway_xds_token_file is None:
         raise ValueError("--gateway-xds-token-file is required with --gateway-enabled")
-    token = settings.gateway_xds_token_file.read_text().strip()
-    if not token:
-        raise ValueError(f"{settings.gateway_xds_token_file} holds no token")
-    app = instrument(xds_app(runtime.xds, token), "xds")
+    token = TokenFile(settings.gateway_xds_token_file)
+    app = instrument(xds_app(runtime.xds, lambda: token.value), "xds")
     tls = ReloadingTLS(settings.gateway_xds_cert_dir) if settings.gateway_xds_cert_dir is not None else None
     context = tls.ssl_context if tls is not None else None
     if settings.gateway_xds_client_ca_file is not None:
-        if context is None:
+        if tls is None:
             raise ValueError("--gateway-xds-client-ca-file needs --gateway-xds-cert-dir (client certificates need TLS)")
-        require_client_certificates(context, settings.gateway_xds_client_ca_file)
-    return Served("xds", Listener(listener_config(app, host, port, limits(settings), context=context)), host, port, tls)
+        tls.require_client_certificates(settings.gateway_xds_client_ca_file)
+    config = listener_config(app, host, port, limits(settings), context=context)
+    return Served("xds", Listener(config), host, port, tls, follows=(token.watch,))
 
 
 class Process:
@@ -282,6 +283,8 @@ class Process:
             self._tasks.append(asyncio.create_task(served.server.serve(), name=f"listener-{served.name}"))
             if served.tls is not None:
                 self._background.append(asyncio.create_task(served.tls.watch(), name=f"{served.name}-cert-reload"))
+            for follow in served.follows:
+                self._background.append(asyncio.create_task(follow(), name=f"{served.name}-{follow.__qualname__}"))
         async with asyncio.timeout(timeout):
             for served, task in zip(self.listeners, self._tasks, strict=True):
                 while not served.server.started:

@@ -7,6 +7,11 @@ the files while the Pod runs. `ReloadingTLS.watch` notices the change and loads 
 listening socket stay as they are. A pair that does not load (a key that does not match the certificate, a file
 half written) is ignored and the previous one keeps being served until a good pair appears.
 
+With `require_client_certificates` the listener refuses a client without a certificate of a CA file's, and the
+watch reloads that file too: a rotated CA is trusted, and the old one no longer, from the next handshake on. The
+CA store of a live `SSLContext` can only grow, so each handshake is handed (in the SNI callback, which runs for
+every ClientHello) a context built from the current pair and CA.
+
     tls = ReloadingTLS(settings.webhook_cert_dir, hosts=["kflare-webhook.kflare-system.svc"])
     config = uvicorn.Config(app, host="0.0.0.0", port=9443)
     tls.apply(config)
@@ -86,16 +91,13 @@ def server_context() -> ssl.SSLContext:
     return context
 
 
-def require_client_certificates(context: ssl.SSLContext, ca_file: Path) -> None:
-    """Make `context` refuse, in the handshake, a client without a certificate signed by the CA in `ca_file`.
-
-    The CA is read once: the chart's is kept across upgrades, and a new one needs new client certificates anyway,
-    so it comes with a rollout."""
-    try:
-        context.load_verify_locations(cafile=ca_file)
-    except (OSError, ssl.SSLError) as exc:
-        raise TLSError(f"cannot load the client CA {ca_file}: {exc}") from exc
+def _verifying(cert_pem: bytes, key_pem: bytes, ca_pem: bytes) -> ssl.SSLContext:
+    """A server context presenting the pair and requiring a client certificate signed by the CA."""
+    context = server_context()
+    _load_pem(context, cert_pem, key_pem)
+    context.load_verify_locations(cadata=ca_pem.decode("ascii", errors="replace"))
     context.verify_mode = ssl.CERT_REQUIRED
+    return context
 
 
 def _load_pem(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
@@ -138,11 +140,15 @@ class ReloadingTLS:
         self.reloads = 0
         """How many times a changed pair was loaded (the first load not counted)."""
         self._digest = b""
-        self._cert_pem = b""
+        self._cert_pem = self._key_pem = b""
+        self.client_ca: Path | None = None
+        self._ca_pem = b""
+        self._handshakes: ssl.SSLContext | None = None
+        """What each handshake is handed when client certificates are required: the current pair and CA."""
         if cert_dir is None:
             cert_pem, key_pem = self_signed(self.hosts)
             _load_pem(self.ssl_context, cert_pem, key_pem)
-            self._cert_pem = cert_pem
+            self._cert_pem, self._key_pem = cert_pem, key_pem
             log.info("serving a self-signed certificate for %s", ", ".join(self.hosts))
         else:
             try:
@@ -176,15 +182,59 @@ class ReloadingTLS:
         # Try the pair on a scratch context first: a failed load_cert_chain can leave a context with the new
         # certificate and no key, which would break every handshake until the next good pair.
         _load_pem(server_context(), cert_pem, key_pem)
+        handshakes = _verifying(cert_pem, key_pem, self._ca_pem) if self.client_ca is not None else None
         _load_pem(self.ssl_context, cert_pem, key_pem)
-        self._cert_pem = cert_pem
+        self._cert_pem, self._key_pem, self._handshakes = cert_pem, key_pem, handshakes
         self._digest = hashlib.sha256(cert_pem + b"\0" + key_pem).digest()
 
-    def reload(self) -> bool:
-        """Load the directory's pair if its contents changed since the last load; True when a new pair is served.
+    def require_client_certificates(self, ca_file: Path) -> None:
+        """Refuse, in the handshake, a client without a certificate signed by the CA in `ca_file` (a `TLSError`
+        when it does not load); `watch()` follows the file from then on."""
+        try:
+            ca_pem = ca_file.read_bytes()
+            handshakes = _verifying(self._cert_pem, self._key_pem, ca_pem)
+            # The listener's own context verifies with the first CA too, should a handshake skip the callback.
+            self.ssl_context.load_verify_locations(cadata=ca_pem.decode("ascii", errors="replace"))
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            raise TLSError(f"cannot load the client CA {ca_file}: {exc}") from exc
+        self.ssl_context.verify_mode = ssl.CERT_REQUIRED
+        self.client_ca, self._ca_pem, self._handshakes = ca_file, ca_pem, handshakes
+        self.ssl_context.sni_callback = self._hand_over
 
-        A pair that cannot be read or does not load is logged and skipped: the current one stays.
+    def _hand_over(self, connection: ssl.SSLObject | ssl.SSLSocket, _name: str | None, _ctx: ssl.SSLContext) -> None:
+        if self._handshakes is not None:
+            connection.context = self._handshakes
+
+    def reload(self) -> bool:
+        """Load the directory's pair, and the client CA, if their contents changed since the last load; True when
+        a new pair or CA is in use.
+
+        A pair or CA that cannot be read or does not load is logged and skipped: the current one stays.
         """
+        reloaded = self._reload_pair()
+        return self._reload_ca() or reloaded
+
+    def _reload_ca(self) -> bool:
+        if self.client_ca is None:
+            return False
+        try:
+            ca_pem = self.client_ca.read_bytes()
+        except OSError as exc:
+            log.warning("cannot read the client CA %s, keeping the current one: %s", self.client_ca, exc)
+            return False
+        if ca_pem == self._ca_pem:
+            return False
+        try:
+            self._handshakes = _verifying(self._cert_pem, self._key_pem, ca_pem)
+        except (ssl.SSLError, ValueError) as exc:
+            log.warning("the client CA %s does not load, keeping the current one: %s", self.client_ca, exc)
+            return False
+        self._ca_pem = ca_pem
+        self.reloads += 1
+        log.info("reloaded the client CA from %s", self.client_ca)
+        return True
+
+    def _reload_pair(self) -> bool:
         if self.cert_dir is None:
             return False
         try:
@@ -204,9 +254,9 @@ class ReloadingTLS:
         return True
 
     async def watch(self) -> None:
-        """Reload on change until cancelled (run it as a task next to the listener). Returns at once without a
-        directory."""
-        if self.cert_dir is None:
+        """Reload on change until cancelled (run it as a task next to the listener). Returns at once with nothing
+        to follow (a self-signed certificate, no client CA)."""
+        if self.cert_dir is None and self.client_ca is None:
             return
         while True:
             await asyncio.sleep(self.interval)

@@ -5,14 +5,18 @@ bodies are the JSON forms of the xDS messages, and Envoy keeps its last configur
 in RDS and endpoints in EDS, so a route change replaces one RouteConfiguration and no listener drains.
 
 Envoy presents its token in the node metadata of each request (REST xDS cannot add headers). A standby, or a leader
-that has not computed a snapshot yet, answers 503: Envoy keeps what it has and asks again.
+that has not computed a snapshot yet, answers 503: Envoy keeps what it has and asks again. The token's file (a
+mounted Secret) is read again when it changes, so a rotated token is asked for without a restart.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -24,7 +28,41 @@ log = logging.getLogger(__name__)
 MAX_BODY = 1 << 20
 
 
-def xds_app(store: SnapshotStore, token: str) -> FastAPI:
+class TokenFile:
+    """The token Envoy must present, as its file holds it now (`value`); `watch()` follows the file."""
+
+    def __init__(self, path: Path, *, interval: float = 3.0) -> None:
+        self.path, self.interval = path, interval
+        self.value = self._read()
+
+    def _read(self) -> str:
+        token = self.path.read_text().strip()
+        if not token:
+            raise ValueError(f"{self.path} holds no token")
+        return token
+
+    def reload(self) -> bool:
+        """Read the file again; True when it holds a new token. One that cannot be read, or an empty file (a
+        Secret half updated), keeps the current token."""
+        try:
+            token = self._read()
+        except (OSError, ValueError) as exc:
+            log.warning("cannot read the xDS token, keeping the current one: %s", exc)
+            return False
+        if token == self.value:
+            return False
+        self.value = token
+        log.info("reloaded the xDS token from %s", self.path)
+        return True
+
+    async def watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            self.reload()
+
+
+def xds_app(store: SnapshotStore, token: Callable[[], str]) -> FastAPI:
+    """The listener's app; `token()` is the token a request must present (asked for each request)."""
     app = FastAPI(title="kflare xDS", version="v3", docs_url=None, redoc_url=None, openapi_url=None)
     answered: dict[tuple[str, str, tuple[str, ...]], str] = {}
     refused: set[str] = set()
@@ -39,7 +77,8 @@ def xds_app(store: SnapshotStore, token: str) -> FastAPI:
         except ValueError:
             return Response("not JSON", status_code=400, media_type="text/plain")
         presented = str((((req.get("node") or {}).get("metadata")) or {}).get(envoy.TOKEN_METADATA) or "")
-        if not token or not hmac.compare_digest(presented.encode(), token.encode()):
+        expected = token()
+        if not expected or not hmac.compare_digest(presented.encode(), expected.encode()):
             return Response("unauthenticated", status_code=401, media_type="text/plain")
         if type_key not in envoy.TYPES:
             return Response(status_code=404)

@@ -3,11 +3,13 @@ version, routes and endpoints answered by name."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
-from app.xds import xds_app
+from app.xds import TokenFile, xds_app
 from reconcilers.gateway import envoy
 from reconcilers.gateway.snapshot import SnapshotStore
 
@@ -37,7 +39,7 @@ def store(serving: bool = True) -> SnapshotStore:
 
 
 async def post(s: SnapshotStore, type_key: str, body: dict[str, Any]) -> httpx.Response:
-    transport = httpx.ASGITransport(app=xds_app(s, TOKEN))
+    transport = httpx.ASGITransport(app=xds_app(s, lambda: TOKEN))
     async with httpx.AsyncClient(transport=transport, base_url="http://xds") as client:
         return await client.post(f"/v3/discovery:{type_key}", json=body)
 
@@ -78,7 +80,7 @@ async def test_an_identical_snapshot_keeps_its_version() -> None:
 
 async def test_a_refusal_is_held_until_envoy_takes_a_later_configuration() -> None:
     s = store()
-    transport = httpx.ASGITransport(app=xds_app(s, TOKEN))
+    transport = httpx.ASGITransport(app=xds_app(s, lambda: TOKEN))
     async with httpx.AsyncClient(transport=transport, base_url="http://xds") as http:
 
         async def poll(**extra: Any) -> httpx.Response:
@@ -97,3 +99,29 @@ async def test_a_refusal_is_held_until_envoy_takes_a_later_configuration() -> No
         taken = (await poll(version_info=first)).json()["version_info"]
         assert (await poll(version_info=taken)).status_code == 304
         assert s.refusal() is None
+
+
+async def test_a_rotated_token_is_asked_for_without_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text(TOKEN + "\n")
+    token = TokenFile(path)
+    transport = httpx.ASGITransport(app=xds_app(store(), lambda: token.value))
+    async with httpx.AsyncClient(transport=transport, base_url="http://xds") as http:
+
+        async def status(presented: str) -> int:
+            return (await http.post("/v3/discovery:clusters", json=request(presented))).status_code
+
+        assert await status(TOKEN) == 200
+        path.write_text("")  # the Secret half updated: the current token stays
+        assert not token.reload()
+        assert await status(TOKEN) == 200
+        path.write_text("rotated-token")
+        assert token.reload()
+        assert await status("rotated-token") == 200
+        assert await status(TOKEN) == 401, "the old token no longer admits"
+
+
+def test_a_token_file_that_holds_nothing_is_refused_at_start(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text(" \n")
+    with pytest.raises(ValueError, match="holds no token"):
+        TokenFile(tmp_path / "token")

@@ -151,3 +151,29 @@ def test_the_client_ca_needs_tls_and_a_readable_file(tmp_path: Path) -> None:
     bad = good.model_copy(update={"gateway_xds_client_ca_file": tmp_path / "bad.crt"})
     with pytest.raises(TLSError, match="client CA"):
         xds_listener(bad, Runtime(good), "127.0.0.1", 0)
+
+
+async def test_a_rotated_ca_is_trusted_and_the_old_one_no_longer_without_a_restart(tmp_path: Path) -> None:
+    ca, rotated = CA("kflare-xds-ca"), CA("kflare-xds-ca-2")
+    old_envoy = ca.issue(tmp_path / "old", "envoy", server=False)
+    new_envoy = rotated.issue(tmp_path / "new", "envoy", server=False)
+    async with listening(settings(tmp_path, ca)) as served:
+        assert served.tls is not None
+        assert (await clusters(served, client_context(ca, old_envoy))).status_code == 200
+
+        (tmp_path / "ca.crt").write_text("half written")
+        assert not served.tls.reload(), "a CA that does not load keeps the current one"
+        assert (await clusters(served, client_context(ca, old_envoy))).status_code == 200
+
+        (tmp_path / "ca.crt").write_bytes(rotated.pem)
+        assert served.tls.reload()
+        # The server's own certificate is still the first CA's: the clients check it against that one.
+        assert (await clusters(served, client_context(ca, new_envoy))).status_code == 200
+        with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+            await clusters(served, client_context(ca, old_envoy))
+
+        rotated.issue(tmp_path / "server", HOST, server=True)  # the serving pair rotated too
+        assert served.tls.reload()
+        assert (await clusters(served, client_context(rotated, new_envoy))).status_code == 200
+        with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+            await clusters(served, client_context(rotated, old_envoy))
