@@ -121,7 +121,12 @@ async def reconciles_and_serves(
     probes = f"http://127.0.0.1:{proc.probe_port}"
     async with httpx.AsyncClient(timeout=10) as http:
         assert (await http.get(f"{probes}/healthz")).text == "ok"
-        assert (await http.get(f"{probes}/readyz")).text == "ok"
+
+        async def ready() -> bool:
+            return (await http.get(f"{probes}/readyz")).text == "ok"
+
+        # Ready first as a standby; not ready again for the moment it takes the Lease and syncs its caches.
+        await eventually(ready, timeout=60, what="/readyz ok once the pod leads with its caches synced")
 
     await kflare.ready_zone("example.com")
     await kflare.ready("CloudflareAccount", kflare.account, reason="Validated")
