@@ -138,7 +138,7 @@ class ReloadingTLS:
         self.cert_name, self.key_name = cert_name, key_name
         self.ssl_context: ssl.SSLContext = server_context()
         self.reloads = 0
-        """How many times a changed pair was loaded (the first load not counted)."""
+        """How many times a changed pair or client CA was loaded (the first loads not counted)."""
         self._digest = b""
         self._cert_pem = self._key_pem = b""
         self.client_ca: Path | None = None
