@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from kubernetes_asyncio.client.exceptions import ApiException
+
+if TYPE_CHECKING:
+    from app.server import Served
 
 T = TypeVar("T")
 
@@ -30,3 +34,22 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or check}: last {last!r}")
         await asyncio.sleep(interval)
+
+
+@contextlib.asynccontextmanager
+async def serving(served: Served) -> AsyncIterator[Served]:
+    """Run one listener of the process in this event loop until the block ends (its start awaited, its failure to
+    start raised)."""
+    task = asyncio.create_task(served.server.serve())
+
+    async def started() -> bool:
+        if task.done():
+            task.result()
+        return served.server.started
+
+    try:
+        await eventually(started, timeout=20, what=f"the {served.name} listener to start")
+        yield served
+    finally:
+        served.server.should_exit = True
+        await asyncio.wait_for(task, 20)

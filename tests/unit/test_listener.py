@@ -17,7 +17,7 @@ import pytest
 from app.controlplane import free_port
 from app.server import Runtime, Served, listeners, webhook_listener
 from app.settings import Settings
-from tests.helpers import eventually
+from tests.helpers import eventually, serving
 from tests.unit.webhooks.reviews import review, sample
 
 Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
@@ -25,21 +25,9 @@ Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 @contextlib.asynccontextmanager
 async def webhook(**settings: Any) -> AsyncIterator[tuple[Served, ssl.SSLContext]]:
-    served = webhook_listener(Settings(**settings), "127.0.0.1", free_port())
-    task = asyncio.create_task(served.server.serve())
-
-    async def started() -> bool:
-        if task.done():
-            task.result()
-        return served.server.started
-
-    try:
-        await eventually(started, timeout=20, what="the webhook listener to start")
+    async with serving(webhook_listener(Settings(**settings), "127.0.0.1", free_port())) as served:
         assert served.tls is not None
         yield served, ssl.create_default_context(cadata=served.tls.cert_pem.decode())
-    finally:
-        served.server.should_exit = True
-        await asyncio.wait_for(task, 20)
 
 
 async def connect(served: Served, context: ssl.SSLContext | None) -> Stream:
@@ -171,15 +159,6 @@ async def test_the_webhook_listens_on_the_bind_address_from_the_environment(monk
     settings = Settings(health_probe_bind_address="0", metrics_bind_address="0")
     (served,) = listeners(settings, Runtime(settings))
     assert served.name == "webhook"
-    task = asyncio.create_task(served.server.serve())
-    try:
-        await eventually(lambda: _started(served), timeout=20, what="the listener to start")
+    async with serving(served):
         bound = {s.getsockname()[:2] for server in served.server.servers for s in server.sockets}
         assert bound == {("127.0.0.1", port)}
-    finally:
-        served.server.should_exit = True
-        await asyncio.wait_for(task, 20)
-
-
-async def _started(served: Served) -> bool:
-    return served.server.started

@@ -3,7 +3,6 @@ one another CA signed, is refused in the handshake; Envoy's certificate, signed 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime as dt
 import ssl
@@ -21,7 +20,7 @@ from app.controlplane import free_port
 from app.server import Runtime, Served, xds_listener
 from app.settings import Settings
 from app.tls import TLSError
-from tests.helpers import eventually
+from tests.helpers import serving
 from tests.unit.gateway.test_xds import TOKEN, request, store
 
 HOST = "kflare-xds.kflare-system.svc"
@@ -80,21 +79,8 @@ class CA:
 
 @contextlib.asynccontextmanager
 async def listening(settings: Settings) -> AsyncIterator[Served]:
-    runtime = Runtime(settings, xds=store())
-    served = xds_listener(settings, runtime, "127.0.0.1", free_port())
-    task = asyncio.create_task(served.server.serve())
-
-    async def started() -> bool:
-        if task.done():
-            task.result()
-        return served.server.started
-
-    try:
-        await eventually(started, timeout=20, what="the xDS listener to start")
+    async with serving(xds_listener(settings, Runtime(settings, xds=store()), "127.0.0.1", free_port())) as served:
         yield served
-    finally:
-        served.server.should_exit = True
-        await asyncio.wait_for(task, 20)
 
 
 def settings(tmp_path: Path, ca: CA) -> Settings:
