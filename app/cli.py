@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app import __version__
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 
 def _version(_: argparse.Namespace) -> int:
@@ -64,20 +69,49 @@ def _run(args: argparse.Namespace) -> int:
 
     from app import logs
     from app.server import serve
-    from app.settings import Settings
 
-    overrides = {
-        name: value for name, value in vars(args).items() if name in Settings.model_fields and value is not None
-    }
     try:
-        settings = Settings(**overrides)
+        settings = settings_from(args)
     except ValidationError as exc:
         for error in exc.errors(include_url=False):
-            field = "--" + str(error["loc"][0]).replace("_", "-") if error["loc"] else "settings"
-            print(f"kflare run: {field}: {error['msg']}", file=sys.stderr)
+            message = str(error["msg"]).removeprefix("Value error, ")
+            print(f"kflare run: {_flag(error['loc'])}{message}", file=sys.stderr)
         return 2
-    logs.configure(settings.log_level, settings.log_format.value)
+    logs.configure(
+        settings.log_level,
+        settings.log_format.value,
+        time_encoding=settings.zap_time_encoding,
+        stacktrace_level=settings.zap_stacktrace_level,
+    )
+    if settings.enable_http2:
+        logging.getLogger("app.cli").warning(
+            "--enable-http2=true has no effect: kflare's listeners serve HTTP/1.1 only",
+            extra={"flag": "--enable-http2"},
+        )
     return asyncio.run(serve(settings))
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The settings `kflare run`'s flags give (and `KFLARE_*` for the rest); raises pydantic's ValidationError."""
+    from app.settings import Settings
+
+    return Settings(
+        **{name: value for name, value in vars(args).items() if name in Settings.model_fields and value is not None}
+    )
+
+
+def _flag(loc: tuple[int | str, ...]) -> str:
+    return "--" + str(loc[0]).replace("_", "-") + ": " if loc else ""
+
+
+def go_flags(argv: Sequence[str]) -> list[str]:
+    """The Go controller's flags as its flag package takes them: `-leader-elect` with one dash is `--leader-elect`."""
+    from app.settings import Settings
+
+    names = {name.replace("_", "-") for name in Settings.model_fields}
+    return [
+        "-" + arg if arg[:1] == "-" and arg[1:2] != "-" and arg[1:].split("=", 1)[0] in names else arg for arg in argv
+    ]
 
 
 def _settings_flags(parser: argparse.ArgumentParser) -> None:
@@ -168,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"]:
+        argv = go_flags(argv)
     args = build_parser().parse_args(argv)
     result: int = args.func(args)
     return result

@@ -113,11 +113,18 @@ class Runtime:
         self._ticker = asyncio.create_task(self._tick(), name="loop-ticker")
 
     async def stop(self) -> None:
+        await self.stop_reconciling()
+        await self.close()
+
+    async def stop_reconciling(self) -> None:
+        """Stop the manager (reconciles, informers, the Lease); the clients stay open for the listeners."""
         if self._ticker is not None:
             self._ticker.cancel()
             await asyncio.gather(self._ticker, return_exceptions=True)
         if self.manager is not None:
             await self.manager.stop()
+
+    async def close(self) -> None:
         if self.cloudflare is not None:
             await self.cloudflare.aclose()
         if self.kube is not None:
@@ -293,12 +300,15 @@ class Process:
                     await asyncio.sleep(0.02)
 
     async def stop(self) -> None:
+        # Reconciles first: their writes pass this process's own webhook (in `kflare dev`, or a single replica), and
+        # a write after the listener closed would fail as "connection refused".
+        await self.runtime.stop_reconciling()
         for served in self.listeners:
             served.server.should_exit = True
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
-        await self.runtime.stop()
+        await self.runtime.close()
 
 
 async def serve(settings: Settings) -> int:

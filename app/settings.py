@@ -10,9 +10,9 @@ import re
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
@@ -50,6 +50,23 @@ class DeletionPolicy(StrEnum):
 class LogFormat(StrEnum):
     JSON = "json"
     TEXT = "text"
+
+
+def _log_format(value: Any) -> Any:
+    # zap's name for the human-readable encoder, as the Go controller's chart passes it.
+    return LogFormat.TEXT if value == "console" else value
+
+
+def _zap_level(value: Any) -> Any:
+    """zap's levels as Python's: a verbosity N >= 1 is zap's debug-N, which Python's logging has one level for."""
+    text = str(value).strip().lower()
+    if text.isdigit() and int(text) > 0:
+        return "debug"
+    return {"panic": "critical", "dpanic": "critical", "fatal": "critical", "warn": "warning"}.get(text, text)
+
+
+LogLevel = Annotated[Literal["debug", "info", "warning", "error", "critical"], BeforeValidator(_zap_level)]
+TimeEncoding = Literal["epoch", "millis", "nano", "iso8601", "rfc3339", "rfc3339nano"]
 
 
 class Settings(BaseSettings):
@@ -145,8 +162,54 @@ class Settings(BaseSettings):
     )
     metrics_secure: bool = True
     metrics_cert_path: Path | None = None
-    log_level: str = "info"
-    log_format: LogFormat = LogFormat.JSON
+    enable_http2: bool = Field(
+        False,
+        description="the Go controller's switch for HTTP/2 on the metrics and webhook listeners; kflare's listeners"
+        " speak HTTP/1.1 only (as the Go controller's do by default), so true is accepted with a warning",
+    )
+    log_level: LogLevel = Field("info", description="debug, info, warning, error or critical")
+    log_format: Annotated[LogFormat, BeforeValidator(_log_format)] = Field(
+        LogFormat.JSON, description="json (one object per line) or text (console is a synonym)"
+    )
+    # The Go controller's logging flags (controller-runtime's zap options), so its Deployments' args carry over.
+    zap_devel: bool = Field(
+        False,
+        description="development logging, as the Go controller's: debug level, text lines and stack traces from"
+        " warnings on, each unless set by its own flag",
+    )
+    zap_log_level: LogLevel | None = Field(
+        None, description="the Go controller's name for --log-level (debug, info, error, or a verbosity N: debug)"
+    )
+    zap_encoder: Annotated[LogFormat, BeforeValidator(_log_format)] | None = Field(
+        None, description="the Go controller's name for --log-format (json or console)"
+    )
+    zap_stacktrace_level: LogLevel | None = Field(
+        None,
+        description="lines at this level or above carry the stack of the call that logged them (info, error, panic)",
+    )
+    zap_time_encoding: TimeEncoding | None = Field(
+        None, description="how a line's time is written: epoch, millis, nano, iso8601, rfc3339 or rfc3339nano"
+    )
+
+    @model_validator(mode="after")
+    def _zap(self) -> Self:
+        """The zap flags set what the log flags set; given both, they must agree."""
+        given = self.model_fields_set
+        for zap, own in (("zap_log_level", "log_level"), ("zap_encoder", "log_format")):
+            value = getattr(self, zap)
+            if value is None:
+                continue
+            if own in given and getattr(self, own) != value:
+                raise ValueError(f"--{zap.replace('_', '-')} and --{own.replace('_', '-')} disagree: give one")
+            setattr(self, own, value)
+        if self.zap_devel:
+            if not {"log_level", "zap_log_level"} & given:
+                self.log_level = "debug"
+            if not {"log_format", "zap_encoder"} & given:
+                self.log_format = LogFormat.TEXT
+            if "zap_stacktrace_level" not in given:
+                self.zap_stacktrace_level = "warning"
+        return self
 
     @field_validator(
         "health_probe_bind_address",

@@ -432,7 +432,7 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         if isinstance(exc, RateLimited):
             logger.warning("rate limited by Cloudflare: %s", exc)
             await self._set_ready(raw, "False", Reason.API_ERROR, str(exc))
-            return Outcome(requeue_after=max(1.0, exc.retry_after or 1.0))
+            return Outcome(requeue_after=max(1.0, exc.retry_after or 1.0), failed=True)
         if isinstance(exc, Transient):
             logger.warning("Cloudflare call failed, will retry: %s", exc)
             await self._set_ready(raw, "False", Reason.API_ERROR, str(exc))

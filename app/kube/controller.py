@@ -28,6 +28,9 @@ class Outcome:
 
     requeue_after: float | None = None
     retry: bool = False  # a retryable failure: back off exponentially per key
+    failed: bool = False
+    """A failure paced by `requeue_after` rather than by back-off (Cloudflare's Retry-After): still an error, so
+    `controller_runtime_reconcile_errors_total` and the alert on it see rate limiting, as the deploy guide says."""
     synced: bool = False  # Cloudflare matches the spec: the drift check may be planned
 
     @classmethod
@@ -185,6 +188,11 @@ class Workers:
             metrics.RECONCILE_ERRORS.labels(self.name).inc()
             metrics.RECONCILE_TOTAL.labels(self.name, "error").inc()
             self._retry(key)
+        elif outcome.failed:
+            # The key's back-off is kept (not forgotten), so a failure after the pause still backs off further.
+            metrics.RECONCILE_ERRORS.labels(self.name).inc()
+            metrics.RECONCILE_TOTAL.labels(self.name, "error").inc()
+            self.queue.add_after(key, outcome.requeue_after or 0.0)
         else:
             self.queue.forget(key)
             if outcome.requeue_after is not None:

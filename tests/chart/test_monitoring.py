@@ -4,9 +4,13 @@ the sidecar. Every metric the rules and the dashboard read is served by a runnin
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import itertools
 import json
 import re
 import subprocess
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +24,7 @@ from tests.chart.gotools import go_tool
 from tests.chart.helm import Helm, Rendered, helm_binary
 from tests.fixtures.controller import Kflare, controller_process
 from tests.fixtures.emulator import EmulatorProcess
+from tests.helpers import eventually
 
 NAMESPACE = "kflare-system"
 MONITORING = {"metrics": {"prometheusRule": {"enabled": True}, "grafanaDashboard": {"enabled": True}}}
@@ -269,3 +274,76 @@ async def test_the_metrics_the_rules_and_dashboard_read_are_served(
 
 def samples_named(text: str, name: str) -> list[Any]:
     return [s for family in text_string_to_metric_families(text) for s in family.samples if s.name == name]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(1800)  # the first run builds promtool
+async def test_rate_limiting_fires_the_reconcile_errors_alert(
+    control_plane: ControlPlane,
+    fresh_emulator: EmulatorProcess,
+    kflare_crds: None,
+    kflare: Kflare,
+    promtool: Path,
+    tmp_path: Path,
+) -> None:
+    """Cloudflare answering 429 for a while moves controller_runtime_reconcile_errors_total, as the deploy guide
+    says rate limiting does; those samples, played back as a rate limit that lasts, fire the chart's own
+    KflareReconcileErrors alert for the controller that was limited."""
+    helm = Helm(helm_binary(), tmp_path / "helm")
+    port = free_port()
+    args = (f"--metrics-bind-address=127.0.0.1:{port}", "--metrics-secure=false")
+    with controller_process(control_plane, fresh_emulator, tmp_path, *args):
+        await kflare.ready_zone("example.com")
+        async with httpx.AsyncClient(timeout=30) as http:
+
+            async def errors() -> float:
+                text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+                found = samples_named(text, "controller_runtime_reconcile_errors_total")
+                return float(sum(s.value for s in found if s.labels["controller"] == "dnsrecord"))
+
+            before = await errors()
+            fresh_emulator.fault("dns_records", "status", status=429, retry_after=1)
+            await kflare.make_record("www", "zone", type="A", name="www.example.com", content="192.0.2.1")
+            samples = [before]
+            for _ in range(4):
+                more = functools.partial(_above, errors, samples[-1])
+                samples.append(await eventually(more, timeout=30, what="another reconcile error"))
+            record = await kflare.get("DNSRecord", "www")
+            ready = next(c for c in record["status"]["conditions"] if c["type"] == "Ready")
+            assert (ready["status"], ready["reason"]) == ("False", "APIError")
+            fresh_emulator.clear_faults()
+            await kflare.ready("DNSRecord", "www")
+        await kflare.cleanup()
+    # Each scrape as one minute, the observed increments repeated for an hour: a rate limit that does not end.
+    steps = [b - a for a, b in itertools.pairwise(samples)]
+    values = [before]
+    while len(values) <= 60:
+        values.append(values[-1] + steps[(len(values) - 1) % len(steps)])
+    series = f'controller_runtime_reconcile_errors_total{{namespace="{NAMESPACE}",controller="dnsrecord"}}'
+    tests = {
+        "rule_files": [str(rule_file(helm, tmp_path))],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": series, "values": " ".join(f"{v:g}" for v in values)}],
+                "alert_rule_test": [
+                    {
+                        "eval_time": "50m",
+                        "alertname": "KflareReconcileErrors",
+                        "exp_alerts": [{"exp_labels": {"controller": "dnsrecord", "severity": "warning"}}],
+                    }
+                ],
+            }
+        ],
+    }
+    spec = tmp_path / "rate-limited.yaml"
+    spec.write_text(yaml.safe_dump(tests, sort_keys=False))
+    command = [str(promtool), "test", "rules", str(spec)]
+    done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+async def _above(read: Callable[[], Awaitable[float]], floor: float) -> float | None:
+    value = await read()
+    return value if value > floor else None

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import logging
 
-from app.logs import ContextLogger, JSONFormatter
+import pytest
+
+from app.logs import ContextLogger, JSONFormatter, configure
 
 
 def test_reconcile_lines_carry_kind_namespace_and_name() -> None:
@@ -25,3 +27,39 @@ def test_reconcile_lines_carry_kind_namespace_and_name() -> None:
     assert (line["kind"], line["namespace"], line["name"], line["id"]) == ("DNSRecord", "demo", "www", "abc")
     assert line["logger"] == "test.reconcile"
     assert line["level"] == "info"
+
+
+def _record(level: int = logging.INFO) -> logging.LogRecord:
+    record = logging.LogRecord("test", level, __file__, 1, "hello", None, None)
+    record.created = 1764626300.5  # 2025-12-01T21:58:20.5Z
+    return record
+
+
+@pytest.mark.parametrize(
+    ("encoding", "expected"),
+    [
+        ("epoch", 1764626300.5),
+        ("millis", 1764626300500.0),
+        ("nano", 1764626300500000000),
+        ("iso8601", "2025-12-01T21:58:20.500+0000"),
+        ("rfc3339", "2025-12-01T21:58:20Z"),
+        ("rfc3339nano", "2025-12-01T21:58:20.500000Z"),
+    ],
+)
+def test_the_go_controllers_time_encodings(encoding: str, expected: object) -> None:
+    assert json.loads(JSONFormatter(encoding).format(_record()))["ts"] == expected
+
+
+def test_lines_from_the_stacktrace_level_on_carry_the_callers_stack(capsys: pytest.CaptureFixture[str]) -> None:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        configure("info", "json", stacktrace_level="error")
+        logging.getLogger("test.stack").info("fine")
+        logging.getLogger("test.stack").error("broken")
+    finally:
+        root.handlers[:], root.level = handlers, level
+    fine, broken = (json.loads(line) for line in capsys.readouterr().err.splitlines())
+    assert "stacktrace" not in fine
+    assert "test_lines_from_the_stacktrace_level_on_carry_the_callers_stack" in broken["stacktrace"]
+    assert "logging/__init__.py" not in broken["stacktrace"]

@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
+
 from app.kube.client import JSON, KubeError, ResourceType
 from app.kube.controller import Controller, Outcome
+from app.kube.metrics import REGISTRY
 from app.kube.informer import Key
 from tests.unit.kube.feed import FeedKube, obj, seen, until
 
@@ -241,3 +243,42 @@ async def test_an_object_deleted_or_changed_under_a_write_is_looked_at_again_wit
     assert script.calls[2:] == [A, A]
     assert not [r for r in caplog.records if r.levelname == "ERROR"], "a race of writes is no failure"
     assert any("looked at again" in r.getMessage() for r in caplog.records)
+
+
+class RateLimitedOnce:
+    """Refused by Cloudflare's rate limit the first time (the reconcile asks for Cloudflare's Retry-After), then
+    reconciled."""
+
+    def __init__(self) -> None:
+        self.calls: list[Key] = []
+
+    async def reconcile(self, key: Key) -> Outcome:
+        self.calls.append(key)
+        if len(self.calls) == 1:
+            return Outcome(requeue_after=0.05, failed=True)
+        return Outcome.done()
+
+    async def timed_out(self, key: Key, seconds: float) -> None:
+        raise AssertionError("no reconcile here runs out of time")
+
+
+async def test_a_rate_limited_reconcile_counts_as_an_error_and_waits_out_its_pause() -> None:
+    """The deploy guide's alert on reconcile errors fires on rate limiting: a reconcile paced by Retry-After moves
+    controller_runtime_reconcile_errors_total, and the key comes back after the pause."""
+    kube = FeedKube()
+    kube.put(WIDGETS, obj("a", 1))
+    reconciler = RateLimitedOnce()
+    controller = Controller(kube, WIDGETS, reconciler, workers=1)  # type: ignore[arg-type]
+    errors = REGISTRY.get_sample_value("controller_runtime_reconcile_errors_total", {"controller": "widget"}) or 0.0
+    controller.start_informer()
+    await controller.informer.synced.wait()
+    controller.start_workers()
+    try:
+        await until(lambda: len(reconciler.calls) >= 2, "the reconcile after the pause")
+        after = REGISTRY.get_sample_value("controller_runtime_reconcile_errors_total", {"controller": "widget"})
+        assert after == errors + 1
+        assert REGISTRY.get_sample_value(
+            "controller_runtime_reconcile_total", {"controller": "widget", "result": "error"}
+        )
+    finally:
+        await controller.stop()

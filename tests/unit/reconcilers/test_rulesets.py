@@ -278,7 +278,7 @@ async def test_a_rule_placed_next_to_a_neighbour_deleted_outside_kflare_is_place
     assert ours("b") in refs(await world.entrypoint())
 
 
-@pytest.mark.parametrize(("status", "outcome"), [(503, {"retry": True}), (429, {"requeue_after": 1.0})])
+@pytest.mark.parametrize(("status", "outcome"), [(503, {"retry": True}), (429, {"requeue_after": 1.0, "failed": True})])
 async def test_cloudflare_failing_while_a_rule_connects_is_an_api_error_retried(
     world: World, status: int, outcome: dict[str, Any]
 ) -> None:
