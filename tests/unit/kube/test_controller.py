@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
-
 from app.kube.client import JSON, KubeError, ResourceType
 from app.kube.controller import Controller, Outcome
-from app.kube.metrics import REGISTRY
 from app.kube.informer import Key
+from app.kube.metrics import REGISTRY
 from tests.unit.kube.feed import FeedKube, obj, seen, until
 
 WIDGETS = ResourceType("test.kflare.dev", "v1", "widgets", "Widget")
