@@ -9,9 +9,38 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from app.api import GROUP, KINDS, VERSION, ResourceClass
+from app.api.constants import PAUSED_ANNOTATION
 
 NOT_BEING_DELETED: Final = {"name": "not-being-deleted", "expression": "!has(object.metadata.deletionTimestamp)"}
 """Never in the way of an object being deleted: removing a finalizer by hand must work while no webhook answers."""
+
+
+def _field(obj: str, path: str) -> str:
+    return f"(has({obj}.{path}) ? {obj}.{path} : {{}})"
+
+
+def _ours_changed(new: str, old: str) -> str:
+    """One of kflare's annotations but the pause (adoption and deletion policy...) in `new` that `old` lacks or
+    holds another value of."""
+    a, b = _field(new, "metadata.annotations"), _field(old, "metadata.annotations")
+    return f"{a}.exists(k, k.startsWith('{GROUP}/') && k != '{PAUSED_ANNOTATION}' && !(k in {b} && {b}[k] == {a}[k]))"
+
+
+NOT_ONLY_PAUSED_OR_FOREIGN_ANNOTATIONS: Final = {
+    "name": "not-only-paused-or-foreign-annotations",
+    "expression": " || ".join(
+        [
+            "request.operation != 'UPDATE'",
+            f"{_field('object', 'spec')} != {_field('oldObject', 'spec')}",
+            f"{_field('object', 'metadata.labels')} != {_field('oldObject', 'metadata.labels')}",
+            _ours_changed("object", "oldObject"),
+            _ours_changed("oldObject", "object"),
+        ]
+    ),
+}
+"""Pausing, unpausing and annotations of other tools need no webhook, so they work while no kflare pod serves (a
+crash loop, a rollout gone wrong): the first thing an operator does in an incident is `kflare.dev/paused=true`. The
+webhook checks nothing in such a change (the spec, labels and kflare's other annotations are as they were)."""
 FAILURE_POLICY: Final = "Fail"
 TIMEOUT_SECONDS: Final = 10
 
@@ -59,7 +88,7 @@ def webhook(
                 "scope": model.info.scope,
             }
         ],
-        "matchConditions": [NOT_BEING_DELETED, *match_conditions],
+        "matchConditions": [NOT_BEING_DELETED, NOT_ONLY_PAUSED_OR_FOREIGN_ANNOTATIONS, *match_conditions],
     }
 
 

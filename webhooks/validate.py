@@ -4,6 +4,8 @@ Denied:
 - on CREATE and on an UPDATE that changes the spec: every schema violation and cross-field rule of the kind's
   model (`app.api.validation.validate_object`), each with the path of its field;
 - on UPDATE: every change to an immutable field (`immutable_violations`), naming the old and the new value;
+- a deletion or adoption policy annotation set to a value kflare does not know (on CREATE and on any UPDATE that
+  sets or changes it);
 - a claim label (`app.api.constants.CLAIM_LABELS`) set or changed by anyone but kflare (its writes name the field
   manager `app.kube.identity.FIELD_MANAGER`): kflare takes the object a claim names for the resource's own, so a
   manifest carrying one would overwrite, and at deletion delete, whatever Cloudflare object it names, another
@@ -25,7 +27,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from app.api import GROUP, VERSION, FieldError, ResourceClass, immutable_violations
-from app.api.constants import ADOPTION_POLICY_ANNOTATION, CLAIM_LABELS
+from app.api.constants import (
+    ADOPTION_POLICIES,
+    ADOPTION_POLICY_ANNOTATION,
+    CLAIM_LABELS,
+    DELETION_POLICIES,
+    DELETION_POLICY_ANNOTATION,
+)
 from app.api.validation import MISSING, object_errors, spec_value
 from app.kube.identity import FIELD_MANAGER
 from webhooks.review import MAX_DEPTH, AdmissionRequest, ResponseStatus, too_deep
@@ -128,17 +136,35 @@ def _wrong_kind(model: ResourceClass, request: AdmissionRequest) -> Decision | N
     )
 
 
-def _labels(obj: Any) -> Mapping[str, Any]:
+def _metadata(obj: Any, field: str) -> Mapping[str, Any]:
+    """The object's labels or annotations, empty where the object holds none (or something else)."""
     metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
-    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
-    return labels if isinstance(labels, Mapping) else {}
+    found = metadata.get(field) if isinstance(metadata, Mapping) else None
+    return found if isinstance(found, Mapping) else {}
+
+
+POLICIES: Final = {DELETION_POLICY_ANNOTATION: DELETION_POLICIES, ADOPTION_POLICY_ANNOTATION: ADOPTION_POLICIES}
+
+
+def policy_errors(new: Mapping[str, Any], old: Any) -> list[FieldError]:
+    """A deletion or adoption policy this request sets to a value kflare does not know: read as absent, a typo of
+    `retain` would let the next deletion delete the Cloudflare object."""
+    before, after = _metadata(old, "annotations"), _metadata(new, "annotations")
+    return [
+        FieldError(
+            f"metadata.annotations[{key}]",
+            f"must be {' or '.join(allowed)}, not {json.dumps(after[key])}",
+        )
+        for key, allowed in POLICIES.items()
+        if key in after and after[key] != before.get(key) and after[key] not in allowed
+    ]
 
 
 def claim_errors(request: AdmissionRequest, new: Mapping[str, Any], old: Any) -> list[FieldError]:
     """Claim labels this request sets or changes without being kflare's own write."""
     if request.field_manager == FIELD_MANAGER:
         return []
-    before, after = _labels(old), _labels(new)
+    before, after = _metadata(old, "labels"), _metadata(new, "labels")
     return [
         FieldError(
             f"metadata.labels[{label}]",
@@ -171,13 +197,14 @@ def decide(model: ResourceClass, request: AdmissionRequest) -> Decision:
             itertools.chain([FieldError(deep, f"nested more than {MAX_DEPTH} levels deep")], object_errors(model, new))
         )
     if operation == "CREATE":
-        return _verdict(itertools.chain(claim_errors(request, new, None), object_errors(model, new)))
+        metadata = [*claim_errors(request, new, None), *policy_errors(new, None)]
+        return _verdict(itertools.chain(metadata, object_errors(model, new)))
     old = request.old_object
     if old is None:
         return bad_request("request.oldObject", "required on UPDATE")
     if not isinstance(old, Mapping):
         return bad_request("request.oldObject", "must be a JSON object")
-    claims = claim_errors(request, new, old)
+    metadata = [*claim_errors(request, new, old), *policy_errors(new, old)]
     if old.get("spec") == new.get("spec"):
-        return _verdict(claims)  # status-only or metadata-only: only a claim is refused
-    return _verdict(itertools.chain(claims, object_errors(model, new), explain_immutable(model, old, new)))
+        return _verdict(metadata)  # status-only or metadata-only: only a claim or a policy is refused
+    return _verdict(itertools.chain(metadata, object_errors(model, new), explain_immutable(model, old, new)))

@@ -260,6 +260,59 @@ async def test_with_the_webhook_down_and_ignored_cel_still_refuses_immutable_cha
             assert code == 0, out  # what only the webhook refuses gets through while it is down
 
 
+async def test_with_no_webhook_answering_pausing_works_and_every_other_change_is_refused(
+    kube: ApiClient, control_plane: ControlPlane, namespace: str, kflare_crds: None, tmp_path: Path
+) -> None:
+    """failurePolicy Fail while no kflare pod serves (a crash loop, a rollout gone wrong): an operator can still
+    pause and unpause a resource, and other tools can still annotate it; a spec change, a label or a deletion
+    policy still needs the webhook, and is refused."""
+    cert_dir = tmp_path / "certs"
+    cert_dir.mkdir()
+    _write_pair(cert_dir, control_plane.ca.issue("webhook", hosts=["127.0.0.1"], server=True))
+    tls = ReloadingTLS(cert_dir, ["127.0.0.1"])
+    async with contextlib.AsyncExitStack() as stack:
+        port = await stack.enter_async_context(serving(Recorder(), tls))
+        hook = Webhook(control_plane, namespace, port, cert_dir, tls, Recorder(), tmp_path)
+        async with registered(kube, hook, failure_policy="Fail"):
+            await until_denied(hook, hook.manifest("DNSRecord", "probe", type="TXT", proxied=True), DENIED)
+            code, out = await hook.apply(hook.manifest("DNSRecord", "www"))
+            assert code == 0, out
+            await stack.aclose()  # no webhook answers any more; its configuration stays
+            with pytest.raises(ConnectionRefusedError):
+                await handshake(port, control_plane.ca.pem)
+            record = ("dnsrecord", "www", "-n", namespace)
+
+            async def refused_for_want_of_the_webhook() -> str:
+                code, out = await hook.kubectl("annotate", *record, "kflare.dev/deletion-policy=retain")
+                assert code != 0, out
+                assert "failed calling webhook" in out, out
+                return out
+
+            await eventually(refused_for_want_of_the_webhook, timeout=30, what="the webhook call to fail")
+            for change in (["kflare.dev/paused=true"], ["kflare.dev/paused-"], ["team.example.com/owner=web"]):
+                code, out = await hook.kubectl("annotate", *record, *change)
+                assert code == 0, (change, out)
+            # As a GitOps tool or `kubectl apply` pauses: the manifest, with the annotation added.
+            paused = hook.manifest("DNSRecord", "www")
+            paused["metadata"]["annotations"] = {"kflare.dev/paused": "true"}
+            code, out = await hook.apply(paused)
+            assert code == 0, out
+            code, out = await hook.kubectl("get", *record, "-o", "jsonpath={.metadata.annotations}")
+            annotations = json.loads(out)
+            assert (annotations["team.example.com/owner"], annotations["kflare.dev/paused"]) == ("web", "true")
+            refused = [
+                ["annotate", *record, "kflare.dev/deletion-policy=keep"],
+                ["annotate", *record, "kflare.dev/adoption-policy=adopt"],
+                ["label", *record, "team=web"],
+                ["patch", *record, "--type=merge", "-p", '{"spec": {"ttl": 300}}'],
+                ["annotate", *record, "kflare.dev/paused=true", "kflare.dev/deletion-policy=delete"],
+            ]
+            for command in refused:
+                code, out = await hook.kubectl(*command)
+                assert code != 0, (command, out)
+                assert "failed calling webhook" in out, (command, out)
+
+
 async def test_a_replaced_certificate_is_served_without_a_restart(
     kube: ApiClient, webhook: Webhook, control_plane: ControlPlane
 ) -> None:
