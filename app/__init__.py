@@ -1,3 +1,3 @@
 """kflare: Cloudflare as Kubernetes custom resources."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.2"

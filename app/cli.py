@@ -47,7 +47,7 @@ def _emulator(args: argparse.Namespace) -> int:
 def _crds(args: argparse.Namespace) -> int:
     from app.api.crds import main_write
 
-    return main_write(args.out)
+    return main_write(args.out, plain=args.plain)
 
 
 def _docs(args: argparse.Namespace) -> int:
@@ -187,8 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     crds = commands.add_parser("crds", help="generate the CRDs from the models into the chart")
     crds.add_argument(
-        "--out", type=Path, metavar="DIR", help="directory to write to (default: the chart's templates/crds)"
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="directory to write to (default: the chart's templates/crds, and config/crd/bases as plain manifests)",
     )
+    crds.add_argument("--plain", action="store_true", help="plain manifests, without the chart's Helm conditionals")
     crds.set_defaults(func=_crds)
 
     docs = commands.add_parser("docs", help="generate the API reference of every kind from the models")

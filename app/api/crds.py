@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -36,6 +37,8 @@ KEEP_BEGIN: Final = '#{{- if or (not (hasKey .Values.crds "keep")) .Values.crds.
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 DEFAULT_DIRECTORY: Final = REPO_ROOT / "chart" / "kflare" / "templates" / "crds"
+PLAIN_DIRECTORY: Final = REPO_ROOT / "config" / "crd" / "bases"
+"""Plain manifests, where the Go controller's releases keep them, for installs with `crds.enabled=false`."""
 
 STANDARD_COLUMNS: Final = (
     PrinterColumn("Ready", f'.status.conditions[?(@.type=="{READY}")].status'),
@@ -236,6 +239,17 @@ def write_crds(directory: Path, *, helm: bool = True) -> list[Path]:
     return write_files(directory, render_crds(helm=helm), "*.yaml", HEADER)
 
 
-def main_write(directory: Path | None = None) -> int:
-    """`kflare crds`: write the CRDs into `directory`, by default the chart's `templates/crds` in this checkout."""
-    return generated.main_write("crds", directory, DEFAULT_DIRECTORY, REPO_ROOT, write_crds)
+def write_both(directory: Path) -> list[Path]:
+    """The chart's templates into `directory`, and, in this checkout, the plain manifests into config/crd/bases."""
+    paths = write_crds(directory)
+    if directory == DEFAULT_DIRECTORY:
+        paths += write_crds(PLAIN_DIRECTORY, helm=False)
+    return paths
+
+
+def main_write(directory: Path | None = None, *, plain: bool = False) -> int:
+    """`kflare crds`: write the CRDs into `directory`; by default into the chart's `templates/crds` and as plain
+    manifests into `config/crd/bases` in this checkout. `plain` writes plain manifests into `directory`."""
+    if plain:
+        return generated.main_write("crds", directory, PLAIN_DIRECTORY, REPO_ROOT, partial(write_crds, helm=False))
+    return generated.main_write("crds", directory, DEFAULT_DIRECTORY, REPO_ROOT, write_both)

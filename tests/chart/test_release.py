@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from app import __version__
+from app.api.crds import render_crds
 from tests.chart.gotools import go_tool
 from tests.chart.helm import CHART, REPO_ROOT, Helm
 
@@ -75,7 +76,7 @@ def test_release_signs_image_chart_and_files() -> None:
     script = "\n".join(s.get("run", "") for s in steps())
     assert 'cosign sign --yes "$IMAGE@$DIGEST"' in script  # by digest: the index, both platforms
     assert 'cosign sign --yes "$CHARTS/kflare@$digest"' in script
-    assert script.count("cosign sign-blob --yes --bundle") == 2  # the chart archive and each SBOM
+    assert script.count("cosign sign-blob --yes --bundle") == 3  # the chart archive, the CRDs and each SBOM
     assert '"oci://$CHARTS"' in script
     assert '--format "{{ json (index .SBOM \\"linux/$arch\\").SPDX }}"' in script
     assert any(s.get("uses", "").startswith("sigstore/cosign-installer@") for s in steps())
@@ -96,6 +97,24 @@ def run_version_step(tmp_path: Path, tag: str) -> tuple[subprocess.CompletedProc
     )
     outputs = dict(line.split("=", 1) for line in output.read_text().splitlines() if "=" in line)
     return done, outputs
+
+
+def test_the_release_attaches_the_crds_as_one_manifest_of_every_kind(tmp_path: Path) -> None:
+    """Installs that manage the CRDs themselves (crds.enabled=false) apply config/crd/bases from the release: the
+    step's file holds every kind's CRD, exactly as generated, and the GitHub release carries it."""
+    shutil.copytree(REPO_ROOT / "config", tmp_path / "config")
+    crd_step = step("CRDs as plain manifests")
+    script = crd_step["run"].replace("cosign sign-blob", ": cosign sign-blob")  # no signing here
+    env = {"PATH": os.environ["PATH"], "VERSION": __version__}
+    done = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    documents = [d for d in yaml.safe_load_all((tmp_path / f"dist/kflare-{__version__}-crds.yaml").read_text()) if d]
+    assert {d["metadata"]["name"] for d in documents} == {
+        crd["metadata"]["name"] for crd in (yaml.safe_load(text) for text in render_crds(helm=False).values())
+    }
+    assert "dist/*-crds.yaml" in step("GitHub release")["run"]
 
 
 def test_version_step_agrees_with_the_package_and_the_chart(tmp_path: Path) -> None:
