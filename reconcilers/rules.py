@@ -145,6 +145,9 @@ class TransformRuleKind(RuleKind[TransformRule]):
 
 
 class RedirectRuleKind(RuleKind[RedirectRule]):
+    """Sends the status and the query string setting always, wherever the spec gives them, so a manifest moved
+    from kflare v0.2's form to Cloudflare's nesting with the same values changes nothing in Cloudflare."""
+
     model = RedirectRule
 
     def action(self, spec: RedirectRuleSpec) -> str:
@@ -154,8 +157,8 @@ class RedirectRuleKind(RuleKind[RedirectRule]):
         return {
             "from_value": {
                 "target_url": _value(spec.from_value.target_url),
-                "status_code": spec.status_code,
-                "preserve_query_string": spec.preserve_query_string,
+                "status_code": spec.redirect_status_code,
+                "preserve_query_string": spec.redirect_preserves_query_string,
             }
         }
 

@@ -98,15 +98,29 @@ def _add_immutable_rules(spec: Schema, info: KindInfo) -> None:
         )
 
 
+_SIMPLE_PATH: Final = re.compile(r"(\.[A-Za-z0-9_]+)+")
+_UNION_PATH: Final = re.compile(r"((?:\.[A-Za-z0-9_]+)+)\[('[A-Za-z0-9_.]+'(?:,'[A-Za-z0-9_.]+')+)\]")
+
+
+def column_paths(json_path: str) -> list[str]:
+    """The simple paths a printer column reads: its own, or each alternative of a trailing union
+    (`.spec['fromValue.statusCode','statusCode']`, of which the API server shows the first one set)."""
+    union = _UNION_PATH.fullmatch(json_path)
+    if union is None:
+        return [json_path]
+    keys = [key.strip("'") for key in union[2].split(",")]
+    return [f"{union[1]}.{key}" for key in keys]
+
+
 def _check_column(schema: Schema, info: KindInfo, column: PrinterColumn) -> None:
-    path = column.json_path
-    if not re.fullmatch(r"(\.[A-Za-z0-9_]+)+", path) or not path.startswith((".spec.", ".status.")):
-        return
-    node = schema
-    for part in path.split(".")[1:]:
-        node = node.get("properties", {}).get(part, {})
-        if not node:
-            raise SchemaError(f"{info.kind}: printer column {column.name!r} points at {path}, not in the schema")
+    for path in column_paths(column.json_path):
+        if not _SIMPLE_PATH.fullmatch(path) or not path.startswith((".spec.", ".status.")):
+            continue
+        node = schema
+        for part in path.split(".")[1:]:
+            node = node.get("properties", {}).get(part, {})
+            if not node:
+                raise SchemaError(f"{info.kind}: printer column {column.name!r} points at {path}, not in the schema")
 
 
 def _column(column: PrinterColumn) -> dict[str, Any]:

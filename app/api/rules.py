@@ -8,11 +8,13 @@ Free, rate-limit periods) are left to Cloudflare, whose refusal is reported with
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, ClassVar, Final, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+from pydantic.config import JsonDict
 
-from app.api.base import FieldError, KflareModel, KindInfo, PrinterColumn, Problems
+from app.api.base import FieldError, KflareModel, KindInfo, PrinterColumn, Problems, wire_name
 from app.api.expressions import check_expression
 from app.api.meta import Status
 from app.api.refs import LocalObjectReference
@@ -449,24 +451,77 @@ class TargetURL(RewriteValue):
     """The URL to redirect to: a static value or an expression."""
 
 
+RedirectStatus = Literal[301, 302, 303, 307, 308]
+REDIRECT_STATUS_DEFAULT: Final = 301
+REDIRECT_SETTINGS: Final = ("status_code", "preserve_query_string")
+"""The settings a redirect may give in `fromValue`, as Cloudflare nests them, or beside it, as kflare v0.2 did."""
+
+
 class FromValue(KflareModel):
-    """Where to redirect."""
+    """Where to redirect and how: Cloudflare's `from_value`, so a rule from its API or from Terraform's
+    `cloudflare_ruleset` reads the same here."""
 
     target_url: TargetURL
     """The URL to redirect to."""
+    status_code: RedirectStatus | None = None
+    """The redirect's HTTP status: 301 (the default), 302, 303, 307 or 308."""
+    preserve_query_string: bool | None = None
+    """Keep the request's query string; dropped unless true."""
+
+
+def _agree_rule(name: str) -> JsonDict:
+    """CEL on the spec: a setting given both in `fromValue` and beside it has one value."""
+    inner = f"self.fromValue.{name}"
+    return {
+        "rule": f"!has(self.{name}) || !has({inner}) || self.{name} == {inner}",
+        "message": f"fromValue.{name} and {name} differ: set it once, in fromValue",
+        "fieldPath": f".fromValue.{name}",
+    }
 
 
 class RedirectRuleSpec(RuleSpec):
-    """A single redirect."""
+    """A single redirect. Its status code and query string setting go in `fromValue`, as in Cloudflare's API;
+    kflare v0.2's place beside `fromValue` is read too."""
 
+    model_config = ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [_agree_rule(wire_name(n)) for n in REDIRECT_SETTINGS]}
+    )
     phase_name: ClassVar[str] = PHASE_REDIRECT
 
     from_value: FromValue
-    """Where to redirect."""
-    status_code: Literal[301, 302, 303, 307, 308] = 301
-    """The redirect's HTTP status."""
-    preserve_query_string: bool = False
-    """Keep the request's query string; dropped otherwise."""
+    """Where to redirect, with what status, and whether the query string is kept: Cloudflare's `from_value`."""
+    status_code: RedirectStatus | None = None
+    """The same as `fromValue.statusCode`, in the place kflare v0.2 read it; if both are set, they must be equal."""
+    preserve_query_string: bool | None = None
+    """The same as `fromValue.preserveQueryString`, in the place kflare v0.2 read it; if both are set, they must be
+    equal."""
+
+    @property
+    def redirect_status_code(self) -> int:
+        """The status the redirect answers with, wherever the spec gives it."""
+        given = self.from_value.status_code if self.from_value.status_code is not None else self.status_code
+        return REDIRECT_STATUS_DEFAULT if given is None else given
+
+    @property
+    def redirect_preserves_query_string(self) -> bool:
+        """Whether the redirect keeps the query string, wherever the spec says so."""
+        given = self.from_value.preserve_query_string
+        return bool(self.preserve_query_string if given is None else given)
+
+    @model_validator(mode="after")
+    def _settings_agree(self) -> Self:
+        problems = Problems()
+        for name in REDIRECT_SETTINGS:
+            inner, outer = getattr(self.from_value, name), getattr(self, name)
+            if inner is not None and outer is not None and inner != outer:
+                wire = wire_name(name)
+                problems.add(
+                    ("fromValue", wire),
+                    f"{json.dumps(inner)} differs from spec.{wire} ({json.dumps(outer)}): set it once, in fromValue",
+                    inner,
+                )
+        problems.raise_if_any(type(self).__name__)
+        return self
 
 
 class RedirectRule(Resource[RedirectRuleSpec, RuleStatus]):
@@ -476,7 +531,8 @@ class RedirectRule(Resource[RedirectRuleSpec, RuleStatus]):
         kind="RedirectRule",
         plural="redirectrules",
         short_names=("cfredirect",),
-        columns=_columns(PrinterColumn("Status Code", ".spec.statusCode", type="integer")),
+        # Whichever place the manifest uses: Cloudflare's first, kflare v0.2's otherwise (empty means 301).
+        columns=_columns(PrinterColumn("Status Code", ".spec['fromValue.statusCode','statusCode']", type="integer")),
         immutable=("zoneRef",),
     )
 

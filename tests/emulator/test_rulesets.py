@@ -320,3 +320,29 @@ def test_a_cache_rule_varies_by_header_in_cloudflares_shape(cf: cloudflare.Cloud
                 expression="true",
                 action_parameters={"cache": True, "vary": wrong},  # type: ignore[typeddict-item]
             )
+
+
+def test_a_redirect_keeps_its_status_and_query_string_inside_from_value(cf: cloudflare.Cloudflare, zone: Any) -> None:
+    phase = "http_request_dynamic_redirect"
+    from_value = {"target_url": {"value": "https://example.com/"}, "status_code": 308, "preserve_query_string": True}
+    rule = {"action": "redirect", "expression": "true", "action_parameters": {"from_value": from_value}}
+    written = checked(cf.rulesets.phases.update(ruleset_phase=phase, zone_id=zone.id, rules=[rule]))
+    held = cf.rulesets.phases.get(ruleset_phase=phase, zone_id=zone.id).rules[0].action_parameters.from_value
+    assert (held.target_url.value, held.status_code, held.preserve_query_string) == ("https://example.com/", 308, True)
+
+    for wrong, pointer in (
+        ({**from_value, "status_code": 200}, "/action_parameters/from_value/status_code"),
+        ({**from_value, "preserve_query_string": "yes"}, "/action_parameters/from_value/preserve_query_string"),
+        ({"status_code": 301}, "/action_parameters/from_value/target_url"),
+    ):
+        with pytest.raises(cloudflare.BadRequestError) as refused:
+            cf.rulesets.rules.create(
+                ruleset_id=written.id,
+                zone_id=zone.id,
+                action="redirect",
+                expression="true",
+                action_parameters={"from_value": wrong},  # type: ignore[typeddict-item]
+            )
+        assert codes(refused.value) == [20021]
+        assert refused.value.errors[0].source is not None
+        assert refused.value.errors[0].source.pointer == pointer

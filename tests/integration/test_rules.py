@@ -226,6 +226,68 @@ async def test_a_rate_limit_without_cf_colo_id_is_refused_by_the_api_server(kfla
     assert "characteristics must include cf.colo.id" in str(refused.value.body)
 
 
+REDIRECT = "http_request_dynamic_redirect"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+
+def redirect(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "kind": "RedirectRule",
+        "metadata": {"name": name},
+        "spec": {"zoneRef": {"name": "zone"}, "expression": f'http.host eq "{name}.redirect.example"', **spec},
+    }
+
+
+async def test_a_redirect_nested_as_cloudflare_nests_it_is_stored_written_and_shown(
+    controller: ControllerProcess, kflare: Kflare, fresh_emulator: EmulatorProcess
+) -> None:
+    """No webhook is registered here: the CRD alone keeps the nested fields, fills in no default beside them (which
+    would differ from them), and refuses a setting given twice with two values."""
+    zone_id = await kflare.ready_zone("redirect.example")
+    target = {"targetURL": {"value": "https://example.com/"}}
+    nested = {**target, "statusCode": 308, "preserveQueryString": True}
+    stored = await kflare.apply(redirect("nested", fromValue=nested))
+    assert stored["spec"]["fromValue"] == nested
+    assert not {"statusCode", "preserveQueryString"} & set(stored["spec"])
+    await kflare.apply(redirect("beside", fromValue=target, statusCode=302))
+    await kflare.ready("RedirectRule", "nested", reason="Synced")
+    await kflare.ready("RedirectRule", "beside", reason="Synced")
+    ruleset = entrypoint(fresh_emulator, zone_id, REDIRECT)
+    assert ruleset is not None
+    held = {rule["ref"]: rule["action_parameters"]["from_value"] for rule in ruleset["rules"]}
+    url = {"value": "https://example.com/"}
+    assert held == {
+        ref_for("RedirectRule", kflare.namespace, "nested"): {
+            "target_url": url,
+            "status_code": 308,
+            "preserve_query_string": True,
+        },
+        ref_for("RedirectRule", kflare.namespace, "beside"): {
+            "target_url": url,
+            "status_code": 302,
+            "preserve_query_string": False,
+        },
+    }
+
+    table = await kflare.api.call_api(
+        f"/apis/kflare.dev/v1alpha1/namespaces/{kflare.namespace}/redirectrules",
+        "GET",
+        header_params={"Accept": TABLE},
+        response_types_map={200: "object"},
+        auth_settings=["BearerToken"],
+        _return_http_data_only=True,
+    )
+    column = [c["name"] for c in table["columnDefinitions"]].index("Status Code")
+    assert {row["cells"][0]: row["cells"][column] for row in table["rows"]} == {"nested": 308, "beside": 302}
+
+    with pytest.raises(ApiException) as refused:
+        await kflare.apply(redirect("twice", fromValue=nested, statusCode=301))
+    assert refused.value.status == 422
+    assert "spec.fromValue.statusCode" in str(refused.value.body)
+    assert "fromValue.statusCode and statusCode differ: set it once, in fromValue" in str(refused.value.body)
+    await kflare.apply(redirect("alike", fromValue=nested, statusCode=308, preserveQueryString=True))
+
+
 async def test_a_zone_waits_for_its_rules(
     controller: ControllerProcess, kflare: Kflare, fresh_emulator: EmulatorProcess
 ) -> None:

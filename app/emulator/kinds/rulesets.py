@@ -32,7 +32,9 @@ Checks per phase (the ten kflare writes; other phases take any rule): the phase'
 ``ratelimit.characteristics`` with ``cf.colo.id`` and a period, and on Free exactly ``["cf.colo.id", "ip.src"]``, a
 period and mitigation timeout of 10 s, no counting expression and ``block``; on Free, no regular expressions
 (``matches``, ``~``, ``regex_replace``) in custom, transform and redirect rules; configuration rules refuse
-``polish`` other than ``off``, ``ssl: origin_pull`` and ``security_level: off``; origin rules override the port only.
+``polish`` other than ``off``, ``ssl: origin_pull`` and ``security_level: off``; origin rules override the port only;
+a redirect's ``from_value`` has a ``target_url`` (value or expression) and, kept and answered as sent, an optional
+``status_code`` (301, 302, 303, 307 or 308) and ``preserve_query_string``.
 Rule counts per plan (Free): custom 5, rate limiting 1, the three transform phases 10 together, redirects, cache,
 configuration and origin rules 10 each. Expressions are at most 4,096 characters and may name (``$name``) only custom
 lists the zone's account holds.
@@ -235,10 +237,33 @@ def _check_rule(zone: Obj, phase: str, rule: Obj) -> None:
             raise _refused("this setting is not available on the Free plan", "/action_parameters")
     if phase == "http_request_cache_settings" and "vary" in parameters:
         _check_vary(parameters["vary"])
+    if phase == "http_request_dynamic_redirect" and "from_value" in parameters:
+        _check_from_value(parameters["from_value"])
     if phase == "http_request_origin" and plan != "enterprise":
         origin = parameters.get("origin") or {}
         if set(parameters) - {"origin"} or set(origin) - {"port"}:
             raise _refused("only the destination port can be overridden on this plan", "/action_parameters")
+
+
+_REDIRECT_CODES = (301, 302, 303, 307, 308)
+
+
+def _check_from_value(from_value: Any) -> None:
+    """Cloudflare's shape of a single redirect's `from_value`: a `target_url` with a value or an expression, and
+    beside it, both optional, the `status_code` and `preserve_query_string`."""
+    pointer = "/action_parameters/from_value"
+    if not isinstance(from_value, dict):
+        raise _refused("from_value must be an object", pointer)
+    target = from_value.get("target_url")
+    if not isinstance(target, dict) or not any(isinstance(target.get(k), str) for k in ("value", "expression")):
+        raise _refused("from_value.target_url needs a value or an expression", f"{pointer}/target_url")
+    code = from_value.get("status_code")
+    if code is not None and (isinstance(code, bool) or code not in _REDIRECT_CODES):
+        codes = ", ".join(map(str, _REDIRECT_CODES))
+        raise _refused(f"from_value.status_code must be one of {codes}", f"{pointer}/status_code")
+    keep = from_value.get("preserve_query_string")
+    if keep is not None and not isinstance(keep, bool):
+        raise _refused("from_value.preserve_query_string must be a boolean", f"{pointer}/preserve_query_string")
 
 
 _VARY_ACTIONS = ("bypass", "passthrough", "normalize")

@@ -14,6 +14,7 @@ from app.api.base import KflareModel, KindInfo, PrinterColumn
 from app.api.crds import (
     HEADER,
     cel_field,
+    column_paths,
     crd,
     crd_filename,
     immutable_rule,
@@ -280,6 +281,16 @@ class TestGenericConversion:
 
         with pytest.raises(SchemaError, match="printer column"):
             openapi_schema(Broken)
+
+    def test_each_place_a_printer_column_reads_must_exist(self) -> None:
+        class Broken(Resource[WidgetSpec, WidgetStatus]):
+            """Broken."""
+
+            info = KindInfo(kind="Broken", plural="brokens", columns=(PrinterColumn("X", ".spec['inner.key','nope']"),))
+
+        with pytest.raises(SchemaError, match=r"points at \.spec\.nope"):
+            openapi_schema(Broken)
+        assert column_paths(".spec['inner.key','name']") == [".spec.inner.key", ".spec.name"]
 
     def test_cel_names(self) -> None:
         assert cel_field("name") == "name"

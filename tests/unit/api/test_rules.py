@@ -58,10 +58,61 @@ def test_transform_rules_take_what_their_type_transforms() -> None:
 
 def test_a_redirect_is_301_without_its_query_string_unless_told() -> None:
     obj = manifest("RedirectRule")
-    obj["spec"].pop("preserveQueryString")
+    obj["spec"]["fromValue"].pop("preserveQueryString")
     parsed = RedirectRule.model_validate(obj)
-    assert parsed.spec.status_code == 301
-    assert parsed.spec.preserve_query_string is False
+    assert parsed.spec.redirect_status_code == 301
+    assert parsed.spec.redirect_preserves_query_string is False
+
+
+TARGET = {"targetURL": {"value": "https://example.com/"}}
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"fromValue": {**TARGET, "statusCode": 302, "preserveQueryString": True}},
+        {"fromValue": TARGET, "statusCode": 302, "preserveQueryString": True},
+        {"fromValue": {**TARGET, "statusCode": 302}, "statusCode": 302, "preserveQueryString": True},
+    ],
+    ids=["in fromValue, as Cloudflare nests them", "beside fromValue, as kflare v0.2 did", "both, alike"],
+)
+def test_a_redirect_takes_its_status_and_query_string_in_from_value_or_beside_it(spec: dict[str, Any]) -> None:
+    assert paths("RedirectRule", **spec) == []
+    parsed = RedirectRule.model_validate(manifest("RedirectRule", **spec))
+    assert (parsed.spec.redirect_status_code, parsed.spec.redirect_preserves_query_string) == (302, True)
+
+
+def test_a_redirect_setting_given_in_both_places_differently_is_refused_at_its_path() -> None:
+    spec = {
+        "fromValue": {**TARGET, "statusCode": 302, "preserveQueryString": True},
+        "statusCode": 301,
+        "preserveQueryString": False,
+    }
+    assert paths("RedirectRule", **spec) == [
+        "spec.fromValue.statusCode: 302 differs from spec.statusCode (301): set it once, in fromValue",
+        "spec.fromValue.preserveQueryString: true differs from spec.preserveQueryString (false): set it once, in "
+        "fromValue",
+    ]
+
+
+def test_the_redirect_crd_takes_both_places_and_refuses_them_differing() -> None:
+    spec = crd(RedirectRule)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    nested = spec["properties"]["fromValue"]["properties"]
+    assert nested["statusCode"]["enum"] == [301, 302, 303, 307, 308]
+    assert nested["preserveQueryString"]["type"] == "boolean"
+    for name in ("statusCode", "preserveQueryString"):
+        # A default in either place would be filled in by the API server, and then differ from the other place.
+        assert "default" not in nested[name]
+        assert "default" not in spec["properties"][name]
+    assert {r["fieldPath"]: r["rule"] for r in spec["x-kubernetes-validations"] if "fieldPath" in r} == {
+        ".fromValue.statusCode": "!has(self.statusCode) || !has(self.fromValue.statusCode) || "
+        "self.statusCode == self.fromValue.statusCode",
+        ".fromValue.preserveQueryString": "!has(self.preserveQueryString) || !has(self.fromValue.preserveQueryString)"
+        " || self.preserveQueryString == self.fromValue.preserveQueryString",
+        ".zoneRef": "self.zoneRef == oldSelf.zoneRef",
+    }
+    columns = crd(RedirectRule)["spec"]["versions"][0]["additionalPrinterColumns"]
+    assert columns[0]["jsonPath"] == ".spec['fromValue.statusCode','statusCode']", "either place shows"
 
 
 def test_waf_parameters_go_with_their_action() -> None:

@@ -100,6 +100,17 @@ class TestCrossFieldRules:
         message = denied(check("CREATE", sample("DNSRecord", content="example.com")))
         assert message == "spec.content: an A record's content must be an IPv4 address"
 
+    def test_a_redirect_nested_as_cloudflare_nests_it(self) -> None:
+        target = {"targetURL": {"value": "https://example.com/"}}
+        nested = sample("RedirectRule", fromValue={**target, "statusCode": 308, "preserveQueryString": True})
+        assert check("CREATE", nested, kind="RedirectRule").allowed
+        both = changed(nested, statusCode=308)
+        assert check("CREATE", both, kind="RedirectRule").allowed, "the same value in both places is one value"
+        differing = changed(nested, statusCode=302)
+        assert denied(check("UPDATE", differing, nested, kind="RedirectRule")) == (
+            "spec.fromValue.statusCode: 308 differs from spec.statusCode (302): set it once, in fromValue"
+        )
+
     def test_every_problem_is_listed_once_separated_by_semicolons(self) -> None:
         obj = sample("DNSRecord", type="TXT", content="x", proxied=True, priority=5, extra=1)
         message = denied(check("CREATE", obj))
