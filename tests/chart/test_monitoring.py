@@ -331,7 +331,19 @@ async def test_rate_limiting_fires_the_reconcile_errors_alert(
                     {
                         "eval_time": "50m",
                         "alertname": "KflareReconcileErrors",
-                        "exp_alerts": [{"exp_labels": {"controller": "dnsrecord", "severity": "warning"}}],
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {"controller": "dnsrecord", "severity": "warning"},
+                                "exp_annotations": {
+                                    "summary": "kflare keeps failing to reconcile dnsrecord resources",
+                                    "description": (
+                                        f"The dnsrecord controller in {NAMESPACE} has retried errors from Cloudflare "
+                                        "(5xx, rate limiting, network failures or timeouts) for 30m. Check the "
+                                        "controller's log and its network access to the Cloudflare API."
+                                    ),
+                                },
+                            }
+                        ],
                     }
                 ],
             }
