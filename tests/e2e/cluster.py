@@ -23,7 +23,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -387,23 +387,30 @@ state = "{base / "state"}"
     def stop(self) -> None:
         began = time.monotonic()
         by_name = {p.log_path.stem: p for p in self._node_processes}
+
+        def timed(name: str, action: Callable[[], object]) -> None:
+            mark = time.monotonic()
+            action()
+            self.timings[f"stop {name}"] = time.monotonic() - mark
+
         # The kubelet first, so it restarts nothing; then every container, while containerd can still say which.
         for name in ("kubelet", "kube-scheduler", "kube-controller-manager"):
             if name in by_name:
-                by_name[name].stop(grace=10)
+                timed(name, lambda proc=by_name[name]: proc.stop(grace=10))
         if "containerd" in by_name:
-            self._stop_containers(by_name["containerd"])
-            by_name["containerd"].stop(grace=10)
+            timed("containers", lambda: self._stop_containers(by_name["containerd"]))
+            timed("containerd", lambda: by_name["containerd"].stop(grace=10))
         if "kube-proxy" in by_name:
-            by_name["kube-proxy"].stop(grace=10)
-            run(str(self.node_bin_dir / "kube-proxy"), "--cleanup", "--proxy-mode=iptables", check=False)
+            timed("kube-proxy", lambda: by_name["kube-proxy"].stop(grace=10))
+            cleanup = [str(self.node_bin_dir / "kube-proxy"), "--cleanup", "--proxy-mode=iptables"]
+            timed("kube-proxy rules", lambda: run(*cleanup, check=False))
         for proc in self._node_processes:
             proc.stop(grace=10)
-        self._unmount()
+        timed("mounts", self._unmount)
         if self._network:
-            _network_down()
+            timed("network", _network_down)
             self._network = False
-        super().stop()
+        timed("control plane", super().stop)
         if self._lock is not None:
             self._lock.close()
             self._lock = None

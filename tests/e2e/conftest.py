@@ -45,7 +45,9 @@ def cluster(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cl
         yield plane
     finally:
         plane.stop()
-        print(f"\ncluster down in {plane.timings['teardown']:.1f}s")
+        steps = plane.timings.items()
+        stops = ", ".join(f"{k.removeprefix('stop ')} {v:.1f}s" for k, v in steps if k.startswith("stop "))
+        print(f"\ncluster down in {plane.timings['teardown']:.1f}s: {stops}")
         assert not plane.leaked, f"cluster left behind: {plane.leaked}"
 
 
