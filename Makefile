@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 PYTEST_ARGS ?=
 
-.PHONY: test venv test-bins lint types layers pytest chaos clean dev
+.PHONY: test venv test-bins node-bins lint types layers pytest chaos e2e clean dev
 
 test: lint types layers pytest
 
@@ -24,6 +24,10 @@ $(STAMP): pyproject.toml
 test-bins: venv
 	PYTHON=$(abspath $(BIN)/python) bash hack/test-bins.sh
 
+# Prints the directory of the node's binaries (kubelet and the rest of a one-node cluster); builds them on first use.
+node-bins: venv
+	PYTHON=$(abspath $(BIN)/python) bash hack/test-bins.sh node
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -36,13 +40,20 @@ layers: venv
 
 pytest: venv
 	bins=$$(PYTHON=$(abspath $(BIN)/python) bash hack/test-bins.sh | tail -n 1); \
-	K8S_TEST_BIN="$$bins" $(BIN)/python -m pytest --ignore=tests/chaos $(PYTEST_ARGS)
+	K8S_TEST_BIN="$$bins" $(BIN)/python -m pytest --ignore=tests/chaos --ignore=tests/e2e $(PYTEST_ARGS)
 
 # Breaks kflare on purpose (crashes, Cloudflare and Kubernetes faults, hostile input) at CI size and prints a table
 # of what held; `bench/chaos.py` runs the same scenarios at full size.
 chaos: venv
 	bins=$$(PYTHON=$(abspath $(BIN)/python) bash hack/test-bins.sh | tail -n 1); \
 	K8S_TEST_BIN="$$bins" $(BIN)/python -m pytest tests/chaos $(PYTEST_ARGS)
+
+# A one-node cluster (kubelet, containerd, CNI, kube-proxy) with the locally built image: the chart installed and
+# running as a user runs it. Needs root (a bridge, iptables, mounts); one run at a time per machine.
+e2e: venv
+	bins=$$(PYTHON=$(abspath $(BIN)/python) bash hack/test-bins.sh | tail -n 1); \
+	node=$$(PYTHON=$(abspath $(BIN)/python) bash hack/test-bins.sh node | tail -n 1); \
+	K8S_TEST_BIN="$$bins" K8S_NODE_BIN="$$node" $(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Self
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -229,6 +229,8 @@ class ControlPlane:
     workdir: Path
     extra_args: Sequence[str] = ()
     ready_timeout: float = 120.0
+    address: str = "127.0.0.1"
+    """Where the API server listens and what it advertises: loopback, unless pods must reach it."""
     host: str = ""
     ca: CertificateAuthority = field(default_factory=lambda: CertificateAuthority.create("kflare-local-ca"))
     processes: list[Process] = field(default_factory=list)
@@ -237,7 +239,7 @@ class ControlPlane:
     _apiserver_argv: list[str] = field(default_factory=list)
 
     @classmethod
-    def in_tempdir(cls, bin_dir: Path, **kwargs: Any) -> ControlPlane:
+    def in_tempdir(cls, bin_dir: Path, **kwargs: Any) -> Self:
         plane = cls(bin_dir=bin_dir, workdir=Path(tempfile.mkdtemp(prefix="kflare-plane-")), **kwargs)
         plane._owns_workdir = True
         return plane
@@ -293,7 +295,7 @@ class ControlPlane:
     def _start_apiserver(self, etcd_url: str) -> None:
         work = self.workdir
         self.ca_path.write_bytes(self.ca.pem)
-        server_key, server_cert = self.ca.issue("kube-apiserver", hosts=["localhost", "127.0.0.1"], server=True)
+        server_key, server_cert = self.ca.issue("kube-apiserver", hosts=self.serving_hosts(), server=True)
         (work / "apiserver.key").write_bytes(server_key)
         (work / "apiserver.crt").write_bytes(server_cert)
         signer = _new_key()
@@ -305,36 +307,48 @@ class ControlPlane:
             )
         )
         port = free_port()
-        self.host = f"https://127.0.0.1:{port}"
-        argv = [
+        self.host = f"https://{self.address}:{port}"
+        flags = self.apiserver_flags(etcd_url, port)
+        self._apiserver_argv = [
             str(self.binary("kube-apiserver")),
-            f"--etcd-servers={etcd_url}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={port}",
-            # Loopback advertise address is refused by the lease endpoint reconciler; nothing here needs it.
-            "--advertise-address=127.0.0.1",
-            "--endpoint-reconciler-type=none",
-            f"--cert-dir={work}",
-            f"--tls-cert-file={work / 'apiserver.crt'}",
-            f"--tls-private-key-file={work / 'apiserver.key'}",
-            f"--client-ca-file={self.ca_path}",
-            "--authorization-mode=RBAC",
-            f"--service-account-issuer={self.host}",
-            f"--service-account-key-file={work / 'sa.pub'}",
-            f"--service-account-signing-key-file={work / 'sa.key'}",
-            "--service-cluster-ip-range=10.0.0.0/24",
-            # No controller-manager creates `default` ServiceAccounts, so this plugin would refuse every Pod.
-            "--disable-admission-plugins=ServiceAccount",
-            "--allow-privileged=true",
-            "--v=1",
+            *(f"--{name}={value}" for name, value in flags.items()),
             *self.extra_args,
         ]
-        self._apiserver_argv = argv
         self._run_apiserver()
         admin_key, admin_cert = self.ca.issue("kflare-admin", groups=["system:masters"])
         self.kubeconfig_path.write_text(
             json.dumps(kubeconfig(self.host, self.ca.pem, cert=admin_cert, key=admin_key), indent=2)
         )
+
+    def serving_hosts(self) -> list[str]:
+        """The names and addresses of the API server's serving certificate."""
+        return list(dict.fromkeys(["localhost", "127.0.0.1", self.address]))
+
+    def apiserver_flags(self, etcd_url: str, port: int) -> dict[str, str]:
+        """kube-apiserver's flags by name; a subclass changes or drops some (a cluster with nodes needs other
+        ones), and `extra_args` come after them."""
+        work = self.workdir
+        return {
+            "etcd-servers": etcd_url,
+            "bind-address": self.address,
+            "secure-port": str(port),
+            # Loopback advertise address is refused by the lease endpoint reconciler; nothing here needs it.
+            "advertise-address": self.address,
+            "endpoint-reconciler-type": "none",
+            "cert-dir": str(work),
+            "tls-cert-file": str(work / "apiserver.crt"),
+            "tls-private-key-file": str(work / "apiserver.key"),
+            "client-ca-file": str(self.ca_path),
+            "authorization-mode": "RBAC",
+            "service-account-issuer": self.host,
+            "service-account-key-file": str(work / "sa.pub"),
+            "service-account-signing-key-file": str(work / "sa.key"),
+            "service-cluster-ip-range": "10.0.0.0/24",
+            # No controller-manager creates `default` ServiceAccounts, so this plugin would refuse every Pod.
+            "disable-admission-plugins": "ServiceAccount",
+            "allow-privileged": "true",
+            "v": "1",
+        }
 
     def _run_apiserver(self) -> None:
         proc = Process(self._apiserver_argv, self.workdir / "kube-apiserver.log", append=True)

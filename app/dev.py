@@ -79,11 +79,15 @@ def default_bin_dir() -> Path | None:
 
 def dev_emulator(workdir: Path) -> EmulatorProcess:
     """The emulator, seeded with the account and token the examples use."""
-    state = {
+    return EmulatorProcess(dev_state(), workdir=workdir / "emulator")
+
+
+def dev_state() -> dict[str, Any]:
+    """The emulator's starting state: the account and token the examples use."""
+    return {
         "accounts": [{"id": DEV_ACCOUNT_ID, "name": "kflare dev account"}],
         "tokens": [{"name": "kflare-dev", "value": DEV_TOKEN, "permissions": ["*"]}],
     }
-    return EmulatorProcess(state, workdir=workdir / "emulator")
 
 
 async def install_crds(kube: KubeClient) -> None:

@@ -14,6 +14,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from app.api.tunnel import TOKEN_KEY
 from reconcilers.gateway.kinds import CONTROLLER_NAME
 from tests.chart.helm import Helm, Rendered
 from tests.fixtures.envoy import envoy_binary
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ON = {
     "gateway": {
         "enabled": True,
-        "tunnel": {"name": "edge", "namespace": "infra"},
+        "tunnel": {"name": "edge"},
         "namespaceLabel": "namespace.cozystack.io/host",
         "dataPlane": {"tunnelTokenSecret": {"name": "edge-token"}},
     }
@@ -44,7 +45,20 @@ def manager(rendered: Rendered) -> dict[str, Any]:
     ("values", "message"),
     [
         ({"gateway": {"enabled": True}}, "gateway.tunnel.name is required"),
-        ({"gateway": {"enabled": True, "tunnel": {"name": "edge"}}}, "tunnelTokenSecret.name is required"),
+        (
+            {"gateway": {"enabled": True, "tunnel": {"name": "edge"}}},
+            "the Tunnel kflare-system/edge does not exist yet, so the chart cannot read which Secret",
+        ),
+        (
+            {
+                "gateway": {
+                    "enabled": True,
+                    "tunnel": {"name": "edge", "namespace": "infra"},
+                    "dataPlane": {"tunnelTokenSecret": {"name": "edge-token"}},
+                }
+            },
+            "gateway.tunnel.namespace infra is not the release namespace kflare-system",
+        ),
     ],
 )
 def test_refuses_to_render_without_a_tunnel(helm: Helm, values: dict[str, Any], message: str) -> None:
@@ -66,8 +80,18 @@ def test_the_class_names_the_tunnel(on: Rendered) -> None:
         "group": "kflare.dev",
         "kind": "Tunnel",
         "name": "edge",
-        "namespace": "infra",
+        "namespace": "kflare-system",
     }
+
+
+def test_cloudflared_reads_the_token_where_the_tunnel_writes_it(on: Rendered) -> None:
+    """The Secret, key and namespace the Tunnel kind writes its token to (reconcilers/tunnel.py), not a second
+    spelling of them: with `token` as the key, cloudflared never started."""
+    deployment = on.one("Deployment", "kflare-data-plane")
+    cloudflared = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "cloudflared")
+    (env,) = [e for e in cloudflared["env"] if e["name"] == "TUNNEL_TOKEN"]
+    assert env["valueFrom"]["secretKeyRef"] == {"name": "edge-token", "key": TOKEN_KEY}
+    assert deployment["metadata"]["namespace"] == on.one("GatewayClass")["spec"]["parametersRef"]["namespace"]
 
 
 def test_the_manager_serves_xds_with_the_token(on: Rendered) -> None:
@@ -197,7 +221,7 @@ def test_data_plane_two_replicas_restricted_with_a_pdb(on: Rendered) -> None:
     by_name = {c["name"]: c for c in pod["containers"]}
     assert "--protocol" in by_name["cloudflared"]["args"]
     assert by_name["envoy"]["args"][by_name["envoy"]["args"].index("--service-node") + 1] == "$(POD_NAME)"
-    assert by_name["cloudflared"]["env"][0]["valueFrom"]["secretKeyRef"] == {"name": "edge-token", "key": "token"}
+    assert by_name["cloudflared"]["env"][0]["valueFrom"]["secretKeyRef"] == {"name": "edge-token", "key": TOKEN_KEY}
     pdb = on.one("PodDisruptionBudget", "kflare-data-plane")
     assert pdb["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "data-plane"
 

@@ -14,6 +14,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 
+from app.api.tunnel import TOKEN_KEY
 from app.controlplane import ControlPlane, free_port
 from reconcilers.gateway import envoy
 from reconcilers.gateway.kinds import GATEWAY_EXISTS_FINALIZER, GATEWAY_GROUP
@@ -145,3 +146,42 @@ async def the_chart_certificates_authenticate(xds: Path, port: int, host: str) -
     async with httpx.AsyncClient(verify=bare, timeout=10) as http:
         with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
             await http.post(url, json=body, extensions={"sni_hostname": host})
+
+
+async def test_the_data_plane_reads_the_secret_its_tunnel_names(
+    release: Release,  # noqa: F811
+    kube: ApiClient,
+    gateway_api: Path,
+) -> None:
+    """Once the Tunnel exists, the chart reads its token Secret from it: no value to keep in step, and a value that
+    disagrees with the Tunnel is refused rather than leaving cloudflared without a token."""
+    ns, full = release.namespace, release.fullname
+    gateway = {"enabled": True, "className": f"tunnel-{ns}", "tunnel": {"name": "edge"}}
+    first = {**gateway, "dataPlane": {"tunnelTokenSecret": {"name": "edge-token"}}}
+    await asyncio.to_thread(release.install, {"webhook": {"enabled": False}, "gateway": first})
+    release.wait_crds()
+    tunnel = {
+        "apiVersion": "kflare.dev/v1alpha1",
+        "kind": "Tunnel",
+        "metadata": {"name": "edge", "namespace": ns},
+        "spec": {
+            "name": "edge",
+            "accountRef": {"name": "nobody"},
+            "credentialsSecretRef": {"name": "edge-credentials"},
+        },
+    }
+    objects = client.CustomObjectsApi(kube)
+    await objects.create_namespaced_custom_object("kflare.dev", "v1alpha1", ns, "tunnels", tunnel)
+    try:
+        await asyncio.to_thread(release.upgrade, {"webhook": {"enabled": False}, "gateway": gateway})
+        deployment = await read(kube, "Deployment", f"{full}-data-plane", ns)
+        cloudflared = next(c for c in deployment.spec.template.spec.containers if c.name == "cloudflared")
+        ref = cloudflared.env[0].value_from.secret_key_ref
+        assert (ref.name, ref.key) == ("edge-credentials", TOKEN_KEY)
+        wrong = {**gateway, "dataPlane": {"tunnelTokenSecret": {"name": "other"}}}
+        refused = r"the Tunnel \S+/edge writes its token to the Secret edge-credentials"
+        with pytest.raises(AssertionError, match=refused):
+            await asyncio.to_thread(release.upgrade, {"webhook": {"enabled": False}, "gateway": wrong})
+    finally:
+        # No controller runs here to hold it; left behind, a later test's controller would reconcile it.
+        await objects.delete_namespaced_custom_object("kflare.dev", "v1alpha1", ns, "tunnels", "edge")

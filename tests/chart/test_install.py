@@ -90,8 +90,10 @@ class Release:
         self.adopt_crds()
         return self._helm("install", self.name, str(chart), *self.helm.values_args(values), *args).stdout
 
-    def upgrade(self, values: Mapping[str, Any] | None = None) -> str:
-        return self._helm("upgrade", self.name, str(CHART), *self.helm.values_args(values)).stdout
+    def upgrade(
+        self, values: Mapping[str, Any] | None = None, *, chart: str | Path = CHART, args: Sequence[str] = ()
+    ) -> str:
+        return self._helm("upgrade", self.name, str(chart), *self.helm.values_args(values), *args).stdout
 
     def uninstall(self) -> None:
         done = self._helm("uninstall", self.name, check=False)
