@@ -33,7 +33,7 @@ from tests.chaos.figures import Figures
 from tests.chart.helm import Helm, helm_binary
 from tests.fixtures.controller import GROUP, VERSION, ControllerProcess
 from tests.fixtures.emulator import EmulatorProcess
-from tests.helpers import eventually
+from tests.helpers import eventually, wait_established
 
 pytestmark = pytest.mark.integration
 
@@ -445,12 +445,7 @@ def strict_plane() -> Iterator[ControlPlane]:
             capture_output=True,
             timeout=60,
         )
-        subprocess.run(
-            [*kubectl, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"],
-            check=True,
-            capture_output=True,
-            timeout=90,
-        )
+        wait_established(kubectl, "crd", "--all")
         yield plane
     finally:
         plane.stop()

@@ -26,7 +26,7 @@ from tests.chart.helm import CHART, Helm, crd_plurals
 from tests.fixtures.controller import GROUP, VERSION, Kflare, controller_process
 from tests.fixtures.emulator import EmulatorProcess
 from tests.fixtures.kube import api_client_for
-from tests.helpers import eventually
+from tests.helpers import eventually, wait_established
 
 pytestmark = pytest.mark.integration
 
@@ -100,7 +100,8 @@ class Release:
         assert done.returncode == 0 or "not found" in done.stderr, done.stderr
 
     def wait_crds(self) -> None:
-        kubectl(self.plane, "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in CRDS))
+        kubectl_argv = [str(self.plane.binary("kubectl")), "--kubeconfig", str(self.plane.kubeconfig_path)]
+        wait_established(kubectl_argv, *(f"crd/{c}" for c in CRDS))
 
 
 @pytest.fixture
