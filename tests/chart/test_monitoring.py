@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.controlplane import ControlPlane, free_port
 from tests.chart.gotools import go_tool
 from tests.chart.helm import Helm, Rendered, helm_binary
+from tests.e2e.prometheus import ScrapeFiles, Untranslated, scrape_configs
 from tests.fixtures.controller import Kflare, controller_process
 from tests.fixtures.emulator import EmulatorProcess
 from tests.helpers import eventually
@@ -181,6 +182,48 @@ def test_the_alerts_fire_on_what_they_are_for(helm: Helm, promtool: Path, tmp_pa
     done = subprocess.run([str(promtool), "test", "rules", str(spec)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS" in done.stdout
+
+
+@pytest.mark.timeout(1800)  # the first run builds promtool
+@pytest.mark.parametrize(
+    "monitor",
+    [
+        {},
+        {"insecureSkipVerify": True},
+        {"relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}]},
+        {"metricRelabelings": [{"action": "drop", "sourceLabels": ["__name__"], "regex": "python_gc_.*"}]},
+    ],
+    ids=["default", "insecure", "relabelings", "metric-relabelings"],
+)
+def test_the_service_monitor_becomes_a_scrape_config_prometheus_accepts(
+    helm: Helm, promtool: Path, tmp_path: Path, monitor: dict[str, Any]
+) -> None:
+    """The e2e tests hand Prometheus the ServiceMonitor as the operator would translate it; every field the chart
+    can render is one that translation knows (it refuses the others), and the result is a valid configuration."""
+    values = {"metrics": {"serviceMonitor": {"enabled": True, **monitor}}}
+    service_monitor = rendered(helm, values).one("ServiceMonitor")
+    token, ca = tmp_path / "token", tmp_path / "ca.crt"
+    token.write_text("token")
+    ca.write_text("")
+    secrets = {("kflare-serving-cert", "ca.crt"): ca}
+    jobs = scrape_configs(service_monitor, ScrapeFiles(token, secrets), "https://127.0.0.1:6443", ca)
+    (job,) = jobs
+    assert job["scheme"] == "https"
+    assert job["authorization"] == {"credentials_file": str(token)}
+    config = tmp_path / "prometheus.yaml"
+    config.write_text(yaml.safe_dump({"scrape_configs": jobs}))
+    done = subprocess.run(
+        [str(promtool), "check", "config", "--syntax-only", str(config)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_service_monitor_field_the_translation_does_not_know_is_refused(helm: Helm, tmp_path: Path) -> None:
+    """Rather than scrape in some other way than the operator would, without saying so."""
+    values = {"metrics": {"serviceMonitor": {"enabled": True, "tlsConfig": {"caFile": "/etc/prometheus/ca.crt"}}}}
+    service_monitor = rendered(helm, values).one("ServiceMonitor")
+    with pytest.raises(Untranslated, match="caFile"):
+        scrape_configs(service_monitor, ScrapeFiles(tmp_path / "token"), "https://127.0.0.1:6443", tmp_path / "ca")
 
 
 def test_the_for_durations_and_labels_are_values(helm: Helm) -> None:

@@ -14,7 +14,8 @@ import json
 import ssl
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,26 +135,42 @@ def _is_ready(obj: dict[str, Any]) -> bool:
     return _condition(obj).get("status") == "True"
 
 
-@pytest.fixture(scope="module")
-def installed(
-    cluster: Cluster, image: str, node_emulator: EmulatorProcess, tmp_path_factory: pytest.TempPathFactory
+@contextmanager
+def release_installed(
+    cluster: Cluster,
+    image: str,
+    emulator: EmulatorProcess,
+    work: Path,
+    *,
+    name: str = "e2e",
+    values: Mapping[str, Any] | None = None,
 ) -> Iterator[Installed]:
-    work = tmp_path_factory.mktemp("release")
+    """The packaged chart installed with the production values and `overrides`, then `values` over both;
+    uninstalled afterwards. The namespace and the token Secret may be there already, from a release before."""
     helm = Helm(helm_binary(), work / "helm")
     archive = package(helm, work)
-    release = Release(helm, cluster, "e2e", NAMESPACE)
+    release = Release(helm, cluster, name, NAMESPACE)
     began = time.monotonic()
-    state = Installed(cluster, release, node_emulator, image, 0.0)
-    state.kubectl("create", "namespace", NAMESPACE)
+    state = Installed(cluster, release, emulator, image, 0.0)
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    state.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(namespace))
     state.kubectl("apply", "-f", "-", input_text=dev_secret_manifest())
-    values = helm.values_args(overrides(image, node_emulator))
+    layers = [*helm.values_args(overrides(image, emulator)), *helm.values_args(values)]
     # The production values first, as a user's file; what cannot apply here after them.
-    release.install(chart=archive, args=["-f", str(PRODUCTION), *values, "--wait", "--timeout=5m"])
+    release.install(chart=archive, args=["-f", str(PRODUCTION), *layers, "--wait", "--timeout=5m"])
     state.installed_in = time.monotonic() - began
     try:
         yield state
     finally:
         release.uninstall()
+
+
+@pytest.fixture(scope="module")
+def installed(
+    cluster: Cluster, image: str, node_emulator: EmulatorProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Installed]:
+    with release_installed(cluster, image, node_emulator, tmp_path_factory.mktemp("release")) as state:
+        yield state
 
 
 def test_every_pod_runs_ready_with_two_replicas(installed: Installed, capsys: pytest.CaptureFixture[str]) -> None:
