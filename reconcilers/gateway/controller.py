@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from app.kube.client import KubeError, ResourceType
 from app.kube.controller import Outcome
@@ -34,8 +35,10 @@ from reconcilers.gateway.kinds import (
     REFERENCE_GRANTS,
     SERVICES,
 )
+from reconcilers.gateway.shapes import JSON, GatewayClass, Route
 from reconcilers.gateway.snapshot import SnapshotStore
-from reconcilers.gateway.translate import JSON, Translation, TunnelState, World, translate
+from reconcilers.gateway.status import TunnelState
+from reconcilers.gateway.translate import Translation, World, translate
 from reconcilers.gateway.tunnels import (
     ACCOUNTS,
     DNS_RECORDS,
@@ -80,7 +83,7 @@ class GatewayOptions:
         return f"http://{host}:{self.data_plane_port}"
 
 
-def merge_conditions(old: list[JSON], new: list[JSON], now: str) -> list[JSON]:
+def merge_conditions(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], now: str) -> list[JSON]:
     """The new conditions, keeping each one's lastTransitionTime while its status stays the same."""
     before = {c.get("type"): c for c in old or []}
     out = []
@@ -91,7 +94,7 @@ def merge_conditions(old: list[JSON], new: list[JSON], now: str) -> list[JSON]:
     return out
 
 
-def _stamp(status: JSON, old: JSON, now: str) -> JSON:
+def _stamp(status: Mapping[str, Any], old: JSON, now: str) -> JSON:
     out = dict(status)
     out["conditions"] = merge_conditions(old.get("conditions") or [], status.get("conditions") or [], now)
     if "listeners" in status:
@@ -108,7 +111,7 @@ def _stamp(status: JSON, old: JSON, now: str) -> JSON:
     return out
 
 
-def _same_parent(a: JSON, b: JSON) -> bool:
+def _same_parent(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     keys = ("group", "kind", "namespace", "name", "sectionName", "port")
     return all(a.get(k) == b.get(k) for k in keys)
 
@@ -180,16 +183,15 @@ class GatewayClassReconciler:
         views = {key: tunnel_view(self.ctx, key, result.hostnames) for key in sorted(set(tunnel_of.values()))}
         refusal = self.store.refusal()
         for gkey, gstatus in result.gateway_status.items():
-            conditions = gstatus.get("conditions") or []
-            programmed = next((c for c in conditions if c["type"] == "Programmed"), None)
+            programmed = next((c for c in gstatus["conditions"] if c["type"] == "Programmed"), None)
             if programmed is None or programmed["status"] != "True":
                 continue
             view = views.get(tunnel_of[gkey]) if gkey in tunnel_of else None
             if view is not None and view.conflict is not None:
                 message = publish.conflict_message(tunnel_of[gkey], view.conflict)
-                programmed.update(status="False", reason=publish.TUNNEL_ALREADY_CONFIGURED, message=message)
+                programmed.update({"status": "False", "reason": publish.TUNNEL_ALREADY_CONFIGURED, "message": message})
             elif refusal is not None:
-                programmed.update(status="False", reason=publish.CONFIGURATION_REFUSED, message=refusal)
+                programmed.update({"status": "False", "reason": publish.CONFIGURATION_REFUSED, "message": refusal})
         records = {
             (str(r["metadata"].get("namespace")), str(r["metadata"]["name"])): r
             for r in self.ctx.cached_all(DNS_RECORDS.kind)
@@ -200,13 +202,14 @@ class GatewayClassReconciler:
                 if accepted is None or accepted["status"] != "True":
                     continue
                 parent = entry["parentRef"]
-                tunnel = tunnel_of.get((str(parent.get("namespace") or rkey[1]), str(parent.get("name") or "")))
+                tunnel = tunnel_of.get((parent.get("namespace") or rkey[1], parent["name"]))
                 view = views.get(tunnel) if tunnel is not None else None
                 if view is None:
                     continue
                 plans = [p for p in view.plans if rkey in p.routes]
-                generation = int(accepted.get("observedGeneration") or 0)
-                found = publish.dns_condition(plans, records, view.target, generation, view.conflict)
+                found = publish.dns_condition(
+                    plans, records, view.target, accepted["observedGeneration"], view.conflict
+                )
                 if found is not None:
                     entry["conditions"].append(found)
 
@@ -243,7 +246,7 @@ class GatewayClassReconciler:
     async def timed_out(self, key: Key, seconds: float) -> None:
         log.warning("the Gateway class's reconcile timed out", extra={"seconds": seconds})
 
-    async def _write_status(self, rt: ResourceType, obj: JSON, status: JSON) -> bool:
+    async def _write_status(self, rt: ResourceType, obj: Mapping[str, Any], status: JSON) -> bool:
         if (obj.get("status") or {}) == {**(obj.get("status") or {}), **status}:
             return True
         meta = obj["metadata"]
@@ -262,7 +265,7 @@ class GatewayClassReconciler:
             return False
         return True
 
-    async def _write_class(self, cls: JSON, result: Translation, now: str) -> bool:
+    async def _write_class(self, cls: GatewayClass, result: Translation, now: str) -> bool:
         name = str(cls["metadata"]["name"])
         ok = await self._write_status(
             GATEWAY_CLASSES, cls, _stamp(result.class_status[name], cls.get("status") or {}, now)
@@ -286,7 +289,7 @@ class GatewayClassReconciler:
             return exc.not_found and ok
         return ok
 
-    async def _write_route(self, kind: str, route: JSON, result: Translation, now: str) -> bool:
+    async def _write_route(self, kind: str, route: Route, result: Translation, now: str) -> bool:
         meta = route["metadata"]
         ours = result.route_parents.get((kind, meta.get("namespace", ""), meta["name"]), [])
         current = list((route.get("status") or {}).get("parents") or [])

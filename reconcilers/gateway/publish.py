@@ -19,10 +19,12 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from app.api.constants import Reason
 from app.api.tunnel import CATCH_ALL_404
-from reconcilers.gateway.translate import JSON, Hostname, RouteKey, condition
+from reconcilers.gateway.shapes import JSON, Condition, RouteKey, condition
+from reconcilers.gateway.translate import Hostname
 
 TUNNEL_LABEL = "kflare.dev/gateway-tunnel"
 ROUTE_LABEL = "kflare.dev/gateway-route"
@@ -46,12 +48,12 @@ TunnelKey = tuple[str, str]
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
-def _meta(obj: JSON) -> JSON:
+def _meta(obj: Mapping[str, Any]) -> JSON:
     meta: JSON = obj.get("metadata") or {}
     return meta
 
 
-def _spec(obj: JSON) -> JSON:
+def _spec(obj: Mapping[str, Any]) -> JSON:
     spec: JSON = obj.get("spec") or {}
     return spec
 
@@ -304,7 +306,7 @@ def dns_condition(
     tunnel: TunnelTarget | None,
     generation: int,
     conflict: str | None = None,
-) -> JSON | None:
+) -> Condition | None:
     """The route's `DNSPublished` condition for the hostnames it publishes through one tunnel; None when it
     publishes none (or the class has no tunnel)."""
     if not plans or tunnel is None:
@@ -353,18 +355,22 @@ def dns_condition(
             DNS_CONDITION, True, PUBLISHED, f"proxied CNAME to {target}: {', '.join(done)}{note}", generation
         )
     # Unknown, not False: nothing is wrong, kflare just cannot tell whether the DNS elsewhere points at the tunnel.
-    return {
-        **condition(DNS_CONDITION, False, ZONE_NOT_MANAGED, "", generation),
-        "status": "Unknown",
-        "message": f"in no kflare Zone of the tunnel's account: {', '.join(elsewhere)} published in the tunnel's "
+    unknown = condition(
+        DNS_CONDITION,
+        False,
+        ZONE_NOT_MANAGED,
+        f"in no kflare Zone of the tunnel's account: {', '.join(elsewhere)} published in the tunnel's "
         f"ingress only; their DNS is managed elsewhere (a proxied CNAME to {target} makes them reachable)",
-    }
+        generation,
+    )
+    unknown["status"] = "Unknown"
+    return unknown
 
 
 # ---- what a reconcile reads ---------------------------------------------------------------------------------------
 
 
-def class_tunnel(cls: JSON, controller_name: str) -> TunnelKey | None:
+def class_tunnel(cls: Mapping[str, Any], controller_name: str) -> TunnelKey | None:
     """The Tunnel a GatewayClass of this controller names, if it names one."""
     spec = _spec(cls)
     ref = spec.get("parametersRef") or {}
@@ -374,7 +380,7 @@ def class_tunnel(cls: JSON, controller_name: str) -> TunnelKey | None:
 
 
 def gateway_tunnels(
-    classes: Iterable[JSON], gateways: Iterable[JSON], controller_name: str
+    classes: Iterable[Mapping[str, Any]], gateways: Iterable[Mapping[str, Any]], controller_name: str
 ) -> dict[TunnelKey, TunnelKey]:
     """(namespace, name) of each Gateway -> the Tunnel its class publishes through."""
     of_class = {str(_meta(c).get("name")): class_tunnel(c, controller_name) for c in classes}

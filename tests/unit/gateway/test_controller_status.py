@@ -42,6 +42,9 @@ class FakeContext:
     def cached_all(self, kind: str) -> list[dict[str, Any]]:
         return self.objects.get(kind, [])
 
+    def informer_of(self, kind: str) -> None:
+        return None  # no informers, so no cache revision: every reconcile translates afresh
+
 
 def objects(parameters: dict[str, Any] | None = None, **more: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return {

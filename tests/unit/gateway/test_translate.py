@@ -274,3 +274,16 @@ def test_routes_of_other_classes_are_left_alone() -> None:
     result = translate(world([route], BACKENDS, gateways=[other]))
     assert ("HTTPRoute", NS, "r") not in result.route_parents
     assert (NS, "theirs") not in result.gateway_status
+
+
+def test_a_translation_is_remembered_per_cache_revision_and_its_statuses_are_the_callers_own() -> None:
+    route = http_route("r", ["a.example.com"], one_rule())
+    w = world([route], BACKENDS, revision=("caches", 1))
+    first = translate(w)
+    first.route_parents[("HTTPRoute", NS, "r")][0]["conditions"].clear()  # a caller amending its statuses
+    route["spec"]["hostnames"] = ["b.example.com"]  # unseen: the revision says the caches did not change
+    again = translate(w)
+    assert [h.hostname for h in again.hostnames] == ["a.example.com"]
+    assert parent(again, "r")["Accepted"]["status"] == "True"
+    w.revision = ("caches", 2)
+    assert [h.hostname for h in translate(w).hostnames] == ["b.example.com"]
