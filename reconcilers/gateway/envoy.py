@@ -59,6 +59,9 @@ def ingress_listener(address: str, port: int, refresh: float) -> JSON:
         # Envoy then strips the x-envoy-* control headers (timeouts, retries) a client sends instead of obeying them.
         "use_remote_address": True,
         "internal_address_config": {"cidr_ranges": [{"address_prefix": "192.0.2.255", "prefix_len": 32}]},
+        # WebSockets (Grafana Live, Jupyter, Argo CD...): cloudflared hands a visitor's upgrade on as an HTTP/1.1
+        # `Upgrade: websocket` request, which Envoy refuses (403) unless the upgrade is allowed.
+        "upgrade_configs": [{"upgrade_type": "websocket"}],
         "normalize_path": True,
         "merge_slashes": True,
         "strip_any_host_port": True,
