@@ -55,9 +55,13 @@ def ingress_listener(address: str, port: int, refresh: float) -> JSON:
             # suppress_envoy_headers: no x-envoy-* header is added towards backends or clients.
             {"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER, "suppress_envoy_headers": True}}
         ],
-        # The connecting peer (cloudflared, on loopback) is the remote address, and no address counts as internal:
-        # Envoy then strips the x-envoy-* control headers (timeouts, retries) a client sends instead of obeying them.
+        # The one hop trusted is cloudflared in the same pod: it hands on the edge's X-Forwarded-Proto (the
+        # visitor's scheme, which redirects and the HTTP/HTTPS listeners go by) and X-Forwarded-For ending in the
+        # visitor. Trusting it makes the visitor the client address, which is never internal (no address is):
+        # Envoy then strips the x-envoy-* control headers (timeouts, retries) a visitor sends instead of obeying
+        # them.
         "use_remote_address": True,
+        "xff_num_trusted_hops": 1,
         "internal_address_config": {"cidr_ranges": [{"address_prefix": "192.0.2.255", "prefix_len": 32}]},
         # WebSockets (Grafana Live, Jupyter, Argo CD...): cloudflared hands a visitor's upgrade on as an HTTP/1.1
         # `Upgrade: websocket` request, which Envoy refuses (403) unless the upgrade is allowed.

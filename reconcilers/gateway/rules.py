@@ -7,6 +7,7 @@ Nothing in a route is silently ignored: a field, match or filter the data plane 
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -57,11 +58,27 @@ class Unsupported(Exception):
     """A part of a route the data plane does not implement; the message names it."""
 
 
+_HEADER_COUNT = 3
+"""Where in a route's precedence the number of its header matches is (negated: more headers, earlier)."""
+
+
 class EnvoyRoute(NamedTuple):
     """One Envoy route (a rule x one of its matches) with what orders it among the others on its hostname."""
 
     entry: JSON
     precedence: tuple[Any, ...]
+
+
+def for_scheme(route: EnvoyRoute, scheme: str) -> EnvoyRoute:
+    """`route` for requests the visitor made over `scheme` only (the edge says which in X-Forwarded-Proto): how
+    an HTTP and an HTTPS listener of one Gateway are told apart, all traffic reaching Envoy over one plaintext hop."""
+    entry = copy.deepcopy(route.entry)
+    entry["name"] += f"/{scheme}"
+    headers = entry["match"].setdefault("headers", [])
+    headers.append({"name": "x-forwarded-proto", "string_match": {"exact": scheme}})
+    precedence = list(route.precedence)
+    precedence[_HEADER_COUNT] -= 1  # one header more to match: ahead of the same route for either scheme
+    return EnvoyRoute(entry, tuple(precedence))
 
 
 @dataclass

@@ -21,7 +21,7 @@ from typing import TypedDict
 from reconcilers.gateway import envoy, shapes
 from reconcilers.gateway.backends import Resolver
 from reconcilers.gateway.kinds import CLASS_NAME, CONTROLLER_NAME, GATEWAY_GROUP
-from reconcilers.gateway.rules import BuiltRoute, EnvoyRoute, Unsupported, build_route, regex_error
+from reconcilers.gateway.rules import BuiltRoute, EnvoyRoute, Unsupported, build_route, for_scheme, regex_error
 from reconcilers.gateway.shapes import (
     JSON,
     Condition,
@@ -271,6 +271,15 @@ def _routes(
     return attachments, built
 
 
+def _scheme(attachment: _Attachment, gateway: ServedGateway) -> str | None:
+    """The visitor's scheme (`http`, `https`) an attachment serves, when its Gateway has both HTTP and HTTPS
+    listeners and it attaches to listeners of one of them; None: either scheme."""
+    if {listener.spec["protocol"] for listener in gateway.valid_listeners} != {"HTTP", "HTTPS"}:
+        return None
+    protocols = {listener.spec["protocol"] for listener in attachment.listeners}
+    return protocols.pop().lower() if len(protocols) == 1 else None
+
+
 # ---- assembly -------------------------------------------------------------------------------------------------------
 
 
@@ -358,12 +367,16 @@ def _translate(world: World, refresh: float) -> Translation:
             )
             for listener in attachment.listeners:
                 listener.attached += 1
-            tunnel = gateways[attachment.gateway].tunnel_key
+            parent = gateways[attachment.gateway]
+            scheme = _scheme(attachment, parent)
+            routes = built[rkey].routes if scheme is None else [for_scheme(r, scheme) for r in built[rkey].routes]
             for hostname in attachment.hostnames:
                 existing = {route.entry["name"] for route in vhosts[hostname]}
-                vhosts[hostname] += [r for r in built[rkey].routes if r.entry["name"] not in existing]
+                vhosts[hostname] += [r for r in routes if r.entry["name"] not in existing]
                 if hostname != "*":
-                    published.setdefault(hostname, (attachment.kind == GRPC_ROUTE, tunnel, set()))[2].add(rkey)
+                    published.setdefault(hostname, (attachment.kind == GRPC_ROUTE, parent.tunnel_key, set()))[2].add(
+                        rkey
+                    )
         route_parents.setdefault(rkey, []).append(
             {
                 "parentRef": attachment.parent,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.dataplane.world import backend, endpoint_slice, http_route, service, world
+from tests.dataplane.world import NS, backend, endpoint_slice, gateway, http_route, service, world
 from tests.fixtures.cloudflared import VISITOR
 from tests.fixtures.envoy import DataPlane
 from tests.helpers import eventually
@@ -39,3 +39,67 @@ async def test_a_websocket_reaches_its_backend_and_echoes(dataplane: DataPlane) 
             await socket.send("ping")
             assert await socket.recv(decode=True) == "ping"
 
+
+async def test_the_backend_sees_the_edges_scheme_and_visitor_and_no_envoy_control_header(dataplane: DataPlane) -> None:
+    w = world([http_route("app", ["app.example.com"], [{"backendRefs": [backend("alpha")]}])], _ports(dataplane))
+    edge = await dataplane.through_cloudflared(w)
+
+    async def served() -> dict[str, str] | None:
+        reply = await edge.get(
+            "app.example.com", headers={"x-envoy-upstream-rq-timeout-ms": "1", "x-envoy-retry-on": "5xx"}
+        )
+        return reply.json()["headers"] if reply.status_code == 200 else None
+
+    headers = await eventually(served, what="the route to be served")
+    assert headers["x-forwarded-proto"] == "https"  # not Envoy's own plaintext hop from loopback
+    assert headers["cf-connecting-ip"] == VISITOR
+    assert headers["x-forwarded-for"].split(",")[0].strip() == VISITOR
+    assert headers["cf-ray"]
+    assert not [name for name in headers if name.startswith("x-envoy-")]
+
+
+async def test_a_redirect_without_a_scheme_keeps_the_visitors_https(dataplane: DataPlane) -> None:
+    rules = [{"filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "new.example.com"}}]}]
+    edge = await dataplane.through_cloudflared(world([http_route("moved", ["old.example.com"], rules)], {}))
+
+    async def redirected() -> str | None:
+        reply = await edge.get("old.example.com", "/page")
+        return reply.headers.get("location") if reply.status_code == 302 else None
+
+    assert await eventually(redirected, what="the redirect") == "https://new.example.com/page"
+
+
+async def test_http_and_https_listeners_are_told_apart_by_the_edges_scheme(dataplane: DataPlane) -> None:
+    """The usual pair: an HTTP listener whose route redirects to HTTPS, and an HTTPS listener with the real route,
+    for the same hostname. The visitor's scheme picks the listener."""
+    listeners = [
+        {"name": "http", "protocol": "HTTP", "port": 80},
+        {"name": "https", "protocol": "HTTPS", "port": 443},
+    ]
+    redirect = {"filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https", "statusCode": 301}}]}
+    to_http = [{"name": "edge", "namespace": NS, "sectionName": "http"}]
+    to_https = [{"name": "edge", "namespace": NS, "sectionName": "https"}]
+    w = world(
+        [
+            http_route("to-https", ["shop.example.com"], [redirect], parents=to_http),
+            http_route("shop", ["shop.example.com"], [{"backendRefs": [backend("alpha")]}], parents=to_https),
+        ],
+        _ports(dataplane),
+        gateways=[gateway(listeners=listeners)],
+    )
+    result = await dataplane.apply(w)
+    assert all(c["status"] == "True" for p in result.route_parents.values() for c in p[0]["conditions"])
+    edge = dataplane.cloudflared(result)
+
+    async def served() -> bool:
+        reply = await edge.get("shop.example.com", "/cart")
+        return reply.status_code == 200 and reply.json()["backend"] == "alpha"
+
+    await eventually(served, what="HTTPS visitors to reach the shop")
+    plain = await edge.get("shop.example.com", "/cart", scheme="http")
+    assert plain.status_code == 301
+    assert plain.headers["location"] == "https://shop.example.com/cart"
+
+
+def _ports(plane: DataPlane) -> dict[str, int]:
+    return {"alpha": plane.backend_ports["alpha"]}
