@@ -10,12 +10,14 @@ of the routes; otherwise the class has no Tunnel and nothing is published throug
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import os
 import secrets
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from pathlib import Path
 from app.controlplane import ControlPlane, free_port
 from app.kube.client import KubeClient, KubeError, ResourceType
 from reconcilers.gateway import envoy
-from reconcilers.gateway.kinds import CLASS_NAME, CONTROLLER_NAME, GATEWAY_CLASSES, GATEWAY_GROUP
+from reconcilers.gateway.kinds import CLASS_NAME, CONTROLLER_NAME, ENDPOINT_SLICES, GATEWAY_CLASSES, GATEWAY_GROUP
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_DIR = "gateway"
@@ -33,6 +35,9 @@ EXAMPLE_TUNNEL = ("demo", "gateway")
 """The Tunnel of the gateway example, which the dev GatewayClass names when the example is applied."""
 EXAMPLE_RECORD = ("demo", "gw.hello.example.com")
 """The DNSRecord the class makes for the example's route."""
+EXAMPLE_HOST = "hello.example.com"
+EXAMPLE_SERVICE = ("demo", "hello")
+"""The example route's hostname and the Service it sends to, which `kflare dev` answers for (no pods here)."""
 DNS_RECORDS = ResourceType("kflare.dev", "v1alpha1", "dnsrecords", "DNSRecord")
 
 
@@ -55,6 +60,23 @@ def gateway_api_crds() -> Path | None:
     return standard if standard.is_dir() else None
 
 
+class _Hello(http.server.BaseHTTPRequestHandler):
+    """The example's backend: says what reached it, so that the printed curl shows the path a request took."""
+
+    def do_GET(self) -> None:
+        host = self.headers.get("Host", "")
+        body = f"Hello from kflare dev: {host}{self.path} reached Service {'/'.join(EXAMPLE_SERVICE)} through Envoy\n"
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/plain; charset=utf-8")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 @dataclass
 class DevGateway:
     """What `kflare dev` needs to turn the class on: ports, the xDS token file, the CRDs, the Envoy binary."""
@@ -67,6 +89,7 @@ class DevGateway:
     admin_port: int
     token_file: Path
     process: subprocess.Popen[bytes] | None = None
+    backend: http.server.ThreadingHTTPServer | None = None
 
     @classmethod
     def prepare(cls, workdir: Path) -> DevGateway | None:
@@ -127,6 +150,36 @@ class DevGateway:
                 await asyncio.sleep(0.5)
         return False
 
+    @property
+    def example_command(self) -> str:
+        return f"curl -sS -H 'Host: {EXAMPLE_HOST}' {self.url}/"
+
+    async def serve_example(self, kube: KubeClient) -> None:
+        """Answer for the example's Service: a backend on loopback, and an EndpointSlice of the Service naming it
+        (there are no pods, and no endpoints controller, in `kflare dev`)."""
+        if self.backend is None:
+            self.backend = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+            threading.Thread(target=self.backend.serve_forever, daemon=True, name="example-backend").start()
+        namespace, service = EXAMPLE_SERVICE
+        body = {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": f"{service}-kflare-dev",
+                "namespace": namespace,
+                "labels": {"kubernetes.io/service-name": service},
+            },
+            # FQDN: the API server refuses loopback addresses in IPv4 slices; the class reads IP literals in both.
+            "addressType": "FQDN",
+            "ports": [{"name": "http", "port": self.backend.server_address[1], "protocol": "TCP"}],
+            "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}],
+        }
+        try:
+            await kube.create(ENDPOINT_SLICES, body, namespace)
+        except KubeError as exc:
+            if not exc.conflict:
+                raise RuntimeError(f"the example's EndpointSlice was refused: {exc}") from None
+
     def start_envoy(self) -> None:
         bootstrap = envoy.bootstrap(
             node_id="kflare-dev",
@@ -162,6 +215,9 @@ class DevGateway:
             return False
 
     def stop(self) -> None:
+        if self.backend is not None:
+            self.backend.shutdown()
+            self.backend.server_close()
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
