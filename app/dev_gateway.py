@@ -23,10 +23,17 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.controlplane import ControlPlane, free_port
+from app.controlplane import CertificateAuthority, ControlPlane, free_port
 from app.kube.client import KubeClient, KubeError, ResourceType
 from reconcilers.gateway import envoy
-from reconcilers.gateway.kinds import CLASS_NAME, CONTROLLER_NAME, ENDPOINT_SLICES, GATEWAY_CLASSES, GATEWAY_GROUP
+from reconcilers.gateway.kinds import (
+    CLASS_NAME,
+    CONTROLLER_NAME,
+    ENDPOINT_SLICES,
+    GATEWAY_CLASSES,
+    GATEWAY_GROUP,
+    ORIGIN_SERVER_NAME,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_DIR = "gateway"
@@ -39,6 +46,19 @@ EXAMPLE_HOST = "hello.example.com"
 EXAMPLE_SERVICE = ("demo", "hello")
 """The example route's hostname and the Service it sends to, which `kflare dev` answers for (no pods here)."""
 DNS_RECORDS = ResourceType("kflare.dev", "v1alpha1", "dnsrecords", "DNSRecord")
+
+
+def write_origin_tls(directory: Path, server_name: str) -> Path:
+    """The data plane's origin certificate, as the chart generates it in a cluster: a CA (ca.crt, cloudflared's
+    caPool) and a certificate it signed for `server_name` (tls.crt and tls.key, Envoy's TLS listener's)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = CertificateAuthority.create(f"{server_name} origin CA", days=3650)
+    key, cert = ca.issue(server_name, hosts=[server_name], server=True, days=3650)
+    (directory / "ca.crt").write_bytes(ca.pem)
+    (directory / "tls.crt").write_bytes(cert)
+    (directory / "tls.key").write_bytes(key)
+    (directory / "tls.key").chmod(0o600)
+    return directory
 
 
 def envoy_binary() -> Path | None:
@@ -88,6 +108,9 @@ class DevGateway:
     data_plane_port: int
     admin_port: int
     token_file: Path
+    tls_port: int
+    origin_tls: Path
+    """The origin certificate of Envoy's TLS listener (gRPC hostnames' origin), as the chart makes it."""
     process: subprocess.Popen[bytes] | None = None
     backend: http.server.ThreadingHTTPServer | None = None
 
@@ -100,7 +123,8 @@ class DevGateway:
         token = workdir / "xds-token"
         token.write_text(secrets.token_urlsafe(24))
         token.chmod(0o600)
-        return cls(binary, crds, workdir, free_port(), free_port(), free_port(), token)
+        origin_tls = write_origin_tls(workdir / "origin-tls", ORIGIN_SERVER_NAME)
+        return cls(binary, crds, workdir, free_port(), free_port(), free_port(), token, free_port(), origin_tls)
 
     @property
     def url(self) -> str:

@@ -32,6 +32,7 @@ from reconcilers.gateway.kinds import (
     GRPC_ROUTES,
     HTTP_ROUTES,
     NAMESPACES,
+    ORIGIN_SERVER_NAME,
     REFERENCE_GRANTS,
     SERVICES,
 )
@@ -71,16 +72,49 @@ class GatewayOptions:
     """The data plane as cloudflared reaches it, for the tunnel's ingress rules; None: `http://localhost:<port>`
     (cloudflared and Envoy share the data plane's pod)."""
 
+    tls_port: int | None = None
+    """Port of the data plane's TLS listener (same host), which gRPC hostnames are sent to; None: no such listener."""
+    tls_dir: str = "/etc/kflare/origin-tls"
+    """Directory in the data plane's pod of the origin certificate: tls.crt and tls.key (Envoy's), ca.crt
+    (cloudflared's caPool)."""
+    server_name: str = ORIGIN_SERVER_NAME
+    """The name the origin certificate is for."""
+
     @property
     def origin_url(self) -> str:
         if self.origin:
             return self.origin.rstrip("/")
+        return f"http://{self._dial_host}:{self.data_plane_port}"
+
+    @property
+    def _dial_host(self) -> str:
         host = self.data_plane_host
         if host in ("", "0.0.0.0", "::", "[::]"):  # noqa: S104 (a listen address, turned into one to dial)
-            host = "localhost"
-        elif ":" in host:
-            host = f"[{host}]"
-        return f"http://{host}:{self.data_plane_port}"
+            return "localhost"
+        return f"[{host}]" if ":" in host else host
+
+    @property
+    def tls_origin(self) -> publish.TLSOrigin | None:
+        if self.tls_port is None:
+            return None
+        return publish.TLSOrigin(
+            f"https://{self._dial_host}:{self.tls_port}", self.server_name, f"{self.tls_dir}/ca.crt"
+        )
+
+    def listeners(self) -> list[JSON]:
+        """The listeners of the data plane: plaintext for cloudflared's HTTP/1.1, TLS for its HTTP/2 (gRPC)."""
+        out = [envoy.ingress_listener(self.data_plane_host, self.data_plane_port, self.refresh)]
+        if self.tls_port is not None:
+            out.append(
+                envoy.ingress_tls_listener(
+                    self.data_plane_host,
+                    self.tls_port,
+                    self.refresh,
+                    f"{self.tls_dir}/tls.crt",
+                    f"{self.tls_dir}/tls.key",
+                )
+            )
+        return out
 
 
 def merge_conditions(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], now: str) -> list[JSON]:
@@ -217,10 +251,7 @@ class GatewayClassReconciler:
         world = self.world(await self._installed_bundle())
         result = translate(world, refresh=self.options.refresh)
         self.cloudflare_statuses(world, result)
-        listener = envoy.ingress_listener(
-            self.options.data_plane_host, self.options.data_plane_port, self.options.refresh
-        )
-        if self.store.publish({**result.resources, "listeners": [listener]}):
+        if self.store.publish({**result.resources, "listeners": self.options.listeners()}):
             log.info(
                 "data plane configuration published",
                 extra={"generation": self.store.generation, "hostnames": len(result.hostnames)},
@@ -323,6 +354,8 @@ def register_gateway(
 
     store.on_change = refusals_changed
     manager.register_aggregate(reconciler)
-    reconciler.publisher = TunnelPublisher(ctx, TunnelOptions(options.origin_url, options.tenancy_label))
+    reconciler.publisher = TunnelPublisher(
+        ctx, TunnelOptions(options.origin_url, options.tenancy_label, options.tls_origin)
+    )
     manager.register_aggregate(reconciler.publisher)
     return reconciler

@@ -13,6 +13,7 @@ CLUSTER = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 CLUSTER_LOAD_ASSIGNMENT = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 HCM = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 ROUTER = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+DOWNSTREAM_TLS_CONTEXT = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
 HTTP_PROTOCOL_OPTIONS = "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 
 TYPES = {
@@ -25,6 +26,7 @@ TYPES = {
 
 XDS_CLUSTER = "kflare-xds"
 INGRESS = "kflare-ingress"
+INGRESS_TLS = "kflare-ingress-tls"
 TOKEN_METADATA = "kflare-token"
 """The node metadata key Envoy presents its xDS token under: REST xDS carries the node in every request body, and
 Envoy has no way to add a header to its xDS requests, so the bearer token travels there."""
@@ -43,12 +45,11 @@ def config_source(refresh: float) -> JSON:
     }
 
 
-def ingress_listener(address: str, port: int, refresh: float) -> JSON:
-    """The one listener cloudflared sends every request to. It never changes with routes (those are in RDS), so a
-    route change drains no connection."""
+def _connection_manager(stat_prefix: str, refresh: float) -> JSON:
+    """The HTTP connection manager of the listeners cloudflared sends requests to, routing by RDS."""
     hcm: JSON = {
         "@type": HCM,
-        "stat_prefix": "ingress",
+        "stat_prefix": stat_prefix,
         "codec_type": "AUTO",
         "rds": {"route_config_name": INGRESS, "config_source": config_source(refresh)},
         "http_filters": [
@@ -71,12 +72,40 @@ def ingress_listener(address: str, port: int, refresh: float) -> JSON:
         "strip_any_host_port": True,
         "http2_protocol_options": {},
     }
+    return {"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}
+
+
+def ingress_listener(address: str, port: int, refresh: float) -> JSON:
+    """The plaintext listener cloudflared sends every HTTP request to. It never changes with routes (those are in
+    RDS), so a route change drains no connection."""
     return {
         "@type": LISTENER,
         "name": INGRESS,
         "address": {"socket_address": {"address": address, "port_value": port}},
+        "filter_chains": [{"filters": [_connection_manager("ingress", refresh)]}],
+    }
+
+
+def ingress_tls_listener(address: str, port: int, refresh: float, cert_file: str, key_file: str) -> JSON:
+    """The TLS listener cloudflared sends gRPC to: cloudflared has no cleartext HTTP/2 to an origin, and gRPC needs
+    HTTP/2 (its status is in trailers, which HTTP/1.1 drops). Same routes as the plaintext listener; the certificate
+    is the data plane's origin certificate, which cloudflared checks against its CA."""
+    tls = {
+        "@type": DOWNSTREAM_TLS_CONTEXT,
+        "common_tls_context": {
+            "alpn_protocols": ["h2", "http/1.1"],
+            "tls_certificates": [{"certificate_chain": {"filename": cert_file}, "private_key": {"filename": key_file}}],
+        },
+    }
+    return {
+        "@type": LISTENER,
+        "name": INGRESS_TLS,
+        "address": {"socket_address": {"address": address, "port_value": port}},
         "filter_chains": [
-            {"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]}
+            {
+                "filters": [_connection_manager("ingress_tls", refresh)],
+                "transport_socket": {"name": "envoy.transport_sockets.tls", "typed_config": tls},
+            }
         ],
     }
 

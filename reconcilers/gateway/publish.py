@@ -91,12 +91,33 @@ def _rule_order(hostname: Hostname) -> tuple[bool, int, str]:
     return (name.startswith("*."), -name.count("."), name)
 
 
-def ingress_document(hostnames: Iterable[Hostname], origin: str) -> JSON:
-    """The tunnel's ingress document for the hostnames published through it."""
+@dataclass(frozen=True)
+class TLSOrigin:
+    """The data plane's TLS listener as cloudflared reaches it: where gRPC hostnames are sent, over HTTP/2."""
+
+    url: str
+    """`https://localhost:<port>`: cloudflared and Envoy share the data plane's pod."""
+    server_name: str
+    """The name in the origin certificate, which cloudflared checks (`originServerName`)."""
+    ca_file: str
+    """The CA of the origin certificate, as a path in cloudflared's container (`caPool`)."""
+
+
+def ingress_document(hostnames: Iterable[Hostname], origin: str, tls_origin: TLSOrigin | None = None) -> JSON:
+    """The tunnel's ingress document for the hostnames published through it. gRPC hostnames go to the TLS origin
+    when there is one: cloudflared speaks HTTP/2 to an origin only over TLS (`http2Origin` on a plaintext origin
+    gives HTTP/1.1, and gRPC's status trailer is lost), and checks its certificate, never `noTLSVerify`."""
     rules: list[JSON] = []
     for hostname in sorted(hostnames, key=_rule_order):
         rule: JSON = {"hostname": hostname.hostname, "service": origin}
-        if hostname.grpc:
+        if hostname.grpc and tls_origin is not None:
+            rule["service"] = tls_origin.url
+            rule["originRequest"] = {
+                "http2Origin": True,
+                "originServerName": tls_origin.server_name,
+                "caPool": tls_origin.ca_file,
+            }
+        elif hostname.grpc:
             rule["originRequest"] = {"http2Origin": True}
         rules.append(rule)
     return {"ingress": [*rules, {"service": CATCH_ALL_404}]}

@@ -163,6 +163,8 @@ class TunnelOptions:
     origin: str
     """The data plane as cloudflared reaches it (`http://localhost:8080`: cloudflared and Envoy share a pod)."""
     tenancy_label: str | None = None
+    tls_origin: publish.TLSOrigin | None = None
+    """The data plane's TLS listener, for gRPC hostnames; None: there is none."""
 
 
 class TunnelPublisher:
@@ -289,7 +291,7 @@ class TunnelPublisher:
             except NotReady as wait:
                 log.info("tunnel's account not ready", extra={"tunnel": key[1], "reason": wait.reason})
                 return Outcome(requeue_after=wait.requeue_after or ACCOUNT_RETRY)
-            document = publish.ingress_document(view.hostnames, self.options.origin)
+            document = publish.ingress_document(view.hostnames, self.options.origin, self.options.tls_origin)
             tunnel_id = view.target.tunnel_id
             try:
                 if not await self.known.holds(link.client, link.account_id, tunnel_id, document):

@@ -16,6 +16,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 
 from app.controlplane import CertificateAuthority, ControlPlane, free_port
+from app.dev_gateway import write_origin_tls
 from reconcilers.gateway import envoy
 from reconcilers.gateway.kinds import CONTROLLER_NAME, GATEWAY_EXISTS_FINALIZER, GATEWAY_GROUP
 from tests.fixtures.controller import ControllerProcess, controller_process
@@ -54,6 +55,7 @@ def gateway_plane(
     (certs / "tls.crt").write_bytes(cert_pem)
     (certs / "tls.key").write_bytes(key_pem)
     (workdir / "ca.crt").write_bytes(ca.pem)
+    origin_tls = write_origin_tls(workdir / "origin-tls", "kflare-data-plane")
     xds_port, envoy_port = free_port(), free_port()
     servers = _Thread()
     backend_port = free_port()
@@ -64,6 +66,8 @@ def gateway_plane(
         f"--gateway-xds-token-file={token}",
         f"--gateway-xds-cert-dir={certs}",
         f"--gateway-data-plane-address=127.0.0.1:{envoy_port}",
+        f"--gateway-data-plane-tls-port={free_port()}",
+        f"--gateway-origin-tls-dir={origin_tls}",
         "--gateway-xds-refresh=200ms",
         f"--gateway-namespace-label={TENANCY_LABEL}",
     )
