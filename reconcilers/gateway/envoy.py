@@ -69,7 +69,6 @@ def _connection_manager(stat_prefix: str, refresh: float) -> JSON:
         "upgrade_configs": [{"upgrade_type": "websocket"}],
         "normalize_path": True,
         "merge_slashes": True,
-        "strip_any_host_port": True,
         "http2_protocol_options": {},
     }
     return {"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
 from reconcilers.gateway import shapes
+from reconcilers.gateway.features import SupportedFeature, supported_features
 from reconcilers.gateway.kinds import BUNDLE_VERSION, GATEWAY_GROUP, TUNNEL_GROUP, TUNNEL_KIND
 from reconcilers.gateway.shapes import Condition, Gateway, GatewayClass, ObjectKey, condition
 
@@ -33,6 +34,7 @@ TunnelLookup = Callable[[str, str], TunnelState | None]
 
 class ClassStatus(TypedDict):
     conditions: list[Condition]
+    supportedFeatures: list[SupportedFeature]
 
 
 class SupportedKind(TypedDict):
@@ -182,7 +184,7 @@ def class_status(
             f"installed Gateway API bundle {installed_bundle or 'unknown'}; this controller wants {wanted}.x",
             observed,
         )
-    return {"conditions": [accepted, supported]}, served
+    return {"conditions": [accepted, supported], "supportedFeatures": supported_features()}, served
 
 
 def listener(gateway: Gateway, spec: shapes.Listener) -> ServedListener:
@@ -204,6 +206,7 @@ def listener(gateway: Gateway, spec: shapes.Listener) -> ServedListener:
     accepted = True
     if protocol not in SERVED_PROTOCOLS:
         accepted = False
+        kinds = []  # no route kind attaches to a protocol the class does not serve
         message = f"protocol {protocol}: a Cloudflare Tunnel carries HTTP only (HTTP or HTTPS listeners)"
         conds.append(condition("Accepted", False, "UnsupportedProtocol", message, observed))
     elif spec.get("tls") is not None:
@@ -234,13 +237,15 @@ def gateway_status(gateway: Gateway, class_name: str, served: ServedClass | None
             condition("Programmed", False, "Pending", message, observed),
         ]
         return ServedGateway(gateway, conditions, _refused(listeners), usable=False)
-    if gateway["spec"].get("addresses"):
+    if any(address.get("value") for address in gateway["spec"].get("addresses", [])):
+        # An address without a value asks the class to choose one: the Tunnel's is the one it has.
         message = "spec.addresses: the address of this class is its Tunnel's, it cannot be chosen"
         conditions = [
             condition("Accepted", False, "UnsupportedAddress", message, observed),
             condition("Programmed", False, "Invalid", message, observed),
         ]
         return ServedGateway(gateway, conditions, _refused(listeners), usable=False)
+    _conflicts(listeners, observed)
     valid = [item for item in listeners if item.accepted]
     if valid and len(valid) == len(listeners):
         accepted = condition("Accepted", True, "Accepted", "", observed)
@@ -262,6 +267,38 @@ def gateway_status(gateway: Gateway, class_name: str, served: ServedClass | None
         tunnel_key=served.tunnel_key,
         address=tunnel.address if tunnel is not None else None,
     )
+
+
+def _conflicts(listeners: list[ServedListener], observed: int) -> None:
+    """Listeners that cannot be told apart are Conflicted (and not served): on one port, HTTP beside HTTPS
+    (ProtocolConflict), or two of one protocol with the same hostname (HostnameConflict)."""
+    by_port: dict[int, list[ServedListener]] = {}
+    for item in listeners:
+        if item.spec["protocol"] in SERVED_PROTOCOLS:
+            by_port.setdefault(item.spec["port"], []).append(item)
+    for port, group in by_port.items():
+        protocols = {item.spec["protocol"] for item in group}
+        for item in group:
+            same = [o for o in group if o is not item and o.hostname == item.hostname]
+            if len(protocols) > 1:
+                reason, message = (
+                    "ProtocolConflict",
+                    f"port {port} has listeners of protocols {', '.join(sorted(protocols))}",
+                )
+            elif same:
+                reason = "HostnameConflict"
+                message = f"listener {same[0].name} has the same port {port} and hostname {item.hostname or '(none)'}"
+            else:
+                continue
+            item.accepted = False
+            item.conditions = [
+                condition("Conflicted", True, reason, message, observed)
+                if c["type"] == "Conflicted"
+                else condition("Programmed", False, "Invalid", message, observed)
+                if c["type"] == "Programmed"
+                else c
+                for c in item.conditions
+            ]
 
 
 def _refused(listeners: list[ServedListener]) -> list[ServedListener]:

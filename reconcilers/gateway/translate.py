@@ -195,6 +195,7 @@ def _attach(
             found = [h for h in (hostname_matches(listener.hostname, d) for d in declared) if h]
         else:
             found = [listener.hostname or "*"]
+        found = [h for h in found if not _owned_elsewhere(h, listener, gateway.valid_listeners)]
         if found:
             attachment.listeners.append(listener)
             hostnames.update(found)
@@ -202,6 +203,35 @@ def _attach(
         return attachment.refuse("NoMatchingListenerHostname", "no route hostname intersects a listener hostname")
     attachment.hostnames = sorted(hostnames)
     return attachment
+
+
+def _more_specific(a: str | None, b: str | None) -> bool:
+    """Whether listener hostname `a` is narrower than `b` (no hostname is the widest, then wildcards)."""
+    if a is None or a == b:
+        return False
+    return b is None or (b.startswith("*.") and a.endswith(b[1:]))
+
+
+def _owned_elsewhere(hostname: str, listener: ServedListener, listeners: list[ServedListener]) -> bool:
+    """Listener isolation: `hostname` falls within a narrower listener of the same Gateway, whose routes alone may
+    answer it (a route of a wildcard or hostname-less listener never does)."""
+    return any(
+        _more_specific(other.hostname, listener.hostname) and hostname_matches(other.hostname, hostname) == hostname
+        for other in listeners
+        if other is not listener and other.hostname is not None
+    )
+
+
+def _isolating_hosts(gateways: Mapping[ObjectKey, ServedGateway]) -> set[str]:
+    """Hostnames of listeners narrower than another listener of their Gateway: each gets a virtual host even with
+    no route, so that a request for it is answered 404 rather than by a wider listener's routes."""
+    out: set[str] = set()
+    for served in gateways.values():
+        listeners = served.valid_listeners
+        for listener in listeners:
+            if listener.hostname and any(_more_specific(listener.hostname, o.hostname) for o in listeners):
+                out.add(listener.hostname)
+    return out
 
 
 def _settle_hostname_owners(attachments: list[_Attachment]) -> None:
@@ -296,6 +326,8 @@ def _route_configuration(vhosts: Mapping[str, list[EnvoyRoute]]) -> JSON:
         "@type": envoy.ROUTE_CONFIGURATION,
         "name": envoy.INGRESS,
         "virtual_hosts": virtual_hosts,
+        # The Host header keeps its port on the way to the backend; only matching ignores it.
+        "ignore_port_in_host_matching": True,
         # Envoy adds the peer's address for an external request; the peer is cloudflared on loopback, which says
         # nothing, and backends must see no x-envoy-* header at all.
         "request_headers_to_remove": ["x-envoy-external-address"],
@@ -385,6 +417,8 @@ def _translate(world: World, refresh: float) -> Translation:
             }
         )
 
+    for hostname in _isolating_hosts(gateways):
+        vhosts.setdefault(hostname, [])
     configuration = _route_configuration(vhosts)
     clusters, endpoints = resolver.resources(_weighted_names(configuration))
     return Translation(

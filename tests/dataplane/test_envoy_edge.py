@@ -103,3 +103,58 @@ async def test_http_and_https_listeners_are_told_apart_by_the_edges_scheme(datap
 
 def _ports(plane: DataPlane) -> dict[str, int]:
     return {"alpha": plane.backend_ports["alpha"]}
+
+
+async def test_a_hostname_a_narrower_listener_owns_is_never_answered_by_a_wider_listeners_routes(
+    dataplane: DataPlane,
+) -> None:
+    """GatewayHTTPListenerIsolation: each listener's route answers its own path only, and a request for a host
+    of a narrower listener never falls through to a wider one's route (404, not 200 from the wrong route)."""
+    names = {"empty": None, "wild": "*.example.com", "wild-foo": "*.foo.example.com", "abc": "abc.foo.example.com"}
+    listeners = [
+        {"name": name, "protocol": "HTTP", "port": 80, **({"hostname": host} if host else {})}
+        for name, host in names.items()
+    ]
+    # A narrower listener with no route at all still owns its hostname.
+    listeners.append({"name": "quiet", "protocol": "HTTP", "port": 80, "hostname": "quiet.example.com"})
+    routes = [
+        http_route(
+            f"to-{name}",
+            None,
+            [{"matches": [{"path": {"type": "PathPrefix", "value": f"/{name}"}}], "backendRefs": [backend("alpha")]}],
+            parents=[{"name": "edge", "namespace": NS, "sectionName": name}],
+        )
+        for name in names
+    ]
+    # Listeners with hostnames publish them through the tunnel via their routes' hostnames; a stand-in document
+    # with a catch-all to the data plane sends every host there, as a wildcard DNS record and rule would.
+    result = await dataplane.apply(world(routes, _ports(dataplane), gateways=[gateway(listeners=listeners)]))
+    edge = dataplane.cloudflared(result)
+    edge.document = {"ingress": [{"service": dataplane.url}]}
+    expected: dict[str, str | None] = {
+        "bar.com": "empty",
+        "bar.example.com": "wild",
+        "bar.foo.example.com": "wild-foo",
+        "abc.foo.example.com": "abc",
+        "quiet.example.com": None,
+    }
+
+    async def served() -> bool:
+        return (await edge.get("abc.foo.example.com", "/abc")).status_code == 200
+
+    await eventually(served, what="the routes to be served")
+    for host, owner in expected.items():
+        for name in names:
+            reply = await edge.get(host, f"/{name}")
+            assert reply.status_code == (200 if name == owner else 404), (host, name)
+
+
+async def test_the_host_header_keeps_its_port_on_the_way_to_the_backend(dataplane: DataPlane) -> None:
+    w = world([http_route("app", ["app.example.com"], [{"backendRefs": [backend("alpha")]}])], _ports(dataplane))
+    edge = await dataplane.through_cloudflared(w)
+
+    async def served() -> dict[str, str] | None:
+        reply = await edge.get("app.example.com:8443")
+        return reply.json()["headers"] if reply.status_code == 200 else None
+
+    assert (await eventually(served, what="the route to be served"))["host"] == "app.example.com:8443"

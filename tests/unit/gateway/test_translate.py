@@ -8,6 +8,7 @@ import pytest
 
 from reconcilers.gateway.translate import TunnelState, World, hostname_matches, regex_error, translate
 from tests.dataplane.world import (
+    GATEWAY_GROUP,
     NS,
     backend,
     gateway,
@@ -287,3 +288,63 @@ def test_a_translation_is_remembered_per_cache_revision_and_its_statuses_are_the
     assert parent(again, "r")["Accepted"]["status"] == "True"
     w.revision = ("caches", 2)
     assert [h.hostname for h in translate(w).hostnames] == ["b.example.com"]
+
+
+def test_the_class_claims_its_conformance_features_in_order() -> None:
+    status = translate(world([], BACKENDS)).class_status["cloudflare-tunnel"]
+    names = [f["name"] for f in status["supportedFeatures"]]
+    assert names == sorted(names)
+    assert {"HTTPRoute", "GRPCRoute", "HTTPRouteBackendProtocolWebSocket", "GatewayHTTPListenerIsolation"} <= set(names)
+
+
+def listener_conditions(result: Any, name: str) -> dict[str, dict[str, Any]]:
+    (entry,) = [e for e in result.gateway_status[(NS, "edge")]["listeners"] if e["name"] == name]
+    return {c["type"]: c for c in entry["conditions"]}
+
+
+def test_listeners_that_cannot_be_told_apart_are_conflicted_and_the_others_served() -> None:
+    listeners = [
+        {"name": "a", "protocol": "HTTP", "port": 80, "hostname": "a.example.com"},
+        {"name": "a-again", "protocol": "HTTP", "port": 80, "hostname": "a.example.com"},
+        {"name": "b", "protocol": "HTTP", "port": 80, "hostname": "b.example.com"},
+        {"name": "plain", "protocol": "HTTP", "port": 8443},
+        {"name": "secure", "protocol": "HTTPS", "port": 8443},
+        {"name": "tcp", "protocol": "TCP", "port": 5432},
+    ]
+    result = translate(world([], BACKENDS, gateways=[gateway(listeners=listeners)]))
+    for name, reason in (("a", "HostnameConflict"), ("a-again", "HostnameConflict"), ("plain", "ProtocolConflict")):
+        conds = listener_conditions(result, name)
+        assert (conds["Conflicted"]["status"], conds["Conflicted"]["reason"]) == ("True", reason)
+        assert conds["Programmed"]["status"] == "False"
+    assert listener_conditions(result, "secure")["Conflicted"]["reason"] == "ProtocolConflict"
+    assert listener_conditions(result, "b")["Conflicted"]["status"] == "False"
+    assert listener_conditions(result, "b")["Programmed"]["status"] == "True"
+    kinds = {e["name"]: e["supportedKinds"] for e in result.gateway_status[(NS, "edge")]["listeners"]}
+    assert kinds["tcp"] == []  # no route kind attaches to a protocol the class does not serve
+    assert kinds["b"] == [{"group": GATEWAY_GROUP, "kind": "HTTPRoute"}, {"group": GATEWAY_GROUP, "kind": "GRPCRoute"}]
+
+
+def test_an_address_without_a_value_is_the_tunnels_and_one_with_a_value_is_refused() -> None:
+    def accepted(addresses: list[dict[str, str]]) -> str:
+        edge = gateway()
+        edge["spec"]["addresses"] = addresses
+        conds = translate(world([], BACKENDS, gateways=[edge])).gateway_status[(NS, "edge")]["conditions"]
+        return str(next(c["reason"] for c in conds if c["type"] == "Accepted"))
+
+    assert accepted([{"type": "IPAddress", "value": ""}]) == "Accepted"
+    assert accepted([{"type": "IPAddress", "value": "192.0.2.1"}]) == "UnsupportedAddress"
+
+
+def test_a_route_hostname_a_narrower_listener_owns_is_left_to_that_listener() -> None:
+    listeners = [
+        {"name": "wild", "protocol": "HTTP", "port": 80, "hostname": "*.example.com"},
+        {"name": "abc", "protocol": "HTTP", "port": 80, "hostname": "abc.example.com"},
+    ]
+    to_wild = [{"name": "edge", "namespace": NS, "sectionName": "wild"}]
+    routes = [
+        http_route("both", ["abc.example.com", "x.example.com"], one_rule(), parents=to_wild),
+        http_route("only", ["abc.example.com"], one_rule(), parents=to_wild),
+    ]
+    result = translate(world(routes, BACKENDS, gateways=[gateway(listeners=listeners)]))
+    assert [h.hostname for h in result.hostnames] == ["x.example.com"]
+    assert parent(result, "only")["Accepted"]["reason"] == "NoMatchingListenerHostname"
