@@ -14,6 +14,9 @@ CLUSTER_LOAD_ASSIGNMENT = "type.googleapis.com/envoy.config.endpoint.v3.ClusterL
 HCM = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 ROUTER = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
 DOWNSTREAM_TLS_CONTEXT = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
+CORS = "type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors"
+CORS_POLICY = "type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy"
+CORS_FILTER = "envoy.filters.http.cors"
 HTTP_PROTOCOL_OPTIONS = "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 
 TYPES = {
@@ -53,8 +56,10 @@ def _connection_manager(stat_prefix: str, refresh: float) -> JSON:
         "codec_type": "AUTO",
         "rds": {"route_config_name": INGRESS, "config_source": config_source(refresh)},
         "http_filters": [
+            # CORS, for the routes whose policy asks (typed_per_filter_config); the others pass through.
+            {"name": CORS_FILTER, "typed_config": {"@type": CORS}},
             # suppress_envoy_headers: no x-envoy-* header is added towards backends or clients.
-            {"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER, "suppress_envoy_headers": True}}
+            {"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER, "suppress_envoy_headers": True}},
         ],
         # The one hop trusted is cloudflared in the same pod: it hands on the edge's X-Forwarded-Proto (the
         # visitor's scheme, which redirects and the HTTP/HTTPS listeners go by) and X-Forwarded-For ending in the

@@ -25,7 +25,9 @@ SUPPORTED_FEATURES = (
     "HTTPRoute308RedirectStatusCode",
     "HTTPRouteBackendProtocolH2C",
     "HTTPRouteBackendProtocolWebSocket",
+    "HTTPRouteBackendRequestHeaderModification",
     "HTTPRouteBackendTimeout",
+    "HTTPRouteCORS",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
     "HTTPRouteNamedRouteRule",
@@ -39,6 +41,7 @@ SUPPORTED_FEATURES = (
     "HTTPRouteRequestPercentageMirror",
     "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
+    "HTTPRouteRetry",
     "HTTPRouteSchemeRedirect",
     # GRPCRoute extended.
     "GRPCRouteNamedRouteRule",

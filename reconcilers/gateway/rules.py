@@ -2,7 +2,8 @@
 (header modifiers, redirects, rewrites, mirrors) and the route action over the rule's backends.
 
 Nothing in a route is silently ignored: a field, match or filter the data plane does not implement raises
-`Unsupported` with a message naming it, and the route is refused with it.
+`Unsupported` with a message naming it; the rule holding it is left out (the route is `PartiallyInvalid`), and a
+route with no rule left, or whose spec holds it, is refused with it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
-from reconcilers.gateway import shapes
+from reconcilers.gateway import envoy, shapes
 from reconcilers.gateway.backends import UNRESOLVED, Backend, Resolver
 from reconcilers.gateway.shapes import (
     JSON,
@@ -25,6 +26,7 @@ from reconcilers.gateway.shapes import (
     RequestMirror,
     RequestRedirect,
     Route,
+    RouteFilter,
     RouteRule,
     URLRewrite,
     escape,
@@ -32,16 +34,25 @@ from reconcilers.gateway.shapes import (
 from reconcilers.gateway.status import GRPC_ROUTE, HTTP_ROUTE
 
 _RULE_KEYS = {
-    HTTP_ROUTE: {"name", "matches", "filters", "backendRefs", "timeouts"},
+    HTTP_ROUTE: {"name", "matches", "filters", "backendRefs", "timeouts", "retry"},
     GRPC_ROUTE: {"name", "matches", "filters", "backendRefs"},
 }
 _MATCH_KEYS = {HTTP_ROUTE: {"path", "headers", "queryParams", "method"}, GRPC_ROUTE: {"method", "headers"}}
 _FILTERS = {
-    HTTP_ROUTE: {"RequestHeaderModifier", "ResponseHeaderModifier", "RequestRedirect", "URLRewrite", "RequestMirror"},
+    HTTP_ROUTE: {
+        "RequestHeaderModifier",
+        "ResponseHeaderModifier",
+        "RequestRedirect",
+        "URLRewrite",
+        "RequestMirror",
+        "CORS",
+    },
     GRPC_ROUTE: {"RequestHeaderModifier", "ResponseHeaderModifier", "RequestMirror"},
 }
+_BACKEND_FILTERS = {"RequestHeaderModifier", "ResponseHeaderModifier"}
+"""The filters of a backendRef: Envoy changes headers per cluster of a weighted split."""
 _SPEC_KEYS = {"parentRefs", "hostnames", "rules"}
-_BACKEND_KEYS = {"group", "kind", "name", "namespace", "port", "weight"}
+_BACKEND_KEYS = {"group", "kind", "name", "namespace", "port", "weight", "filters"}
 _REDIRECT_CODES = {
     301: "MOVED_PERMANENTLY",
     302: "FOUND",
@@ -87,6 +98,9 @@ class BuiltRoute:
 
     routes: list[EnvoyRoute] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
+    """Why each rule left out was (a rule the data plane cannot serve is dropped, the others are served)."""
+    rules: int = 0
 
 
 def regex_error(pattern: str) -> str | None:
@@ -230,18 +244,29 @@ def _header_mutations(modifier: HeaderModifier, where: str) -> tuple[list[JSON],
 
 
 @dataclass
-class _Filters:
-    """What a rule's filters ask of each of its Envoy routes."""
+class _HeaderChanges:
+    """Header modifiers as Envoy's additions and removals, of a route or of one backend of it."""
 
     request_add: list[JSON] = field(default_factory=list)
     request_remove: list[str] = field(default_factory=list)
     response_add: list[JSON] = field(default_factory=list)
     response_remove: list[str] = field(default_factory=list)
-    redirect: RequestRedirect | None = None
-    rewrite: URLRewrite | None = None
-    mirrors: list[JSON] = field(default_factory=list)
 
-    def apply_headers(self, entry: JSON) -> None:
+    def take(self, flt: RouteFilter, where: str) -> bool:
+        """Take a header modifier filter; False when `flt` is another kind of filter."""
+        if flt["type"] == "RequestHeaderModifier":
+            add, remove = _header_mutations(flt.get("requestHeaderModifier", {}), where)
+            self.request_add += add
+            self.request_remove += remove
+        elif flt["type"] == "ResponseHeaderModifier":
+            add, remove = _header_mutations(flt.get("responseHeaderModifier", {}), where)
+            self.response_add += add
+            self.response_remove += remove
+        else:
+            return False
+        return True
+
+    def apply(self, entry: JSON) -> None:
         for key, value in (
             ("request_headers_to_add", self.request_add),
             ("request_headers_to_remove", self.request_remove),
@@ -250,6 +275,20 @@ class _Filters:
         ):
             if value:
                 entry[key] = value
+
+    def __bool__(self) -> bool:
+        return bool(self.request_add or self.request_remove or self.response_add or self.response_remove)
+
+
+@dataclass
+class _Filters:
+    """What a rule's filters ask of each of its Envoy routes."""
+
+    headers: _HeaderChanges = field(default_factory=_HeaderChanges)
+    redirect: RequestRedirect | None = None
+    rewrite: URLRewrite | None = None
+    mirrors: list[JSON] = field(default_factory=list)
+    cors: JSON | None = None
 
 
 def _mirror_policy(mirror: RequestMirror, cluster: str) -> JSON:
@@ -263,33 +302,59 @@ def _mirror_policy(mirror: RequestMirror, cluster: str) -> JSON:
     return policy
 
 
-def _filters(kind: str, rule: RouteRule, namespace: str, resolver: Resolver, built: BuiltRoute, where: str) -> _Filters:
+def _filters(
+    kind: str, rule: RouteRule, namespace: str, resolver: Resolver, problems: list[tuple[str, str]], where: str
+) -> _Filters:
     out = _Filters()
     for f, flt in enumerate(rule.get("filters", [])):
         fwhere = f"{where}.filters[{f}]"
         ftype = flt["type"]
         if ftype not in _FILTERS[kind]:
             raise Unsupported(f"{fwhere}: filter {ftype} is not supported by this data plane")
-        if ftype == "RequestHeaderModifier":
-            add, remove = _header_mutations(flt.get("requestHeaderModifier", {}), fwhere)
-            out.request_add += add
-            out.request_remove += remove
-        elif ftype == "ResponseHeaderModifier":
-            add, remove = _header_mutations(flt.get("responseHeaderModifier", {}), fwhere)
-            out.response_add += add
-            out.response_remove += remove
-        elif ftype == "RequestRedirect":
+        if out.headers.take(flt, fwhere):
+            continue
+        if ftype == "RequestRedirect":
             out.redirect = flt.get("requestRedirect", {})
         elif ftype == "URLRewrite":
             out.rewrite = flt.get("urlRewrite", {})
+        elif ftype == "CORS":
+            out.cors = _cors(flt.get("cors", {}))
         elif ftype == "RequestMirror":
             mirror = flt["requestMirror"]
             backend = resolver.backend(kind, namespace, mirror["backendRef"], 1, http2=kind == GRPC_ROUTE)
             if backend.problem or backend.cluster is None:
-                built.problems += [backend.problem] if backend.problem else []
+                problems += [backend.problem] if backend.problem else []
                 continue
             out.mirrors.append(_mirror_policy(mirror, backend.cluster))
     return out
+
+
+def _origin_match(origin: str) -> JSON:
+    """An allowed CORS origin as Envoy matches it: `*` any, `https://*.example.com` any subdomain, else exact."""
+    if origin == "*":
+        return {"safe_regex": {"regex": ".*"}}
+    if "*" in origin:
+        return {"safe_regex": {"regex": ".+".join(re.escape(part) for part in origin.split("*"))}}
+    return {"exact": origin}
+
+
+def _cors(cors: JSON) -> JSON:
+    """Envoy's CORS policy of a route (the cors filter answers preflights and adds the response headers)."""
+    policy: JSON = {
+        "allow_origin_string_match": [_origin_match(str(o)) for o in cors.get("allowOrigins", [])],
+        # The spec's default: a browser caches a preflight's answer for 5 seconds.
+        "max_age": str(int(cors.get("maxAge", 5))),
+    }
+    for key, name in (
+        ("allowMethods", "allow_methods"),
+        ("allowHeaders", "allow_headers"),
+        ("exposeHeaders", "expose_headers"),
+    ):
+        if cors.get(key):
+            policy[name] = ",".join(str(v) for v in cors[key])
+    if cors.get("allowCredentials"):
+        policy["allow_credentials"] = True
+    return policy
 
 
 def _prefix_rewrite(replacement: str, path_match: PathMatch | None, where: str) -> JSON:
@@ -334,6 +399,8 @@ def _redirect(redirect: RequestRedirect, path_match: PathMatch | None, where: st
 class _Timeouts:
     request_ms: int | None = None
     per_try_ms: int | None = None
+    retry: JSON | None = None
+    """The rule's retry: codes, attempts and backoff."""
 
 
 def _timeouts(rule: RouteRule, where: str) -> _Timeouts:
@@ -349,30 +416,65 @@ def _timeouts(rule: RouteRule, where: str) -> _Timeouts:
                 out.request_ms = value
             else:
                 out.per_try_ms = value
-    if out.request_ms is None and out.per_try_ms is not None:
+    if out.request_ms is None and out.per_try_ms is not None and not rule.get("retry"):
         out.request_ms, out.per_try_ms = out.per_try_ms, None
+    retry = rule.get("retry")
+    if retry:
+        if retry.get("backoff") is not None and shapes.duration_ms(str(retry["backoff"])) is None:
+            raise Unsupported(f"{where}.retry.backoff: {retry['backoff']!r} is not a duration")
+        out.retry = retry
     return out
 
 
+def _retry_policy(timeouts: _Timeouts) -> JSON | None:
+    """Envoy's retry policy: the rule's retry (on the codes it names), and the timeout of each try."""
+    if timeouts.retry is None and not timeouts.per_try_ms:
+        return None
+    policy: JSON = {"num_retries": 0}
+    if timeouts.retry is not None:
+        retry = timeouts.retry
+        policy["num_retries"] = int(retry.get("attempts", 2))  # the spec's default when only codes are given
+        codes = [int(c) for c in retry.get("codes", [])]
+        # Connection errors are retried too, as the spec says a retry should.
+        policy["retry_on"] = "connect-failure,refused-stream,reset" + (",retriable-status-codes" if codes else ",5xx")
+        if codes:
+            policy["retriable_status_codes"] = codes
+        if retry.get("backoff") is not None:
+            base = shapes.duration_ms(str(retry["backoff"])) or 1
+            policy["retry_back_off"] = {"base_interval": f"{base / 1000:g}s"}
+    if timeouts.per_try_ms:
+        policy["per_try_timeout"] = f"{timeouts.per_try_ms / 1000:g}s"
+    return policy
+
+
 def _action(
-    backends: list[Backend], filters: _Filters, path_match: PathMatch | None, timeouts: _Timeouts, where: str
+    backends: list[tuple[Backend, _HeaderChanges]],
+    filters: _Filters,
+    path_match: PathMatch | None,
+    timeouts: _Timeouts,
+    where: str,
 ) -> JSON:
     """The route action; `{"direct_response": ...}` when the rule has no backend to send to."""
-    live = [b for b in backends if b.weight > 0]
-    if not live or all(b.cluster is None for b in live):
+    live = [(b, headers) for b, headers in backends if b.weight > 0]
+    if not live or all(b.cluster is None for b, _ in live):
         # No backend, or none that resolves: the spec wants a 500 for that traffic.
         return {"direct_response": {"status": 500}}
     action: JSON = {}
-    if len(live) == 1:
-        action["cluster"] = live[0].cluster
+    if len(live) == 1 and not live[0][1]:
+        action["cluster"] = live[0][0].cluster
     else:
-        action["weighted_clusters"] = {
-            "clusters": [{"name": b.cluster or UNRESOLVED, "weight": b.weight} for b in live]
-        }
+        # A split, or a backend of its own header changes: those are per cluster of a weighted split.
+        clusters = []
+        for b, headers in live:
+            cluster: JSON = {"name": b.cluster or UNRESOLVED, "weight": b.weight}
+            headers.apply(cluster)
+            clusters.append(cluster)
+        action["weighted_clusters"] = {"clusters": clusters}
     # Envoy's default of 15 s is not the route's: no timeout unless the route sets one.
     action["timeout"] = f"{(timeouts.request_ms or 0) / 1000:g}s"
-    if timeouts.per_try_ms:
-        action["retry_policy"] = {"num_retries": 0, "per_try_timeout": f"{timeouts.per_try_ms / 1000:g}s"}
+    retry = _retry_policy(timeouts)
+    if retry is not None:
+        action["retry_policy"] = retry
     if filters.mirrors:
         action["request_mirror_policies"] = filters.mirrors
     rewrite = filters.rewrite
@@ -395,35 +497,60 @@ def _action(
 
 
 def build_route(kind: str, route: Route, resolver: Resolver) -> BuiltRoute:
-    """The route's Envoy routes (with their precedence) and its unresolved backends; raises Unsupported."""
+    """The route's Envoy routes (with their precedence), its unresolved backends, and the rules left out because
+    the data plane cannot serve them; raises Unsupported for what refuses the whole route."""
     spec = route["spec"]
     _check_keys(spec, _SPEC_KEYS, "spec")
-    namespace, name = shapes.key(route)
     built = BuiltRoute()
-    grpc = kind == GRPC_ROUTE
-    for r, rule in enumerate(spec.get("rules") or [RouteRule()]):
-        where = f"spec.rules[{r}]"
-        _check_keys(rule, _RULE_KEYS[kind], where)
-        filters = _filters(kind, rule, namespace, resolver, built, where)
-        if filters.redirect is not None and rule.get("backendRefs"):
-            raise Unsupported(f"{where}: RequestRedirect with backendRefs (the spec forbids both)")
-        backends: list[Backend] = []
-        for b, ref in enumerate(rule.get("backendRefs", [])):
-            _check_keys(ref, _BACKEND_KEYS, f"{where}.backendRefs[{b}]")
-            backend = resolver.backend(kind, namespace, ref, ref.get("weight", 1), http2=grpc)
-            if backend.problem:
-                built.problems.append(backend.problem)
-            backends.append(backend)
-        timeouts = _timeouts(rule, where)
-        matches: list[Mapping[str, Any]] = list(rule.get("matches") or [{}])
-        for m, raw in enumerate(matches):
-            match = _match(kind, raw, f"{where}.matches[{m}]")
-            entry: JSON = {"name": f"{kind}/{namespace}/{name}/rule/{r}/match/{m}", "match": match.envoy}
-            if filters.redirect is not None:
-                entry["redirect"] = _redirect(filters.redirect, match.path, where)
-            else:
-                action = _action(backends, filters, match.path, timeouts, where)
-                entry.update(action if "direct_response" in action else {"route": action})
-            filters.apply_headers(entry)
-            built.routes.append(EnvoyRoute(entry, (*match.precedence, *shapes.age_key(route), r, m)))
+    rules = spec.get("rules") or [RouteRule()]
+    built.rules = len(rules)
+    for r, rule in enumerate(rules):
+        problems: list[tuple[str, str]] = []
+        try:
+            routes = _build_rule(kind, route, r, rule, resolver, problems)
+        except Unsupported as exc:
+            built.invalid.append(str(exc))
+            continue
+        built.routes += routes
+        built.problems += problems
     return built
+
+
+def _build_rule(
+    kind: str, route: Route, r: int, rule: RouteRule, resolver: Resolver, problems: list[tuple[str, str]]
+) -> list[EnvoyRoute]:
+    namespace, name = shapes.key(route)
+    grpc = kind == GRPC_ROUTE
+    where = f"spec.rules[{r}]"
+    _check_keys(rule, _RULE_KEYS[kind], where)
+    filters = _filters(kind, rule, namespace, resolver, problems, where)
+    if filters.redirect is not None and rule.get("backendRefs"):
+        raise Unsupported(f"{where}: RequestRedirect with backendRefs (the spec forbids both)")
+    backends: list[tuple[Backend, _HeaderChanges]] = []
+    for b, ref in enumerate(rule.get("backendRefs", [])):
+        bwhere = f"{where}.backendRefs[{b}]"
+        _check_keys(ref, _BACKEND_KEYS, bwhere)
+        headers = _HeaderChanges()
+        for f, flt in enumerate(ref.get("filters", [])):
+            if flt["type"] not in _BACKEND_FILTERS or not headers.take(flt, f"{bwhere}.filters[{f}]"):
+                raise Unsupported(f"{bwhere}.filters[{f}]: filter {flt['type']} of a backend is not supported")
+        backend = resolver.backend(kind, namespace, ref, ref.get("weight", 1), http2=grpc)
+        if backend.problem:
+            problems.append(backend.problem)
+        backends.append((backend, headers))
+    timeouts = _timeouts(rule, where)
+    out: list[EnvoyRoute] = []
+    matches: list[Mapping[str, Any]] = list(rule.get("matches") or [{}])
+    for m, raw in enumerate(matches):
+        match = _match(kind, raw, f"{where}.matches[{m}]")
+        entry: JSON = {"name": f"{kind}/{namespace}/{name}/rule/{r}/match/{m}", "match": match.envoy}
+        if filters.redirect is not None:
+            entry["redirect"] = _redirect(filters.redirect, match.path, where)
+        else:
+            action = _action(backends, filters, match.path, timeouts, where)
+            entry.update(action if "direct_response" in action else {"route": action})
+        filters.headers.apply(entry)
+        if filters.cors is not None:
+            entry["typed_per_filter_config"] = {envoy.CORS_FILTER: {"@type": envoy.CORS_POLICY, **filters.cors}}
+        out.append(EnvoyRoute(entry, (*match.precedence, *shapes.age_key(route), r, m)))
+    return out

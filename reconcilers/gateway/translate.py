@@ -288,6 +288,8 @@ def _routes(
             except Unsupported as exc:
                 unsupported, result = str(exc), BuiltRoute()
             built[ours[0].key] = result
+            if result.invalid and len(result.invalid) == result.rules:
+                unsupported = result.invalid[0]  # no rule left to serve: the route is refused
             for attachment in ours:
                 if attachment.accepted and unsupported:
                     attachment.refuse("UnsupportedValue", unsupported)
@@ -296,6 +298,12 @@ def _routes(
                     attachment.conditions.append(condition("ResolvedRefs", False, reason, message, observed))
                 else:
                     attachment.conditions.append(condition("ResolvedRefs", True, "ResolvedRefs", "", observed))
+                if result.invalid and not unsupported:
+                    # The spec's PartiallyInvalid: the rules left out are named, the others are served.
+                    message = "rules not served: " + "; ".join(result.invalid)
+                    attachment.conditions.append(
+                        condition("PartiallyInvalid", True, "UnsupportedValue", message, observed)
+                    )
             attachments += ours
     _settle_hostname_owners([a for a in attachments if a.accepted])
     return attachments, built

@@ -4,6 +4,9 @@ the ingress rule kflare wrote, dials its origin and adds the edge's headers."""
 from __future__ import annotations
 
 import json
+from typing import Any
+
+import httpx
 
 from tests.dataplane.world import NS, backend, endpoint_slice, gateway, http_route, service, world
 from tests.fixtures.cloudflared import VISITOR
@@ -158,3 +161,89 @@ async def test_the_host_header_keeps_its_port_on_the_way_to_the_backend(dataplan
         return reply.json()["headers"] if reply.status_code == 200 else None
 
     assert (await eventually(served, what="the route to be served"))["host"] == "app.example.com:8443"
+
+
+async def test_cors_preflights_are_answered_and_allowed_origins_told(dataplane: DataPlane) -> None:
+    cors = {
+        "allowOrigins": ["https://app.example.com", "https://*.tools.example.com"],
+        "allowMethods": ["GET", "POST"],
+        "allowHeaders": ["x-token"],
+        "exposeHeaders": ["x-served"],
+        "allowCredentials": True,
+        "maxAge": 600,
+    }
+    rules = [{"filters": [{"type": "CORS", "cors": cors}], "backendRefs": [backend("alpha")]}]
+    edge = await dataplane.through_cloudflared(
+        world([http_route("api", ["api.example.com"], rules)], _ports(dataplane))
+    )
+    preflight = {"Origin": "https://ci.tools.example.com", "Access-Control-Request-Method": "POST"}
+
+    async def answered() -> httpx.Response | None:
+        reply = await edge.request("OPTIONS", "api.example.com", "/items", headers=preflight)
+        return reply if "access-control-allow-origin" in reply.headers else None
+
+    reply = await eventually(answered, what="the preflight to be answered")
+    assert reply.headers["access-control-allow-origin"] == "https://ci.tools.example.com"
+    assert reply.headers["access-control-allow-methods"] == "GET,POST"
+    assert reply.headers["access-control-allow-headers"] == "x-token"
+    assert reply.headers["access-control-allow-credentials"] == "true"
+    assert reply.headers["access-control-max-age"] == "600"
+    simple = await edge.get("api.example.com", "/items", headers={"Origin": "https://app.example.com"})
+    assert simple.status_code == 200
+    assert simple.headers["access-control-allow-origin"] == "https://app.example.com"
+    assert simple.headers["access-control-expose-headers"] == "x-served"
+    other = await edge.get("api.example.com", "/items", headers={"Origin": "https://evil.example.org"})
+    assert "access-control-allow-origin" not in other.headers
+
+
+async def test_each_backend_gets_its_own_header_changes(dataplane: DataPlane) -> None:
+    def changes(name: str) -> list[dict[str, Any]]:
+        return [
+            {"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "x-picked", "value": name}]}},
+            {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [{"name": "x-via", "value": name}]}},
+        ]
+
+    rules = [
+        {
+            "backendRefs": [
+                {**backend("alpha", weight=1), "filters": changes("alpha")},
+                {**backend("beta", weight=1), "filters": changes("beta")},
+            ]
+        }
+    ]
+    ports = {name: dataplane.backend_ports[name] for name in ("alpha", "beta")}
+    edge = await dataplane.through_cloudflared(world([http_route("split", ["split.example.com"], rules)], ports))
+
+    async def both() -> set[str] | None:
+        seen = set()
+        for _ in range(30):
+            reply = await edge.get("split.example.com")
+            if reply.status_code != 200:
+                return None
+            served = reply.json()
+            assert served["headers"]["x-picked"] == served["backend"] == reply.headers["x-via"]
+            seen.add(served["backend"])
+        return seen if len(seen) == 2 else None
+
+    assert await eventually(both, what="both backends, each with its headers") == {"alpha", "beta"}
+
+
+async def test_a_retry_gets_past_the_failures_it_names(dataplane: DataPlane) -> None:
+    rules = [
+        {
+            "matches": [{"path": {"type": "PathPrefix", "value": "/retried"}}],
+            "retry": {"codes": [503], "attempts": 2, "backoff": "10ms"},
+            "backendRefs": [backend("gamma")],
+        },
+        {"backendRefs": [backend("gamma")]},
+    ]
+    w = world([http_route("flaky", ["flaky.example.com"], rules)], {"gamma": dataplane.backend_ports["gamma"]})
+    edge = await dataplane.through_cloudflared(w)
+
+    async def served() -> bool:
+        return (await edge.get("flaky.example.com", "/retried")).status_code == 200
+
+    await eventually(served, what="the route to be served")
+    assert (await edge.get("flaky.example.com", "/retried?fail=2&key=a")).status_code == 200  # two retries
+    assert (await edge.get("flaky.example.com", "/retried?fail=3&key=b")).status_code == 503  # one too many
+    assert (await edge.get("flaky.example.com", "/plain?fail=1&key=c")).status_code == 503  # no retry asked

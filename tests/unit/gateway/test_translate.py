@@ -34,10 +34,9 @@ def one_rule(**rule: Any) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(
     ("rule", "named"),
     [
-        ({"filters": [{"type": "CORS", "cors": {"allowOrigins": ["*"]}}]}, "CORS"),
         ({"filters": [{"type": "ExtensionRef", "extensionRef": {"name": "x"}}]}, "ExtensionRef"),
         ({"sessionPersistence": {"sessionName": "s"}}, "sessionPersistence"),
-        ({"retry": {"attempts": 2}}, "retry"),
+        ({"retry": {"backoff": "soon"}}, "retry.backoff"),
         ({"matches": [{"path": {"type": "RegularExpression", "value": "/(?=x)"}}]}, "RE2"),
         ({"matches": [{"headers": [{"type": "Prefix", "name": "a", "value": "b"}]}]}, "type Prefix"),
         (
@@ -62,10 +61,21 @@ def test_what_the_data_plane_cannot_do_refuses_the_route_naming_it(rule: dict[st
     assert not result.resources["routes"][0]["virtual_hosts"]
 
 
-def test_per_backend_filters_are_refused() -> None:
-    ref = {**backend("alpha"), "filters": [{"type": "RequestHeaderModifier"}]}
-    result = translate(world([http_route("r", ["a.example.com"], [{"backendRefs": [ref]}])], BACKENDS))
-    assert "backendRefs[0].filters" in parent(result, "r")["Accepted"]["message"]
+def test_a_rule_the_data_plane_cannot_serve_is_left_out_and_the_route_partially_invalid() -> None:
+    rules = [
+        {"backendRefs": [backend("alpha")], "sessionPersistence": {"sessionName": "s"}},
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/ok"}}], "backendRefs": [backend("alpha")]},
+        {"backendRefs": [{**backend("alpha"), "filters": [{"type": "RequestMirror"}]}]},
+    ]
+    result = translate(world([http_route("r", ["a.example.com"], rules)], BACKENDS))
+    conds = parent(result, "r")
+    assert conds["Accepted"]["status"] == "True"
+    partial = conds["PartiallyInvalid"]
+    assert (partial["status"], partial["reason"]) == ("True", "UnsupportedValue")
+    assert "spec.rules[0].sessionPersistence" in partial["message"]
+    assert "spec.rules[2].backendRefs[0].filters[0]: filter RequestMirror of a backend" in partial["message"]
+    (vhost,) = result.resources["routes"][0]["virtual_hosts"]
+    assert [r["name"] for r in vhost["routes"]] == ["HTTPRoute/apps/r/rule/1/match/0"]
 
 
 def test_listeners_the_class_cannot_serve_are_refused_and_the_rest_served() -> None:
