@@ -9,7 +9,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from reconcilers.gateway import envoy, shapes
-from reconcilers.gateway.kinds import GATEWAY_GROUP
 from reconcilers.gateway.shapes import JSON, BackendObjectReference, EndpointSlice, ObjectKey, ReferenceGrant, Service
 
 H2C = "kubernetes.io/h2c"
@@ -44,20 +43,6 @@ class Resolver:
             if service:
                 self._slices[(shapes.ns(item), service)].append(item)
 
-    def granted(self, kind: str, from_ns: str, to_ns: str, name: str) -> bool:
-        for grant in self.grants:
-            if shapes.ns(grant) != to_ns:
-                continue
-            if not any(
-                f["group"] == GATEWAY_GROUP and f["kind"] == kind and f["namespace"] == from_ns
-                for f in grant["spec"]["from"]
-            ):
-                continue
-            for to in grant["spec"]["to"]:
-                if to.get("group", "") == "" and to["kind"] == "Service" and to.get("name") in (None, "", name):
-                    return True
-        return False
-
     def backend(self, kind: str, route_ns: str, ref: BackendObjectReference, weight: int, *, http2: bool) -> Backend:
         group, ref_kind, name = ref.get("group", ""), ref.get("kind", "Service"), ref["name"]
         if group != "" or ref_kind != "Service":
@@ -65,7 +50,9 @@ class Resolver:
                 None, weight, ("InvalidKind", f"backendRef {ref_kind}.{group or 'core'} {name}: only Services")
             )
         namespace = ref.get("namespace") or route_ns
-        if namespace != route_ns and not self.granted(kind, route_ns, namespace, name):
+        if namespace != route_ns and not shapes.reference_granted(
+            self.grants, kind, route_ns, "Service", namespace, name
+        ):
             return Backend(
                 None, weight, ("RefNotPermitted", f"Service {namespace}/{name}: no ReferenceGrant lets {route_ns} in")
             )

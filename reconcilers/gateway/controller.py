@@ -8,17 +8,19 @@ while the Tunnel is absent) the class reports `Accepted=False, InvalidParameters
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from app.kube.client import KubeError, ResourceType
 from app.kube.controller import Outcome
+from app.kube.index import Ref
 from app.kube.informer import Key
-from app.kube.manager import DocumentsOf, Input, Manager
+from app.kube.manager import SECRET_KIND, DocumentsOf, Input, Manager
 from reconcilers.context import Context
 from reconcilers.gateway import envoy, publish
 from reconcilers.gateway.kinds import (
@@ -36,10 +38,10 @@ from reconcilers.gateway.kinds import (
     REFERENCE_GRANTS,
     SERVICES,
 )
-from reconcilers.gateway.shapes import JSON, GatewayClass, Route
+from reconcilers.gateway.shapes import JSON, GatewayClass, Route, Secret
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.gateway.status import TunnelState
-from reconcilers.gateway.translate import Translation, World, translate
+from reconcilers.gateway.translate import Translation, World, certificate_refs, translate
 from reconcilers.gateway.tunnels import (
     ACCOUNTS,
     DNS_RECORDS,
@@ -59,6 +61,8 @@ log = logging.getLogger(__name__)
 
 DOCUMENT = "data-plane"
 BUNDLE_TTL = 60.0
+CERTIFICATE_WAIT = 5.0
+"""Seconds a reconcile waits for the watch of a newly named certificate Secret to list it."""
 ROUTE_TYPES: Mapping[str, ResourceType] = {"HTTPRoute": HTTP_ROUTES, "GRPCRoute": GRPC_ROUTES}
 
 
@@ -247,8 +251,23 @@ class GatewayClassReconciler:
                 if found is not None:
                     entry["conditions"].append(found)
 
+    async def _read_certificates(self, world: World) -> None:
+        """Watch the Secrets the listeners name as certificates (only those: the controller does not watch every
+        Secret), and let the translation read them; a change of one reconciles the class again."""
+        keys = certificate_refs(world)
+        self.ctx.secrets.reference(self.name, keys)
+        self.ctx.index.set_parents(Ref(self.name, "", DOCUMENT), [Ref(SECRET_KIND, *k) for k in keys])
+        for found in sorted(keys):
+            with contextlib.suppress(TimeoutError):
+                await self.ctx.secrets.wait_synced(found, CERTIFICATE_WAIT)
+        secrets = self.ctx.secrets
+        world.secret = lambda namespace, name: cast(Secret | None, secrets.get((namespace, name)))
+        if world.revision is not None:
+            world.revision = (world.revision, secrets.revision(keys))
+
     async def reconcile(self, key: Key) -> Outcome:
         world = self.world(await self._installed_bundle())
+        await self._read_certificates(world)
         result = translate(world, refresh=self.options.refresh)
         self.cloudflare_statuses(world, result)
         if self.store.publish({**result.resources, "listeners": self.options.listeners()}):

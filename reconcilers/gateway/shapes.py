@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal, NotRequired, Required, TypedDict, cast
 
+from reconcilers.gateway.kinds import GATEWAY_GROUP
+
 JSON = dict[str, Any]
 RouteKey = tuple[str, str, str]  # kind, namespace, name
 ObjectKey = tuple[str, str]  # namespace, name
@@ -322,6 +324,12 @@ class EndpointSlice(TypedDict, total=False):
     endpoints: list[Endpoint]
 
 
+class Secret(TypedDict, total=False):
+    metadata: Required[ObjectMeta]
+    type: str
+    data: dict[str, str]
+
+
 class Namespace(TypedDict, total=False):
     metadata: Required[ObjectMeta]
 
@@ -399,3 +407,22 @@ def selector_matches(selector: LabelSelector, have: Mapping[str, str]) -> bool:
         if op == "DoesNotExist" and label in have:
             return False
     return True
+
+
+def reference_granted(
+    grants: list[ReferenceGrant], from_kind: str, from_ns: str, to_kind: str, to_ns: str, to_name: str
+) -> bool:
+    """Whether a ReferenceGrant in `to_ns` lets a `from_kind` (of the Gateway API group) in `from_ns` refer to the
+    core object `to_kind` `to_name` there."""
+    for grant in grants:
+        if ns(grant) != to_ns:
+            continue
+        if not any(
+            f["group"] == GATEWAY_GROUP and f["kind"] == from_kind and f["namespace"] == from_ns
+            for f in grant["spec"]["from"]
+        ):
+            continue
+        for to in grant["spec"]["to"]:
+            if to.get("group", "") == "" and to["kind"] == to_kind and to.get("name") in (None, "", to_name):
+                return True
+    return False

@@ -3,10 +3,14 @@ Gateway's conditions and listeners (what a route may attach to)."""
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import NotRequired, TypedDict
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from reconcilers.gateway import shapes
 from reconcilers.gateway.features import SupportedFeature, supported_features
@@ -187,7 +191,57 @@ def class_status(
     return {"conditions": [accepted, supported], "supportedFeatures": supported_features()}, served
 
 
-def listener(gateway: Gateway, spec: shapes.Listener) -> ServedListener:
+_NOT_SERVED = (
+    "the certificate is not served: TLS ends at Cloudflare's edge, which serves the zone's certificate to visitors"
+)
+
+
+@dataclass(frozen=True)
+class Certificates:
+    """What checking a listener's certificateRefs reads: the Secrets and the ReferenceGrants."""
+
+    secret: Callable[[str, str], shapes.Secret | None]
+    grants: list[shapes.ReferenceGrant]
+
+
+def _certificate_problem(gateway: Gateway, spec: shapes.Listener, certificates: Certificates) -> tuple[str, str] | None:
+    """(reason, message) of the first certificateRef of an HTTPS listener that does not resolve, as the spec has
+    them: not a Secret, or a missing or malformed one (InvalidCertificateRef), or one in another namespace no
+    ReferenceGrant lets the Gateway refer to (RefNotPermitted)."""
+    namespace = shapes.ns(gateway)
+    for i, ref in enumerate(spec.get("tls", {}).get("certificateRefs", [])):
+        where = f"tls.certificateRefs[{i}]"
+        group, kind, name = ref.get("group", ""), ref.get("kind", "Secret"), ref["name"]
+        if group != "" or kind != "Secret":
+            return "InvalidCertificateRef", f"{where}: {kind}.{group or 'core'} {name}: only Secrets"
+        target = ref.get("namespace") or namespace
+        if target != namespace and not shapes.reference_granted(
+            certificates.grants, "Gateway", namespace, "Secret", target, name
+        ):
+            return "RefNotPermitted", f"{where}: Secret {target}/{name}: no ReferenceGrant lets {namespace} in"
+        secret = certificates.secret(target, name)
+        if secret is None:
+            return "InvalidCertificateRef", f"{where}: Secret {target}/{name} not found"
+        if not _is_certificate(secret):
+            return "InvalidCertificateRef", f"{where}: Secret {target}/{name} holds no PEM certificate and key"
+    return None
+
+
+def _is_certificate(secret: shapes.Secret) -> bool:
+    data = secret.get("data", {})
+    try:
+        cert, key = base64.b64decode(data["tls.crt"]), base64.b64decode(data["tls.key"])
+        x509.load_pem_x509_certificate(cert)
+        serialization.load_pem_private_key(key, password=None)
+    except (KeyError, ValueError, TypeError):
+        return False
+    return True
+
+
+NO_CERTIFICATES = Certificates(lambda namespace, name: None, [])
+
+
+def listener(gateway: Gateway, spec: shapes.Listener, certificates: Certificates = NO_CERTIFICATES) -> ServedListener:
     observed = shapes.generation(gateway)
     protocol = spec["protocol"]
     conds: list[Condition] = []
@@ -209,15 +263,19 @@ def listener(gateway: Gateway, spec: shapes.Listener) -> ServedListener:
         kinds = []  # no route kind attaches to a protocol the class does not serve
         message = f"protocol {protocol}: a Cloudflare Tunnel carries HTTP only (HTTP or HTTPS listeners)"
         conds.append(condition("Accepted", False, "UnsupportedProtocol", message, observed))
-    elif spec.get("tls") is not None:
+    elif "tls" in spec and (protocol != "HTTPS" or spec["tls"].get("mode", "Terminate") != "Terminate"):
         accepted = False
-        message = "tls: TLS ends at Cloudflare's edge; an HTTPS listener of this class has no tls block"
+        message = "tls: TLS ends at Cloudflare's edge; only an HTTPS listener terminating TLS is served"
         conds.append(condition("Accepted", False, "UnsupportedValue", message, observed))
     else:
-        conds.append(condition("Accepted", True, "Accepted", "", observed))
+        conds.append(condition("Accepted", True, "Accepted", _NOT_SERVED if "tls" in spec else "", observed))
+    bad_certificate = _certificate_problem(gateway, spec, certificates) if accepted else None
     if bad_kinds:
         message = f"route kinds not supported: {', '.join(bad_kinds)} (supported: HTTPRoute, GRPCRoute)"
         conds.append(condition("ResolvedRefs", False, "InvalidRouteKinds", message, observed))
+    elif bad_certificate is not None:
+        accepted = False
+        conds.append(condition("ResolvedRefs", False, *bad_certificate, observed))
     else:
         conds.append(condition("ResolvedRefs", True, "ResolvedRefs", "", observed))
     conds.append(condition("Conflicted", False, "NoConflicts", "", observed))
@@ -226,10 +284,12 @@ def listener(gateway: Gateway, spec: shapes.Listener) -> ServedListener:
     return ServedListener(gateway, spec, accepted and bool(kinds), tuple(kinds), conds)
 
 
-def gateway_status(gateway: Gateway, class_name: str, served: ServedClass | None) -> ServedGateway:
+def gateway_status(
+    gateway: Gateway, class_name: str, served: ServedClass | None, certificates: Certificates = NO_CERTIFICATES
+) -> ServedGateway:
     """A Gateway's conditions and listeners (attached routes are counted later, as routes attach)."""
     observed = shapes.generation(gateway)
-    listeners = [listener(gateway, spec) for spec in gateway["spec"].get("listeners", [])]
+    listeners = [listener(gateway, spec, certificates) for spec in gateway["spec"].get("listeners", [])]
     if served is None:
         message = f"GatewayClass {class_name} is not accepted"
         conditions = [

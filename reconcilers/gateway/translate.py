@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections import defaultdict
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict
 
@@ -34,12 +34,14 @@ from reconcilers.gateway.shapes import (
     ReferenceGrant,
     Route,
     RouteKey,
+    Secret,
     Service,
     condition,
 )
 from reconcilers.gateway.status import (
     GRPC_ROUTE,
     HTTP_ROUTE,
+    Certificates,
     ClassStatus,
     GatewayStatus,
     ServedClass,
@@ -65,6 +67,8 @@ class World:
     slices: list[EndpointSlice] = field(default_factory=list)
     namespaces: list[Namespace] = field(default_factory=list)
     tunnel: TunnelLookup = lambda namespace, name: None
+    secret: Callable[[str, str], Secret | None] = lambda namespace, name: None
+    """(namespace, name) -> the Secret, of those listeners' certificateRefs name (`certificate_refs`)."""
     installed_bundle: str | None = None
     tenancy_label: str | None = None
     controller_name: str = CONTROLLER_NAME
@@ -100,6 +104,20 @@ class Translation:
     """This controller's entries of each route's status.parents (others' entries are kept when writing)."""
     hostnames: list[Hostname]
     classes_in_use: set[str]
+
+
+def certificate_refs(world: World) -> set[ObjectKey]:
+    """The Secrets the listeners of the class's Gateways name as certificates (what `World.secret` is asked)."""
+    ours = {shapes.name(c) for c in world.classes if c["spec"]["controllerName"] == world.controller_name}
+    out: set[ObjectKey] = set()
+    for gateway in world.gateways:
+        if gateway["spec"]["gatewayClassName"] not in ours:
+            continue
+        for listener in gateway["spec"].get("listeners", []):
+            for ref in listener.get("tls", {}).get("certificateRefs", []):
+                if ref.get("group", "") == "" and ref.get("kind", "Secret") == "Secret":
+                    out.add((ref.get("namespace") or shapes.ns(gateway), ref["name"]))
+    return out
 
 
 def published_hostnames(world: World) -> list[Hostname]:
@@ -391,7 +409,10 @@ def _translate(world: World, refresh: float) -> Translation:
     for gateway in world.gateways:
         class_name = gateway["spec"]["gatewayClassName"]
         if class_name in served_classes:
-            gateways[shapes.key(gateway)] = gateway_status(gateway, class_name, served_classes[class_name])
+            certificates = Certificates(world.secret, world.grants)
+            gateways[shapes.key(gateway)] = gateway_status(
+                gateway, class_name, served_classes[class_name], certificates
+            )
 
     resolver = Resolver(world.services, world.slices, world.grants, refresh)
     attachments, built = _routes(world, gateways, resolver)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
 
+from app.controlplane import CertificateAuthority
 from reconcilers.gateway.translate import TunnelState, World, hostname_matches, regex_error, translate
+from reconcilers.gateway.translate import certificate_refs as translate_refs
 from tests.dataplane.world import (
     GATEWAY_GROUP,
     NS,
@@ -101,7 +104,7 @@ def test_listeners_the_class_cannot_serve_are_refused_and_the_rest_served() -> N
     by_name = {entry["name"]: {c["type"]: c for c in entry["conditions"]} for entry in status["listeners"]}
     assert by_name["tcp"]["Accepted"]["reason"] == "UnsupportedProtocol"
     assert by_name["udp"]["Accepted"]["reason"] == "UnsupportedProtocol"
-    assert by_name["tls"]["Accepted"]["reason"] == "UnsupportedValue"
+    assert by_name["tls"]["ResolvedRefs"]["reason"] == "InvalidCertificateRef"  # no such Secret
     assert by_name["kinds"]["ResolvedRefs"]["reason"] == "InvalidRouteKinds"
     assert by_name["web"]["Programmed"]["status"] == "True"
     attached = {entry["name"]: entry["attachedRoutes"] for entry in status["listeners"]}
@@ -358,3 +361,84 @@ def test_a_route_hostname_a_narrower_listener_owns_is_left_to_that_listener() ->
     result = translate(world(routes, BACKENDS, gateways=[gateway(listeners=listeners)]))
     assert [h.hostname for h in result.hostnames] == ["x.example.com"]
     assert parent(result, "only")["Accepted"]["reason"] == "NoMatchingListenerHostname"
+
+
+def tls_secret(name: str, namespace: str = NS, *, valid: bool = True) -> dict[str, Any]:
+    key, cert = CertificateAuthority.create("test CA").issue("app.example.com", hosts=["app.example.com"], server=True)
+    data = {"tls.crt": cert if valid else b"not a certificate", "tls.key": key}
+    encoded = {k: base64.b64encode(v).decode() for k, v in data.items()}
+    return {"metadata": {"name": name, "namespace": namespace}, "type": "kubernetes.io/tls", "data": encoded}
+
+
+def test_an_https_listeners_certificate_refs_are_checked_and_the_certificate_not_served() -> None:
+    def refs(*certificate_refs: dict[str, str]) -> dict[str, Any]:
+        return {"mode": "Terminate", "certificateRefs": list(certificate_refs)}
+
+    listeners = [
+        {"name": "good", "protocol": "HTTPS", "port": 443, "hostname": "a.example.com", "tls": refs({"name": "cert"})},
+        {"name": "missing", "protocol": "HTTPS", "port": 443, "hostname": "b.example.com", "tls": refs({"name": "x"})},
+        {
+            "name": "kind",
+            "protocol": "HTTPS",
+            "port": 443,
+            "hostname": "c.example.com",
+            "tls": refs({"kind": "ConfigMap", "name": "cert"}),
+        },
+        {
+            "name": "broken",
+            "protocol": "HTTPS",
+            "port": 443,
+            "hostname": "d.example.com",
+            "tls": refs({"name": "junk"}),
+        },
+        {
+            "name": "far",
+            "protocol": "HTTPS",
+            "port": 443,
+            "hostname": "e.example.com",
+            "tls": refs({"name": "cert", "namespace": "certs"}),
+        },
+        {
+            "name": "granted",
+            "protocol": "HTTPS",
+            "port": 443,
+            "hostname": "f.example.com",
+            "tls": refs({"name": "shared", "namespace": "certs"}),
+        },
+        {
+            "name": "passthrough",
+            "protocol": "HTTPS",
+            "port": 443,
+            "hostname": "g.example.com",
+            "tls": {"mode": "Passthrough"},
+        },
+    ]
+    secrets = {(NS, "cert"): tls_secret("cert"), (NS, "junk"): tls_secret("junk", valid=False)}
+    secrets |= {("certs", "cert"): tls_secret("cert", "certs"), ("certs", "shared"): tls_secret("shared", "certs")}
+    grant = {
+        "metadata": {"name": "gateways", "namespace": "certs"},
+        "spec": {
+            "from": [{"group": GATEWAY_GROUP, "kind": "Gateway", "namespace": NS}],
+            "to": [{"group": "", "kind": "Secret", "name": "shared"}],
+        },
+    }
+    w = world([], BACKENDS, gateways=[gateway(listeners=listeners)], grants=[grant])
+    w.secret = lambda namespace, name: secrets.get((namespace, name))  # type: ignore[assignment,return-value]
+    assert translate_refs(w) == {(NS, "cert"), (NS, "x"), (NS, "junk"), ("certs", "cert"), ("certs", "shared")}
+    result = translate(w)
+    expected = {
+        "good": ("True", "ResolvedRefs"),
+        "missing": ("False", "InvalidCertificateRef"),
+        "kind": ("False", "InvalidCertificateRef"),
+        "broken": ("False", "InvalidCertificateRef"),
+        "far": ("False", "RefNotPermitted"),
+        "granted": ("True", "ResolvedRefs"),
+    }
+    for name, (status, reason) in expected.items():
+        resolved = listener_conditions(result, name)["ResolvedRefs"]
+        assert (resolved["status"], resolved["reason"]) == (status, reason), name
+        assert listener_conditions(result, name)["Programmed"]["status"] == status
+    accepted = listener_conditions(result, "good")["Accepted"]
+    assert accepted["status"] == "True"
+    assert "certificate is not served" in accepted["message"]
+    assert listener_conditions(result, "passthrough")["Accepted"]["reason"] == "UnsupportedValue"
