@@ -9,7 +9,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from reconcilers.gateway import envoy, shapes
-from reconcilers.gateway.shapes import JSON, BackendObjectReference, EndpointSlice, ObjectKey, ReferenceGrant, Service
+from reconcilers.gateway.shapes import (
+    JSON,
+    BackendObjectReference,
+    EndpointSlice,
+    ObjectKey,
+    ReferenceGrant,
+    Service,
+    ServiceSpec,
+)
 
 H2C = "kubernetes.io/h2c"
 UNRESOLVED = "kflare-unresolved"
@@ -62,7 +70,10 @@ class Resolver:
         port = ref.get("port")
         if port is None:
             return Backend(None, weight, ("BackendNotFound", f"backendRef to Service {namespace}/{name} has no port"))
-        ports = [p for p in service.get("spec", {}).get("ports", []) if p["port"] == port]
+        spec = service.get("spec", {})
+        if spec.get("type") == "ExternalName":
+            return self._external(namespace, name, spec, port, weight, http2=http2)
+        ports = [p for p in spec.get("ports", []) if p["port"] == port]
         if not ports:
             return Backend(None, weight, ("BackendNotFound", f"Service {namespace}/{name} has no port {port}"))
         service_port = ports[0]
@@ -73,6 +84,20 @@ class Resolver:
             self.assignments[cluster] = envoy.load_assignment(
                 cluster, self._addresses(namespace, name, service_port.get("name"))
             )
+        return Backend(cluster, weight)
+
+    def _external(
+        self, namespace: str, name: str, spec: ServiceSpec, port: int, weight: int, *, http2: bool
+    ) -> Backend:
+        """An ExternalName Service: the name it gives, resolved by Envoy (there are no endpoints to watch), on the
+        backendRef's port (the ports of such a Service are only documentation)."""
+        host = spec.get("externalName", "")
+        if not host:
+            return Backend(None, weight, ("BackendNotFound", f"ExternalName Service {namespace}/{name} has no name"))
+        listed = {p.get("appProtocol") for p in spec.get("ports", []) if p["port"] == port}
+        h2 = http2 or H2C in listed
+        cluster = f"{namespace}/{name}:{port}/dns" + ("/h2c" if h2 else "")
+        self.clusters.setdefault(cluster, envoy.dns_cluster(cluster, host, port, http2=h2))
         return Backend(cluster, weight)
 
     def _addresses(self, namespace: str, service: str, port_name: str | None) -> list[tuple[str, int]]:

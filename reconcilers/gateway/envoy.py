@@ -122,6 +122,27 @@ def eds_cluster(name: str, *, http2: bool, refresh: float) -> JSON:
         "connect_timeout": "5s",
         "eds_cluster_config": {"service_name": name, "eds_config": config_source(refresh)},
     }
+    return _speaking(cluster, http2=http2)
+
+
+def dns_cluster(name: str, host: str, port: int, *, http2: bool) -> JSON:
+    """A cluster of the addresses a DNS name resolves to (an ExternalName Service), resolved again as DNS says."""
+    assignment = load_assignment(name, [(host, port)])
+    del assignment["@type"]
+    cluster: JSON = {
+        "@type": CLUSTER,
+        "name": name,
+        "type": "STRICT_DNS",
+        "connect_timeout": "5s",
+        "dns_lookup_family": "V4_PREFERRED",
+        "respect_dns_ttl": True,
+        "load_assignment": assignment,
+    }
+    return _speaking(cluster, http2=http2)
+
+
+def _speaking(cluster: JSON, *, http2: bool) -> JSON:
+    """`cluster`, speaking HTTP/2 (h2c) to its endpoints when asked, else HTTP/1.1."""
     if http2:
         cluster["typed_extension_protocol_options"] = {
             "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {

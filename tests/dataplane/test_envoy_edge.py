@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from reconcilers.gateway.translate import Translation
 from tests.dataplane.world import NS, backend, endpoint_slice, gateway, http_route, service, world
 from tests.fixtures.cloudflared import VISITOR
 from tests.fixtures.envoy import DataPlane
@@ -247,3 +248,27 @@ async def test_a_retry_gets_past_the_failures_it_names(dataplane: DataPlane) -> 
     assert (await edge.get("flaky.example.com", "/retried?fail=2&key=a")).status_code == 200  # two retries
     assert (await edge.get("flaky.example.com", "/retried?fail=3&key=b")).status_code == 503  # one too many
     assert (await edge.get("flaky.example.com", "/plain?fail=1&key=c")).status_code == 503  # no retry asked
+
+
+async def test_an_external_name_service_is_reached_by_its_name(dataplane: DataPlane) -> None:
+    external = {
+        "kind": "Service",
+        "metadata": {"name": "elsewhere", "namespace": NS},
+        "spec": {"type": "ExternalName", "externalName": "localhost"},
+    }
+    port = dataplane.backend_ports["beta"]
+    rules = [{"backendRefs": [backend("elsewhere", port=port)]}]
+    result = await dataplane.apply(world([http_route("ext", ["ext.example.com"], rules)], {}, services=[external]))
+    assert parent_conditions(result, "ext")["ResolvedRefs"]["status"] == "True"
+    edge = dataplane.cloudflared(result)
+
+    async def served() -> str | None:
+        reply = await edge.get("ext.example.com", "/far")
+        return reply.json()["backend"] if reply.status_code == 200 else None
+
+    assert await eventually(served, what="the ExternalName Service to answer") == "beta"
+
+
+def parent_conditions(result: Translation, name: str) -> dict[str, dict[str, Any]]:
+    (entry,) = result.route_parents[("HTTPRoute", NS, name)]
+    return {c["type"]: dict(c) for c in entry["conditions"]}
