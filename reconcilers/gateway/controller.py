@@ -27,16 +27,12 @@ from reconcilers.gateway.kinds import (
     BUNDLE_VERSION_ANNOTATION,
     CONTROLLER_NAME,
     CRDS,
-    ENDPOINT_SLICES,
     GATEWAY_CLASSES,
     GATEWAY_EXISTS_FINALIZER,
     GATEWAYS,
     GRPC_ROUTES,
     HTTP_ROUTES,
-    NAMESPACES,
     ORIGIN_SERVER_NAME,
-    REFERENCE_GRANTS,
-    SERVICES,
 )
 from reconcilers.gateway.shapes import JSON, GatewayClass, Route, Secret
 from reconcilers.gateway.snapshot import SnapshotStore
@@ -47,6 +43,7 @@ from reconcilers.gateway.tunnels import (
     DNS_RECORDS,
     TUNNEL_CONFIGURATIONS,
     TUNNELS,
+    WORLD_KINDS,
     ZONES,
     TunnelOptions,
     TunnelPublisher,
@@ -177,20 +174,7 @@ class GatewayClassReconciler:
             return [DOCUMENT]
 
         inputs: dict[ResourceType, DocumentsOf | Input] = {
-            rt: feeds
-            for rt in (
-                GATEWAY_CLASSES,
-                GATEWAYS,
-                HTTP_ROUTES,
-                GRPC_ROUTES,
-                REFERENCE_GRANTS,
-                SERVICES,
-                ENDPOINT_SLICES,
-                NAMESPACES,
-                TUNNEL_CONFIGURATIONS,
-                ZONES,
-                ACCOUNTS,
-            )
+            rt: feeds for rt in (*WORLD_KINDS, TUNNEL_CONFIGURATIONS, ZONES, ACCOUNTS)
         }
         # The statuses read these objects' statuses too: the Tunnel's ID and readiness, each DNSRecord's Ready.
         inputs[TUNNELS] = Input(feeds, tunnel_status_state)

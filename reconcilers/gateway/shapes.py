@@ -30,6 +30,12 @@ class ObjectMeta(TypedDict, total=False):
     finalizers: list[str]
 
 
+class _Object(TypedDict, total=False):
+    """What every object has: its metadata."""
+
+    metadata: Required[ObjectMeta]
+
+
 class Condition(TypedDict):
     type: str
     status: Literal["True", "False", "Unknown"]
@@ -66,8 +72,7 @@ class GatewayClassSpec(TypedDict, total=False):
     description: str
 
 
-class GatewayClass(TypedDict, total=False):
-    metadata: Required[ObjectMeta]
+class GatewayClass(_Object, total=False):
     spec: Required[GatewayClassSpec]
     status: JSON
 
@@ -113,8 +118,7 @@ class GatewaySpec(TypedDict, total=False):
     addresses: list[JSON]
 
 
-class Gateway(TypedDict, total=False):
-    metadata: Required[ObjectMeta]
+class Gateway(_Object, total=False):
     spec: Required[GatewaySpec]
     status: JSON
 
@@ -252,10 +256,9 @@ class RouteSpec(TypedDict, total=False):
     rules: list[RouteRule]
 
 
-class Route(TypedDict, total=False):
+class Route(_Object, total=False):
     """An HTTPRoute or a GRPCRoute."""
 
-    metadata: Required[ObjectMeta]
     spec: Required[RouteSpec]
     status: JSON
 
@@ -297,8 +300,7 @@ class ServiceSpec(TypedDict, total=False):
     externalName: str
 
 
-class Service(TypedDict, total=False):
-    metadata: Required[ObjectMeta]
+class Service(_Object, total=False):
     spec: ServiceSpec
 
 
@@ -317,28 +319,21 @@ class EndpointPort(TypedDict, total=False):
     protocol: str
 
 
-class EndpointSlice(TypedDict, total=False):
-    metadata: Required[ObjectMeta]
+class EndpointSlice(_Object, total=False):
     addressType: str
     ports: list[EndpointPort]
     endpoints: list[Endpoint]
 
 
-class Secret(TypedDict, total=False):
-    metadata: Required[ObjectMeta]
+class Secret(_Object, total=False):
     type: str
     data: dict[str, str]
 
 
-class Namespace(TypedDict, total=False):
-    metadata: Required[ObjectMeta]
+Namespace = _Object
 
 
 # ---- accessors ------------------------------------------------------------------------------------------------------
-
-
-class _Object(TypedDict, total=False):
-    metadata: Required[ObjectMeta]
 
 
 def ns(obj: _Object | Mapping[str, Any]) -> str:

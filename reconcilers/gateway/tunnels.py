@@ -91,7 +91,8 @@ def cached_tunnel(ctx: Context) -> TunnelLookup:
     return lookup
 
 
-_WORLD_KINDS = (
+WORLD_KINDS = (
+    # What the translation reads (besides the Tunnels its classes name).
     GATEWAY_CLASSES,
     GATEWAYS,
     HTTP_ROUTES,
@@ -108,7 +109,7 @@ def cached_world(
 ) -> World:
     """The translation's input from the caches, with their revisions (the Tunnels' too: the class reads them)."""
     cached = ctx.cached_all
-    informers = [ctx.informer_of(rt.kind) for rt in (*_WORLD_KINDS, TUNNELS)]
+    informers = [ctx.informer_of(rt.kind) for rt in (*WORLD_KINDS, TUNNELS)]
     revision = tuple(i.revision for i in informers if i is not None) if all(informers) else None
     return World(
         classes=cast(list[GatewayClass], cached(GATEWAY_CLASSES.kind)),
