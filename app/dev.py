@@ -262,6 +262,8 @@ def dev_settings(
             "gateway_xds_bind_address": f"127.0.0.1:{gateway.xds_port}",
             "gateway_xds_token_file": gateway.token_file,
             "gateway_data_plane_address": f"127.0.0.1:{gateway.data_plane_port}",
+            "gateway_data_plane_tls_port": gateway.tls_port,
+            "gateway_origin_tls_dir": str(gateway.origin_tls),
         }
     return Settings(
         **extra,
@@ -388,17 +390,21 @@ async def _run(bin_dir: Path, apply: Path, *, once: bool, timeout: float, drift:
                     f"metrics: {metrics.url}/metrics  (a token of ServiceAccount {SYSTEM_NAMESPACE}/{METRICS_READER})"
                 )
                 print(f"  {command}", flush=True)
-            if gateway is not None:
-                print(
-                    f"Gateway class {CLASS_NAME}: Envoy at {gateway.url}; add a Gateway and HTTPRoutes, then"
-                    f"  curl -H 'Host: app.example.com' {gateway.url}/"
-                )
+            example = gateway is not None and (apply / EXAMPLE_DIR).is_dir()
+            if gateway is not None and not example:
+                print(f"Gateway class {CLASS_NAME}: Envoy at {gateway.url}; add a Gateway and HTTPRoutes")
             await asyncio.to_thread(
                 functools.partial(kubectl_apply, plane, apply, dev_secret_manifest(), gateway=gateway is not None)
             )
             kube = await KubeClient.connect(plane.kubeconfig_path)
             try:
-                if gateway is not None and (apply / EXAMPLE_DIR).is_dir():
+                if gateway is not None and example:
+                    await gateway.serve_example(kube)
+                    print(
+                        f"Gateway class {CLASS_NAME}: Envoy at {gateway.url}; the example's route "
+                        f"({EXAMPLE_DIR}/) answers:\n  {gateway.example_command}",
+                        flush=True,
+                    )
                     await gateway.wait_published(kube, EXAMPLE_RECORD, timeout)
                 return await watch(kube, once=once, timeout=timeout)
             finally:

@@ -10,21 +10,30 @@ of the routes; otherwise the class has no Tunnel and nothing is published throug
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import os
 import secrets
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.controlplane import ControlPlane, free_port
+from app.controlplane import CertificateAuthority, ControlPlane, free_port
 from app.kube.client import KubeClient, KubeError, ResourceType
 from reconcilers.gateway import envoy
-from reconcilers.gateway.kinds import CLASS_NAME, CONTROLLER_NAME, GATEWAY_CLASSES, GATEWAY_GROUP
+from reconcilers.gateway.kinds import (
+    CLASS_NAME,
+    CONTROLLER_NAME,
+    ENDPOINT_SLICES,
+    GATEWAY_CLASSES,
+    GATEWAY_GROUP,
+    ORIGIN_SERVER_NAME,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_DIR = "gateway"
@@ -33,7 +42,23 @@ EXAMPLE_TUNNEL = ("demo", "gateway")
 """The Tunnel of the gateway example, which the dev GatewayClass names when the example is applied."""
 EXAMPLE_RECORD = ("demo", "gw.hello.example.com")
 """The DNSRecord the class makes for the example's route."""
+EXAMPLE_HOST = "hello.example.com"
+EXAMPLE_SERVICE = ("demo", "hello")
+"""The example route's hostname and the Service it sends to, which `kflare dev` answers for (no pods here)."""
 DNS_RECORDS = ResourceType("kflare.dev", "v1alpha1", "dnsrecords", "DNSRecord")
+
+
+def write_origin_tls(directory: Path, server_name: str) -> Path:
+    """The data plane's origin certificate, as the chart generates it in a cluster: a CA (ca.crt, cloudflared's
+    caPool) and a certificate it signed for `server_name` (tls.crt and tls.key, Envoy's TLS listener's)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = CertificateAuthority.create(f"{server_name} origin CA", days=3650)
+    key, cert = ca.issue(server_name, hosts=[server_name], server=True, days=3650)
+    (directory / "ca.crt").write_bytes(ca.pem)
+    (directory / "tls.crt").write_bytes(cert)
+    (directory / "tls.key").write_bytes(key)
+    (directory / "tls.key").chmod(0o600)
+    return directory
 
 
 def envoy_binary() -> Path | None:
@@ -55,6 +80,23 @@ def gateway_api_crds() -> Path | None:
     return standard if standard.is_dir() else None
 
 
+class _Hello(http.server.BaseHTTPRequestHandler):
+    """The example's backend: says what reached it, so that the printed curl shows the path a request took."""
+
+    def do_GET(self) -> None:
+        host = self.headers.get("Host", "")
+        body = f"Hello from kflare dev: {host}{self.path} reached Service {'/'.join(EXAMPLE_SERVICE)} through Envoy\n"
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/plain; charset=utf-8")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 @dataclass
 class DevGateway:
     """What `kflare dev` needs to turn the class on: ports, the xDS token file, the CRDs, the Envoy binary."""
@@ -66,7 +108,11 @@ class DevGateway:
     data_plane_port: int
     admin_port: int
     token_file: Path
+    tls_port: int
+    origin_tls: Path
+    """The origin certificate of Envoy's TLS listener (gRPC hostnames' origin), as the chart makes it."""
     process: subprocess.Popen[bytes] | None = None
+    backend: http.server.ThreadingHTTPServer | None = None
 
     @classmethod
     def prepare(cls, workdir: Path) -> DevGateway | None:
@@ -77,7 +123,8 @@ class DevGateway:
         token = workdir / "xds-token"
         token.write_text(secrets.token_urlsafe(24))
         token.chmod(0o600)
-        return cls(binary, crds, workdir, free_port(), free_port(), free_port(), token)
+        origin_tls = write_origin_tls(workdir / "origin-tls", ORIGIN_SERVER_NAME)
+        return cls(binary, crds, workdir, free_port(), free_port(), free_port(), token, free_port(), origin_tls)
 
     @property
     def url(self) -> str:
@@ -127,6 +174,36 @@ class DevGateway:
                 await asyncio.sleep(0.5)
         return False
 
+    @property
+    def example_command(self) -> str:
+        return f"curl -sS -H 'Host: {EXAMPLE_HOST}' {self.url}/"
+
+    async def serve_example(self, kube: KubeClient) -> None:
+        """Answer for the example's Service: a backend on loopback, and an EndpointSlice of the Service naming it
+        (there are no pods, and no endpoints controller, in `kflare dev`)."""
+        if self.backend is None:
+            self.backend = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+            threading.Thread(target=self.backend.serve_forever, daemon=True, name="example-backend").start()
+        namespace, service = EXAMPLE_SERVICE
+        body = {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": f"{service}-kflare-dev",
+                "namespace": namespace,
+                "labels": {"kubernetes.io/service-name": service},
+            },
+            # FQDN: the API server refuses loopback addresses in IPv4 slices; the class reads IP literals in both.
+            "addressType": "FQDN",
+            "ports": [{"name": "http", "port": self.backend.server_address[1], "protocol": "TCP"}],
+            "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}],
+        }
+        try:
+            await kube.create(ENDPOINT_SLICES, body, namespace)
+        except KubeError as exc:
+            if not exc.conflict:
+                raise RuntimeError(f"the example's EndpointSlice was refused: {exc}") from None
+
     def start_envoy(self) -> None:
         bootstrap = envoy.bootstrap(
             node_id="kflare-dev",
@@ -162,6 +239,9 @@ class DevGateway:
             return False
 
     def stop(self) -> None:
+        if self.backend is not None:
+            self.backend.shutdown()
+            self.backend.server_close()
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:

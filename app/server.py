@@ -107,6 +107,9 @@ class Runtime:
                 refresh=s.gateway_xds_refresh.total_seconds(),
                 tenancy_label=s.gateway_namespace_label,
                 origin=s.gateway_origin_url,
+                tls_port=s.gateway_data_plane_tls_port or None,
+                tls_dir=s.gateway_origin_tls_dir,
+                server_name=s.gateway_origin_server_name,
             )
             register_gateway(self.manager, ctx, self.xds, options)
         self.manager.start()

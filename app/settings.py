@@ -146,6 +146,22 @@ class Settings(BaseSettings):
     gateway_data_plane_address: str = Field(
         "0.0.0.0:8080", description="host:port Envoy listens on for cloudflared, in the data-plane pod"
     )
+    gateway_data_plane_tls_port: int = Field(
+        8443,
+        ge=0,
+        lt=65536,
+        description="port of Envoy's TLS listener for cloudflared's HTTP/2 (gRPC hostnames are sent there: cloudflared"
+        " has no cleartext HTTP/2), on the host of --gateway-data-plane-address; 0 is off",
+    )
+    gateway_origin_tls_dir: str = Field(
+        "/etc/kflare/origin-tls",
+        description="directory, in the data-plane pod, of the origin certificate of that listener: tls.crt and"
+        " tls.key (Envoy's) and ca.crt (cloudflared's caPool); the chart generates them",
+    )
+    gateway_origin_server_name: str = Field(
+        "kflare-data-plane",
+        description="the name the origin certificate is for, which cloudflared checks (originServerName)",
+    )
     gateway_origin_url: str | None = Field(
         None,
         description="the data plane as cloudflared reaches it, the service of the tunnel's ingress rules; unset is"

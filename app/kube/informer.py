@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import random
 import sys
@@ -30,6 +31,7 @@ Indexer = Callable[[JSON], Iterable[str]]
 """The values an object is found under in one index (a claim label's value, a referenced name...)."""
 
 LIST_PAGE = 500
+_REVISIONS = itertools.count(1)
 
 
 def compact(value: Any) -> Any:
@@ -65,6 +67,9 @@ class Informer:
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     resource_version: str = ""
     relists: int = 0
+    revision: int = field(default_factory=lambda: next(_REVISIONS))
+    """Changes with every change of the cache, and is never shared by two caches (nor two states of one): what
+    derives from caches can be remembered per their revisions."""
     indexers: dict[str, Indexer] = field(default_factory=dict)
     _indexed: dict[str, dict[str, set[Key]]] = field(default_factory=dict)
     _task: asyncio.Task[None] | None = None
@@ -91,6 +96,7 @@ class Informer:
         obj.get("metadata", {}).pop("managedFields", None)
         key = key_of(obj)
         self._unindex(key)
+        self.revision = next(_REVISIONS)
         obj = self.cache[key] = compact(obj)
         for name, indexer in self.indexers.items():
             table = self._indexed.setdefault(name, {})
@@ -99,6 +105,7 @@ class Informer:
 
     def pop(self, key: Key) -> JSON | None:
         self._unindex(key)
+        self.revision = next(_REVISIONS)
         return self.cache.pop(key, None)
 
     def _unindex(self, key: Key) -> None:
@@ -168,6 +175,7 @@ class Informer:
         self.relists += 1
         log.debug("listed", extra={"resource": self.rt.plural, "relists": self.relists, "items": len(items)})
         old, self.cache = self.cache, items
+        self.revision = next(_REVISIONS)
         for name, indexer in list(self.indexers.items()):
             self.add_index(name, indexer)
         for key, obj in items.items():

@@ -229,9 +229,12 @@ class Manager:
             controller.note_own_write(obj)
 
     def enqueue(self, ref: Ref) -> None:
+        """Queue an object of a kind, or a document of an aggregate (`Ref(<aggregate's name>, "", <document>)`)."""
         controller = self.controllers.get(ref.kind)
         if controller is not None:
             controller.enqueue((ref.namespace, ref.name))
+        elif (workers := self.aggregates.get(ref.kind)) is not None:
+            workers.enqueue((ref.namespace, ref.name))
 
     def queued(self, ref: Ref) -> bool:
         """Whether the object waits in its kind's queue for the next free worker (not backing off after a failure)."""

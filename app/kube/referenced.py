@@ -44,6 +44,13 @@ class ReferencedObjects:
         if informer is not None:
             await asyncio.wait_for(informer.synced.wait(), timeout)
 
+    def revision(self, keys: Iterable[ObjectKey]) -> tuple[int, ...]:
+        """The cache revisions of the watches of `keys` (0 for one not watched): what derives from those objects
+        can be remembered per it."""
+        return tuple(
+            informer.revision if (informer := self._informers.get(key)) is not None else 0 for key in sorted(keys)
+        )
+
     @property
     def watched(self) -> set[ObjectKey]:
         return set(self._informers)

@@ -8,39 +8,42 @@ while the Tunnel is absent) the class reports `Accepted=False, InvalidParameters
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, cast
 
 from app.kube.client import KubeError, ResourceType
 from app.kube.controller import Outcome
+from app.kube.index import Ref
 from app.kube.informer import Key
-from app.kube.manager import DocumentsOf, Input, Manager
+from app.kube.manager import SECRET_KIND, DocumentsOf, Input, Manager
 from reconcilers.context import Context
 from reconcilers.gateway import envoy, publish
 from reconcilers.gateway.kinds import (
     BUNDLE_VERSION_ANNOTATION,
     CONTROLLER_NAME,
     CRDS,
-    ENDPOINT_SLICES,
     GATEWAY_CLASSES,
     GATEWAY_EXISTS_FINALIZER,
     GATEWAYS,
     GRPC_ROUTES,
     HTTP_ROUTES,
-    NAMESPACES,
-    REFERENCE_GRANTS,
-    SERVICES,
+    ORIGIN_SERVER_NAME,
 )
+from reconcilers.gateway.shapes import JSON, GatewayClass, Route, Secret
 from reconcilers.gateway.snapshot import SnapshotStore
-from reconcilers.gateway.translate import JSON, Translation, TunnelState, World, translate
+from reconcilers.gateway.status import TunnelState
+from reconcilers.gateway.translate import Translation, World, certificate_refs, translate
 from reconcilers.gateway.tunnels import (
     ACCOUNTS,
     DNS_RECORDS,
     TUNNEL_CONFIGURATIONS,
     TUNNELS,
+    WORLD_KINDS,
     ZONES,
     TunnelOptions,
     TunnelPublisher,
@@ -55,6 +58,8 @@ log = logging.getLogger(__name__)
 
 DOCUMENT = "data-plane"
 BUNDLE_TTL = 60.0
+CERTIFICATE_WAIT = 5.0
+"""Seconds a reconcile waits for the watch of a newly named certificate Secret to list it."""
 ROUTE_TYPES: Mapping[str, ResourceType] = {"HTTPRoute": HTTP_ROUTES, "GRPCRoute": GRPC_ROUTES}
 
 
@@ -68,19 +73,52 @@ class GatewayOptions:
     """The data plane as cloudflared reaches it, for the tunnel's ingress rules; None: `http://localhost:<port>`
     (cloudflared and Envoy share the data plane's pod)."""
 
+    tls_port: int | None = None
+    """Port of the data plane's TLS listener (same host), which gRPC hostnames are sent to; None: no such listener."""
+    tls_dir: str = "/etc/kflare/origin-tls"
+    """Directory in the data plane's pod of the origin certificate: tls.crt and tls.key (Envoy's), ca.crt
+    (cloudflared's caPool)."""
+    server_name: str = ORIGIN_SERVER_NAME
+    """The name the origin certificate is for."""
+
     @property
     def origin_url(self) -> str:
         if self.origin:
             return self.origin.rstrip("/")
+        return f"http://{self._dial_host}:{self.data_plane_port}"
+
+    @property
+    def _dial_host(self) -> str:
         host = self.data_plane_host
         if host in ("", "0.0.0.0", "::", "[::]"):  # noqa: S104 (a listen address, turned into one to dial)
-            host = "localhost"
-        elif ":" in host:
-            host = f"[{host}]"
-        return f"http://{host}:{self.data_plane_port}"
+            return "localhost"
+        return f"[{host}]" if ":" in host else host
+
+    @property
+    def tls_origin(self) -> publish.TLSOrigin | None:
+        if self.tls_port is None:
+            return None
+        return publish.TLSOrigin(
+            f"https://{self._dial_host}:{self.tls_port}", self.server_name, f"{self.tls_dir}/ca.crt"
+        )
+
+    def listeners(self) -> list[JSON]:
+        """The listeners of the data plane: plaintext for cloudflared's HTTP/1.1, TLS for its HTTP/2 (gRPC)."""
+        out = [envoy.ingress_listener(self.data_plane_host, self.data_plane_port, self.refresh)]
+        if self.tls_port is not None:
+            out.append(
+                envoy.ingress_tls_listener(
+                    self.data_plane_host,
+                    self.tls_port,
+                    self.refresh,
+                    f"{self.tls_dir}/tls.crt",
+                    f"{self.tls_dir}/tls.key",
+                )
+            )
+        return out
 
 
-def merge_conditions(old: list[JSON], new: list[JSON], now: str) -> list[JSON]:
+def merge_conditions(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], now: str) -> list[JSON]:
     """The new conditions, keeping each one's lastTransitionTime while its status stays the same."""
     before = {c.get("type"): c for c in old or []}
     out = []
@@ -91,7 +129,7 @@ def merge_conditions(old: list[JSON], new: list[JSON], now: str) -> list[JSON]:
     return out
 
 
-def _stamp(status: JSON, old: JSON, now: str) -> JSON:
+def _stamp(status: Mapping[str, Any], old: JSON, now: str) -> JSON:
     out = dict(status)
     out["conditions"] = merge_conditions(old.get("conditions") or [], status.get("conditions") or [], now)
     if "listeners" in status:
@@ -108,7 +146,7 @@ def _stamp(status: JSON, old: JSON, now: str) -> JSON:
     return out
 
 
-def _same_parent(a: JSON, b: JSON) -> bool:
+def _same_parent(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     keys = ("group", "kind", "namespace", "name", "sectionName", "port")
     return all(a.get(k) == b.get(k) for k in keys)
 
@@ -136,20 +174,7 @@ class GatewayClassReconciler:
             return [DOCUMENT]
 
         inputs: dict[ResourceType, DocumentsOf | Input] = {
-            rt: feeds
-            for rt in (
-                GATEWAY_CLASSES,
-                GATEWAYS,
-                HTTP_ROUTES,
-                GRPC_ROUTES,
-                REFERENCE_GRANTS,
-                SERVICES,
-                ENDPOINT_SLICES,
-                NAMESPACES,
-                TUNNEL_CONFIGURATIONS,
-                ZONES,
-                ACCOUNTS,
-            )
+            rt: feeds for rt in (*WORLD_KINDS, TUNNEL_CONFIGURATIONS, ZONES, ACCOUNTS)
         }
         # The statuses read these objects' statuses too: the Tunnel's ID and readiness, each DNSRecord's Ready.
         inputs[TUNNELS] = Input(feeds, tunnel_status_state)
@@ -180,16 +205,15 @@ class GatewayClassReconciler:
         views = {key: tunnel_view(self.ctx, key, result.hostnames) for key in sorted(set(tunnel_of.values()))}
         refusal = self.store.refusal()
         for gkey, gstatus in result.gateway_status.items():
-            conditions = gstatus.get("conditions") or []
-            programmed = next((c for c in conditions if c["type"] == "Programmed"), None)
+            programmed = next((c for c in gstatus["conditions"] if c["type"] == "Programmed"), None)
             if programmed is None or programmed["status"] != "True":
                 continue
             view = views.get(tunnel_of[gkey]) if gkey in tunnel_of else None
             if view is not None and view.conflict is not None:
                 message = publish.conflict_message(tunnel_of[gkey], view.conflict)
-                programmed.update(status="False", reason=publish.TUNNEL_ALREADY_CONFIGURED, message=message)
+                programmed.update({"status": "False", "reason": publish.TUNNEL_ALREADY_CONFIGURED, "message": message})
             elif refusal is not None:
-                programmed.update(status="False", reason=publish.CONFIGURATION_REFUSED, message=refusal)
+                programmed.update({"status": "False", "reason": publish.CONFIGURATION_REFUSED, "message": refusal})
         records = {
             (str(r["metadata"].get("namespace")), str(r["metadata"]["name"])): r
             for r in self.ctx.cached_all(DNS_RECORDS.kind)
@@ -200,24 +224,37 @@ class GatewayClassReconciler:
                 if accepted is None or accepted["status"] != "True":
                     continue
                 parent = entry["parentRef"]
-                tunnel = tunnel_of.get((str(parent.get("namespace") or rkey[1]), str(parent.get("name") or "")))
+                tunnel = tunnel_of.get((parent.get("namespace") or rkey[1], parent["name"]))
                 view = views.get(tunnel) if tunnel is not None else None
                 if view is None:
                     continue
                 plans = [p for p in view.plans if rkey in p.routes]
-                generation = int(accepted.get("observedGeneration") or 0)
-                found = publish.dns_condition(plans, records, view.target, generation, view.conflict)
+                found = publish.dns_condition(
+                    plans, records, view.target, accepted["observedGeneration"], view.conflict
+                )
                 if found is not None:
                     entry["conditions"].append(found)
 
+    async def _read_certificates(self, world: World) -> None:
+        """Watch the Secrets the listeners name as certificates (only those: the controller does not watch every
+        Secret), and let the translation read them; a change of one reconciles the class again."""
+        keys = certificate_refs(world)
+        self.ctx.secrets.reference(self.name, keys)
+        self.ctx.index.set_parents(Ref(self.name, "", DOCUMENT), [Ref(SECRET_KIND, *k) for k in keys])
+        for found in sorted(keys):
+            with contextlib.suppress(TimeoutError):
+                await self.ctx.secrets.wait_synced(found, CERTIFICATE_WAIT)
+        secrets = self.ctx.secrets
+        world.secret = lambda namespace, name: cast(Secret | None, secrets.get((namespace, name)))
+        if world.revision is not None:
+            world.revision = (world.revision, secrets.revision(keys))
+
     async def reconcile(self, key: Key) -> Outcome:
         world = self.world(await self._installed_bundle())
+        await self._read_certificates(world)
         result = translate(world, refresh=self.options.refresh)
         self.cloudflare_statuses(world, result)
-        listener = envoy.ingress_listener(
-            self.options.data_plane_host, self.options.data_plane_port, self.options.refresh
-        )
-        if self.store.publish({**result.resources, "listeners": [listener]}):
+        if self.store.publish({**result.resources, "listeners": self.options.listeners()}):
             log.info(
                 "data plane configuration published",
                 extra={"generation": self.store.generation, "hostnames": len(result.hostnames)},
@@ -243,7 +280,7 @@ class GatewayClassReconciler:
     async def timed_out(self, key: Key, seconds: float) -> None:
         log.warning("the Gateway class's reconcile timed out", extra={"seconds": seconds})
 
-    async def _write_status(self, rt: ResourceType, obj: JSON, status: JSON) -> bool:
+    async def _write_status(self, rt: ResourceType, obj: Mapping[str, Any], status: JSON) -> bool:
         if (obj.get("status") or {}) == {**(obj.get("status") or {}), **status}:
             return True
         meta = obj["metadata"]
@@ -262,7 +299,7 @@ class GatewayClassReconciler:
             return False
         return True
 
-    async def _write_class(self, cls: JSON, result: Translation, now: str) -> bool:
+    async def _write_class(self, cls: GatewayClass, result: Translation, now: str) -> bool:
         name = str(cls["metadata"]["name"])
         ok = await self._write_status(
             GATEWAY_CLASSES, cls, _stamp(result.class_status[name], cls.get("status") or {}, now)
@@ -286,7 +323,7 @@ class GatewayClassReconciler:
             return exc.not_found and ok
         return ok
 
-    async def _write_route(self, kind: str, route: JSON, result: Translation, now: str) -> bool:
+    async def _write_route(self, kind: str, route: Route, result: Translation, now: str) -> bool:
         meta = route["metadata"]
         ours = result.route_parents.get((kind, meta.get("namespace", ""), meta["name"]), [])
         current = list((route.get("status") or {}).get("parents") or [])
@@ -320,6 +357,8 @@ def register_gateway(
 
     store.on_change = refusals_changed
     manager.register_aggregate(reconciler)
-    reconciler.publisher = TunnelPublisher(ctx, TunnelOptions(options.origin_url, options.tenancy_label))
+    reconciler.publisher = TunnelPublisher(
+        ctx, TunnelOptions(options.origin_url, options.tenancy_label, options.tls_origin)
+    )
     manager.register_aggregate(reconciler.publisher)
     return reconciler

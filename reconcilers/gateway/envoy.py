@@ -13,6 +13,10 @@ CLUSTER = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 CLUSTER_LOAD_ASSIGNMENT = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 HCM = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 ROUTER = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+DOWNSTREAM_TLS_CONTEXT = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
+CORS = "type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors"
+CORS_POLICY = "type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy"
+CORS_FILTER = "envoy.filters.http.cors"
 HTTP_PROTOCOL_OPTIONS = "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 
 TYPES = {
@@ -25,6 +29,7 @@ TYPES = {
 
 XDS_CLUSTER = "kflare-xds"
 INGRESS = "kflare-ingress"
+INGRESS_TLS = "kflare-ingress-tls"
 TOKEN_METADATA = "kflare-token"
 """The node metadata key Envoy presents its xDS token under: REST xDS carries the node in every request body, and
 Envoy has no way to add a header to its xDS requests, so the bearer token travels there."""
@@ -43,33 +48,68 @@ def config_source(refresh: float) -> JSON:
     }
 
 
-def ingress_listener(address: str, port: int, refresh: float) -> JSON:
-    """The one listener cloudflared sends every request to. It never changes with routes (those are in RDS), so a
-    route change drains no connection."""
+def _connection_manager(stat_prefix: str, refresh: float) -> JSON:
+    """The HTTP connection manager of the listeners cloudflared sends requests to, routing by RDS."""
     hcm: JSON = {
         "@type": HCM,
-        "stat_prefix": "ingress",
+        "stat_prefix": stat_prefix,
         "codec_type": "AUTO",
         "rds": {"route_config_name": INGRESS, "config_source": config_source(refresh)},
         "http_filters": [
+            # CORS, for the routes whose policy asks (typed_per_filter_config); the others pass through.
+            {"name": CORS_FILTER, "typed_config": {"@type": CORS}},
             # suppress_envoy_headers: no x-envoy-* header is added towards backends or clients.
-            {"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER, "suppress_envoy_headers": True}}
+            {"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER, "suppress_envoy_headers": True}},
         ],
-        # The connecting peer (cloudflared, on loopback) is the remote address, and no address counts as internal:
-        # Envoy then strips the x-envoy-* control headers (timeouts, retries) a client sends instead of obeying them.
+        # The one hop trusted is cloudflared in the same pod: it hands on the edge's X-Forwarded-Proto (the
+        # visitor's scheme, which redirects and the HTTP/HTTPS listeners go by) and X-Forwarded-For ending in the
+        # visitor. Trusting it makes the visitor the client address, which is never internal (no address is):
+        # Envoy then strips the x-envoy-* control headers (timeouts, retries) a visitor sends instead of obeying
+        # them.
         "use_remote_address": True,
+        "xff_num_trusted_hops": 1,
         "internal_address_config": {"cidr_ranges": [{"address_prefix": "192.0.2.255", "prefix_len": 32}]},
+        # WebSockets (Grafana Live, Jupyter, Argo CD...): cloudflared hands a visitor's upgrade on as an HTTP/1.1
+        # `Upgrade: websocket` request, which Envoy refuses (403) unless the upgrade is allowed.
+        "upgrade_configs": [{"upgrade_type": "websocket"}],
         "normalize_path": True,
         "merge_slashes": True,
-        "strip_any_host_port": True,
         "http2_protocol_options": {},
     }
+    return {"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}
+
+
+def ingress_listener(address: str, port: int, refresh: float) -> JSON:
+    """The plaintext listener cloudflared sends every HTTP request to. It never changes with routes (those are in
+    RDS), so a route change drains no connection."""
     return {
         "@type": LISTENER,
         "name": INGRESS,
         "address": {"socket_address": {"address": address, "port_value": port}},
+        "filter_chains": [{"filters": [_connection_manager("ingress", refresh)]}],
+    }
+
+
+def ingress_tls_listener(address: str, port: int, refresh: float, cert_file: str, key_file: str) -> JSON:
+    """The TLS listener cloudflared sends gRPC to: cloudflared has no cleartext HTTP/2 to an origin, and gRPC needs
+    HTTP/2 (its status is in trailers, which HTTP/1.1 drops). Same routes as the plaintext listener; the certificate
+    is the data plane's origin certificate, which cloudflared checks against its CA."""
+    tls = {
+        "@type": DOWNSTREAM_TLS_CONTEXT,
+        "common_tls_context": {
+            "alpn_protocols": ["h2", "http/1.1"],
+            "tls_certificates": [{"certificate_chain": {"filename": cert_file}, "private_key": {"filename": key_file}}],
+        },
+    }
+    return {
+        "@type": LISTENER,
+        "name": INGRESS_TLS,
+        "address": {"socket_address": {"address": address, "port_value": port}},
         "filter_chains": [
-            {"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]}
+            {
+                "filters": [_connection_manager("ingress_tls", refresh)],
+                "transport_socket": {"name": "envoy.transport_sockets.tls", "typed_config": tls},
+            }
         ],
     }
 
@@ -82,6 +122,27 @@ def eds_cluster(name: str, *, http2: bool, refresh: float) -> JSON:
         "connect_timeout": "5s",
         "eds_cluster_config": {"service_name": name, "eds_config": config_source(refresh)},
     }
+    return _speaking(cluster, http2=http2)
+
+
+def dns_cluster(name: str, host: str, port: int, *, http2: bool) -> JSON:
+    """A cluster of the addresses a DNS name resolves to (an ExternalName Service), resolved again as DNS says."""
+    assignment = load_assignment(name, [(host, port)])
+    del assignment["@type"]
+    cluster: JSON = {
+        "@type": CLUSTER,
+        "name": name,
+        "type": "STRICT_DNS",
+        "connect_timeout": "5s",
+        "dns_lookup_family": "V4_PREFERRED",
+        "respect_dns_ttl": True,
+        "load_assignment": assignment,
+    }
+    return _speaking(cluster, http2=http2)
+
+
+def _speaking(cluster: JSON, *, http2: bool) -> JSON:
+    """`cluster`, speaking HTTP/2 (h2c) to its endpoints when asked, else HTTP/1.1."""
     if http2:
         cluster["typed_extension_protocol_options"] = {
             "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {

@@ -22,5 +22,8 @@ ENDPOINT_SLICES = ResourceType("discovery.k8s.io", "v1", "endpointslices", "Endp
 NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", namespaced=False)
 CRDS = ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
 
+ORIGIN_SERVER_NAME = "kflare-data-plane"
+"""The name the data plane's origin certificate is for (the chart's, and --gateway-origin-server-name's default)."""
+
 TUNNEL_GROUP = "kflare.dev"
 TUNNEL_KIND = "Tunnel"

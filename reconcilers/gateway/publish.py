@@ -19,10 +19,12 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from app.api.constants import Reason
 from app.api.tunnel import CATCH_ALL_404
-from reconcilers.gateway.translate import JSON, Hostname, RouteKey, condition
+from reconcilers.gateway.shapes import JSON, Condition, RouteKey, condition
+from reconcilers.gateway.translate import Hostname
 
 TUNNEL_LABEL = "kflare.dev/gateway-tunnel"
 ROUTE_LABEL = "kflare.dev/gateway-route"
@@ -46,12 +48,12 @@ TunnelKey = tuple[str, str]
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
-def _meta(obj: JSON) -> JSON:
+def _meta(obj: Mapping[str, Any]) -> JSON:
     meta: JSON = obj.get("metadata") or {}
     return meta
 
 
-def _spec(obj: JSON) -> JSON:
+def _spec(obj: Mapping[str, Any]) -> JSON:
     spec: JSON = obj.get("spec") or {}
     return spec
 
@@ -89,12 +91,33 @@ def _rule_order(hostname: Hostname) -> tuple[bool, int, str]:
     return (name.startswith("*."), -name.count("."), name)
 
 
-def ingress_document(hostnames: Iterable[Hostname], origin: str) -> JSON:
-    """The tunnel's ingress document for the hostnames published through it."""
+@dataclass(frozen=True)
+class TLSOrigin:
+    """The data plane's TLS listener as cloudflared reaches it: where gRPC hostnames are sent, over HTTP/2."""
+
+    url: str
+    """`https://localhost:<port>`: cloudflared and Envoy share the data plane's pod."""
+    server_name: str
+    """The name in the origin certificate, which cloudflared checks (`originServerName`)."""
+    ca_file: str
+    """The CA of the origin certificate, as a path in cloudflared's container (`caPool`)."""
+
+
+def ingress_document(hostnames: Iterable[Hostname], origin: str, tls_origin: TLSOrigin | None = None) -> JSON:
+    """The tunnel's ingress document for the hostnames published through it. gRPC hostnames go to the TLS origin
+    when there is one: cloudflared speaks HTTP/2 to an origin only over TLS (`http2Origin` on a plaintext origin
+    gives HTTP/1.1, and gRPC's status trailer is lost), and checks its certificate, never `noTLSVerify`."""
     rules: list[JSON] = []
     for hostname in sorted(hostnames, key=_rule_order):
         rule: JSON = {"hostname": hostname.hostname, "service": origin}
-        if hostname.grpc:
+        if hostname.grpc and tls_origin is not None:
+            rule["service"] = tls_origin.url
+            rule["originRequest"] = {
+                "http2Origin": True,
+                "originServerName": tls_origin.server_name,
+                "caPool": tls_origin.ca_file,
+            }
+        elif hostname.grpc:
             rule["originRequest"] = {"http2Origin": True}
         rules.append(rule)
     return {"ingress": [*rules, {"service": CATCH_ALL_404}]}
@@ -304,7 +327,7 @@ def dns_condition(
     tunnel: TunnelTarget | None,
     generation: int,
     conflict: str | None = None,
-) -> JSON | None:
+) -> Condition | None:
     """The route's `DNSPublished` condition for the hostnames it publishes through one tunnel; None when it
     publishes none (or the class has no tunnel)."""
     if not plans or tunnel is None:
@@ -353,18 +376,22 @@ def dns_condition(
             DNS_CONDITION, True, PUBLISHED, f"proxied CNAME to {target}: {', '.join(done)}{note}", generation
         )
     # Unknown, not False: nothing is wrong, kflare just cannot tell whether the DNS elsewhere points at the tunnel.
-    return {
-        **condition(DNS_CONDITION, False, ZONE_NOT_MANAGED, "", generation),
-        "status": "Unknown",
-        "message": f"in no kflare Zone of the tunnel's account: {', '.join(elsewhere)} published in the tunnel's "
+    unknown = condition(
+        DNS_CONDITION,
+        False,
+        ZONE_NOT_MANAGED,
+        f"in no kflare Zone of the tunnel's account: {', '.join(elsewhere)} published in the tunnel's "
         f"ingress only; their DNS is managed elsewhere (a proxied CNAME to {target} makes them reachable)",
-    }
+        generation,
+    )
+    unknown["status"] = "Unknown"
+    return unknown
 
 
 # ---- what a reconcile reads ---------------------------------------------------------------------------------------
 
 
-def class_tunnel(cls: JSON, controller_name: str) -> TunnelKey | None:
+def class_tunnel(cls: Mapping[str, Any], controller_name: str) -> TunnelKey | None:
     """The Tunnel a GatewayClass of this controller names, if it names one."""
     spec = _spec(cls)
     ref = spec.get("parametersRef") or {}
@@ -374,7 +401,7 @@ def class_tunnel(cls: JSON, controller_name: str) -> TunnelKey | None:
 
 
 def gateway_tunnels(
-    classes: Iterable[JSON], gateways: Iterable[JSON], controller_name: str
+    classes: Iterable[Mapping[str, Any]], gateways: Iterable[Mapping[str, Any]], controller_name: str
 ) -> dict[TunnelKey, TunnelKey]:
     """(namespace, name) of each Gateway -> the Tunnel its class publishes through."""
     of_class = {str(_meta(c).get("name")): class_tunnel(c, controller_name) for c in classes}

@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from app.cloudflare.errors import CloudflareError
 from app.kube.client import JSON, MERGE_PATCH, KubeError, ResourceType
@@ -41,7 +42,17 @@ from reconcilers.gateway.kinds import (
     SERVICES,
     TUNNEL_KIND,
 )
-from reconcilers.gateway.translate import Hostname, TunnelLookup, TunnelState, World, translate
+from reconcilers.gateway.shapes import (
+    EndpointSlice,
+    Gateway,
+    GatewayClass,
+    Namespace,
+    ReferenceGrant,
+    Route,
+    Service,
+)
+from reconcilers.gateway.status import TunnelLookup, TunnelState
+from reconcilers.gateway.translate import Hostname, World, translate
 from reconcilers.lifecycle import NotReady
 from reconcilers.tunnel import TunnelKind
 from reconcilers.tunnel_configuration import TunnelConfigurationKind
@@ -80,22 +91,39 @@ def cached_tunnel(ctx: Context) -> TunnelLookup:
     return lookup
 
 
+WORLD_KINDS = (
+    # What the translation reads (besides the Tunnels its classes name).
+    GATEWAY_CLASSES,
+    GATEWAYS,
+    HTTP_ROUTES,
+    GRPC_ROUTES,
+    REFERENCE_GRANTS,
+    SERVICES,
+    ENDPOINT_SLICES,
+    NAMESPACES,
+)
+
+
 def cached_world(
     ctx: Context, tunnels: TunnelLookup, tenancy_label: str | None, installed_bundle: str | None = None
 ) -> World:
+    """The translation's input from the caches, with their revisions (the Tunnels' too: the class reads them)."""
     cached = ctx.cached_all
+    informers = [ctx.informer_of(rt.kind) for rt in (*WORLD_KINDS, TUNNELS)]
+    revision = tuple(i.revision for i in informers if i is not None) if all(informers) else None
     return World(
-        classes=cached(GATEWAY_CLASSES.kind),
-        gateways=cached(GATEWAYS.kind),
-        http_routes=cached(HTTP_ROUTES.kind),
-        grpc_routes=cached(GRPC_ROUTES.kind),
-        grants=cached(REFERENCE_GRANTS.kind),
-        services=cached(SERVICES.kind),
-        slices=cached(ENDPOINT_SLICES.kind),
-        namespaces=cached(NAMESPACES.kind),
+        classes=cast(list[GatewayClass], cached(GATEWAY_CLASSES.kind)),
+        gateways=cast(list[Gateway], cached(GATEWAYS.kind)),
+        http_routes=cast(list[Route], cached(HTTP_ROUTES.kind)),
+        grpc_routes=cast(list[Route], cached(GRPC_ROUTES.kind)),
+        grants=cast(list[ReferenceGrant], cached(REFERENCE_GRANTS.kind)),
+        services=cast(list[Service], cached(SERVICES.kind)),
+        slices=cast(list[EndpointSlice], cached(ENDPOINT_SLICES.kind)),
+        namespaces=cast(list[Namespace], cached(NAMESPACES.kind)),
         tunnel=tunnels,
         installed_bundle=installed_bundle,
         tenancy_label=tenancy_label,
+        revision=revision,
     )
 
 
@@ -136,6 +164,8 @@ class TunnelOptions:
     origin: str
     """The data plane as cloudflared reaches it (`http://localhost:8080`: cloudflared and Envoy share a pod)."""
     tenancy_label: str | None = None
+    tls_origin: publish.TLSOrigin | None = None
+    """The data plane's TLS listener, for gRPC hostnames; None: there is none."""
 
 
 class TunnelPublisher:
@@ -262,7 +292,7 @@ class TunnelPublisher:
             except NotReady as wait:
                 log.info("tunnel's account not ready", extra={"tunnel": key[1], "reason": wait.reason})
                 return Outcome(requeue_after=wait.requeue_after or ACCOUNT_RETRY)
-            document = publish.ingress_document(view.hostnames, self.options.origin)
+            document = publish.ingress_document(view.hostnames, self.options.origin, self.options.tls_origin)
             tunnel_id = view.target.tunnel_id
             try:
                 if not await self.known.holds(link.client, link.account_id, tunnel_id, document):

@@ -241,3 +241,20 @@ def test_network_policy_admits_the_data_plane_to_xds(helm: Helm) -> None:
     assert len(xds) == 1
     assert xds[0]["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "data-plane"
     assert on.one("NetworkPolicy", "kflare-data-plane")["spec"]["ingress"] == []
+
+
+def test_the_data_plane_serves_grpc_over_tls_with_an_origin_certificate_cloudflared_checks(on: Rendered) -> None:
+    assert "--gateway-data-plane-tls-port=8443" in manager(on)["args"]
+    secret = on.one("Secret", "kflare-origin-tls")["data"]
+    ca = x509.load_pem_x509_certificate(base64.b64decode(secret["ca.crt"]))
+    leaf = x509.load_pem_x509_certificate(base64.b64decode(secret["tls.crt"]))
+    leaf.verify_directly_issued_by(ca)
+    sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.DNSName) == ["kflare-data-plane"]  # the originServerName kflare writes
+    pod = on.one("Deployment", "kflare-data-plane")["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == "kflare-origin-tls"]
+    containers = {c["name"]: c for c in pod["containers"]}
+    for name in ("envoy", "cloudflared"):  # Envoy's certificate and key, cloudflared's caPool
+        mounts = {m["name"]: m["mountPath"] for m in containers[name]["volumeMounts"]}
+        assert mounts[volume["name"]] == "/etc/kflare/origin-tls"
+    assert {"name": "https", "containerPort": 8443, "protocol": "TCP"} in containers["envoy"]["ports"]

@@ -14,14 +14,7 @@ from tests.helpers import eventually
 
 
 async def apply(plane: DataPlane, w: World) -> None:
-    """Publishes `w` and waits until Envoy has every cluster with its endpoints: Envoy polls routes and clusters
-    apart, so a route can arrive before the cluster it names, and a request then would meet a 503."""
-    plane.publish(translate(w, refresh=plane.refresh).resources)
-
-    async def warm() -> bool:
-        return plane.warm()
-
-    await eventually(warm, what="every backend's endpoints in Envoy")
+    await plane.apply(w)
 
 
 async def get(plane: DataPlane, host: str, path: str = "/", **kwargs: Any) -> httpx.Response:

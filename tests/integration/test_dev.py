@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import sys
@@ -133,6 +134,17 @@ class Dev:
     kubeconfig: str
     metrics_command: str
 
+    def line(self, prefix: str, timeout: float = 60) -> tuple[int, str]:
+        """The first line it printed that starts with `prefix` (and its index), waiting for it up to `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = next(((i, line) for i, line in enumerate(self.lines) if line.startswith(prefix)), None)
+            if found is not None:
+                return found
+            assert self.proc.poll() is None, "".join(self.lines)
+            assert time.monotonic() < deadline, f"no {prefix!r}:\n" + "".join(self.lines)
+            time.sleep(0.1)  # the reader thread appends as kflare dev prints
+
     def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         binary = self.metrics_command.split("$(")[1].split(" ")[0]  # the kubectl kflare dev runs
         return subprocess.run(
@@ -250,7 +262,7 @@ def test_kflare_dev_serves_the_gateway_class_on_envoy(dev: Dev) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Hello)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        line = next(line for line in dev.lines if line.startswith("Gateway class cloudflare-tunnel"))
+        _, line = dev.line("Gateway class cloudflare-tunnel")
         envoy_url = line.split("Envoy at ")[1].split(";")[0]
         manifests = [
             {
@@ -265,13 +277,13 @@ def test_kflare_dev_serves_the_gateway_class_on_envoy(dev: Dev) -> None:
             {
                 "apiVersion": "v1",
                 "kind": "Service",
-                "metadata": {"name": "hello", "namespace": "demo"},
+                "metadata": {"name": "page", "namespace": "demo"},
                 "spec": {"ports": [{"name": "http", "port": 80, "targetPort": port}]},
             },
             {
                 "apiVersion": "discovery.k8s.io/v1",
                 "kind": "EndpointSlice",
-                "metadata": {"name": "hello", "namespace": "demo", "labels": {"kubernetes.io/service-name": "hello"}},
+                "metadata": {"name": "page", "namespace": "demo", "labels": {"kubernetes.io/service-name": "page"}},
                 "addressType": "FQDN",
                 "ports": [{"name": "http", "port": port}],
                 "endpoints": [{"addresses": ["127.0.0.1"]}],
@@ -283,7 +295,7 @@ def test_kflare_dev_serves_the_gateway_class_on_envoy(dev: Dev) -> None:
                 "spec": {
                     "parentRefs": [{"name": "edge"}],
                     "hostnames": ["app.example.com"],
-                    "rules": [{"backendRefs": [{"name": "hello", "port": 80}]}],
+                    "rules": [{"backendRefs": [{"name": "page", "port": 80}]}],
                 },
             },
         ]
@@ -300,3 +312,25 @@ def test_kflare_dev_serves_the_gateway_class_on_envoy(dev: Dev) -> None:
         assert answer == "hello from /page"
     finally:
         server.shutdown()
+
+
+def test_kflare_dev_answers_the_command_it_prints_for_its_example(dev: Dev) -> None:
+    index, _ = dev.line("Gateway class cloudflare-tunnel")
+    command = dev.lines[index + 1].strip()
+    assert command.startswith("curl "), command
+    assert "'Host: hello.example.com'" in command
+    deadline = time.monotonic() + 30
+    while True:
+        done = subprocess.run(
+            [*shlex.split(command), "--max-time", "2", "-w", "\n%{http_code}"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        body, _, code = done.stdout.rpartition("\n")
+        if code == "200" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)  # polling until Envoy has the route, with the deadline above
+    assert code == "200", done.stdout + done.stderr
+    assert body.strip() == "Hello from kflare dev: hello.example.com/ reached Service demo/hello through Envoy"

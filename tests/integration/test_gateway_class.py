@@ -4,8 +4,9 @@ FQDN-type EndpointSlice (the API server refuses loopback in IP slices)."""
 
 from __future__ import annotations
 
+import base64
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 
 from app.controlplane import CertificateAuthority, ControlPlane, free_port
+from app.dev_gateway import write_origin_tls
 from reconcilers.gateway import envoy
 from reconcilers.gateway.kinds import CONTROLLER_NAME, GATEWAY_EXISTS_FINALIZER, GATEWAY_GROUP
 from tests.fixtures.controller import ControllerProcess, controller_process
@@ -54,6 +56,7 @@ def gateway_plane(
     (certs / "tls.crt").write_bytes(cert_pem)
     (certs / "tls.key").write_bytes(key_pem)
     (workdir / "ca.crt").write_bytes(ca.pem)
+    origin_tls = write_origin_tls(workdir / "origin-tls", "kflare-data-plane")
     xds_port, envoy_port = free_port(), free_port()
     servers = _Thread()
     backend_port = free_port()
@@ -64,6 +67,8 @@ def gateway_plane(
         f"--gateway-xds-token-file={token}",
         f"--gateway-xds-cert-dir={certs}",
         f"--gateway-data-plane-address=127.0.0.1:{envoy_port}",
+        f"--gateway-data-plane-tls-port={free_port()}",
+        f"--gateway-origin-tls-dir={origin_tls}",
         "--gateway-xds-refresh=200ms",
         f"--gateway-namespace-label={TENANCY_LABEL}",
     )
@@ -227,7 +232,9 @@ async def test_statuses_and_traffic_of_a_gateway_and_its_routes(
     refused = {name: next(c for c in by_name[name]["conditions"] if c["type"] == "Accepted") for name in by_name}
     assert refused["http"]["status"] == refused["https"]["status"] == "True"
     assert refused["passthrough"]["reason"] == "UnsupportedProtocol"
-    assert refused["terminate"]["reason"] == "UnsupportedValue"
+    # Its certificate is not served (TLS ends at the edge) but is checked: there is no Secret `cert`.
+    certificate = next(c for c in by_name["terminate"]["conditions"] if c["type"] == "ResolvedRefs")
+    assert (certificate["status"], certificate["reason"]) == ("False", "InvalidCertificateRef")
     assert by_name["https"]["attachedRoutes"] == 1
 
     async def served() -> bool:
@@ -428,3 +435,38 @@ async def test_a_class_naming_a_missing_tunnel_is_not_accepted(gateway_plane: Pl
     assert accepted["reason"] == "InvalidParameters"
     assert "Tunnel infra/absent not found" in accepted["message"]
     await gw.objects.delete_cluster_custom_object(GATEWAY_GROUP, V1, "gatewayclasses", class_name)
+
+
+async def test_an_https_listeners_certificate_ref_resolves_once_its_secret_exists(
+    gateway_plane: Plane, gw: Gateways, namespace: str
+) -> None:
+    class_name = await new_class(gw)
+    tls = {"mode": "Terminate", "certificateRefs": [{"name": "site-cert"}]}
+    listeners = [
+        {"name": "https", "protocol": "HTTPS", "port": 443, "hostname": f"s.{namespace}.example.com", "tls": tls}
+    ]
+    await gw.create("gateways", gateway_manifest("edge", class_name, listeners), namespace)
+
+    def resolved(reason: str) -> Callable[[], Awaitable[dict[str, Any] | None]]:
+        async def check() -> dict[str, Any] | None:
+            status = (await gw.get("gateways", "edge", namespace)).get("status") or {}
+            for listener in status.get("listeners") or []:
+                found = next((c for c in listener["conditions"] if c["type"] == "ResolvedRefs"), None)
+                if found and found["reason"] == reason:
+                    return listener
+            return None
+
+        return check
+
+    missing = await eventually(resolved("InvalidCertificateRef"), what="the missing Secret to be reported")
+    assert next(c for c in missing["conditions"] if c["type"] == "Programmed")["status"] == "False"
+    key, cert = CertificateAuthority.create("site CA").issue("site", hosts=[f"s.{namespace}.example.com"], server=True)
+    data = {"tls.crt": base64.b64encode(cert).decode(), "tls.key": base64.b64encode(key).decode()}
+    await gw.core.create_namespaced_secret(
+        namespace, {"metadata": {"name": "site-cert"}, "type": "kubernetes.io/tls", "data": data}
+    )
+    served = await eventually(resolved("ResolvedRefs"), what="the new Secret to resolve the listener")
+    conditions = {c["type"]: c for c in served["conditions"]}
+    assert conditions["Programmed"]["status"] == "True"
+    assert "certificate is not served" in conditions["Accepted"]["message"]
+    await gw.objects.delete_namespaced_custom_object(GATEWAY_GROUP, V1, namespace, "gateways", "edge")

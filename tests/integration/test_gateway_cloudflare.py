@@ -199,7 +199,16 @@ async def test_the_ingress_document_and_dns_records_follow_the_routes(published:
     expected = [
         {"hostname": f"app.{d}", "service": ORIGIN},
         {"hostname": "ext.example.org", "service": ORIGIN},
-        {"hostname": f"rpc.{d}", "service": ORIGIN, "originRequest": {"http2Origin": True}},
+        # gRPC to Envoy's TLS listener (the defaults: port 8443, the chart's origin certificate), checked.
+        {
+            "hostname": f"rpc.{d}",
+            "service": "https://localhost:8443",
+            "originRequest": {
+                "http2Origin": True,
+                "originServerName": "kflare-data-plane",
+                "caPool": "/etc/kflare/origin-tls/ca.crt",
+            },
+        },
         {"service": "http_status:404"},
     ]
 

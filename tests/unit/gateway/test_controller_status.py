@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.kube.client import ResourceType
+from app.kube.index import DependencyIndex
 from reconcilers.gateway.controller import GatewayClassReconciler, GatewayOptions
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.gateway.translate import TunnelState
@@ -29,9 +30,23 @@ class FakeKube:
         return {}
 
 
+class FakeSecrets:
+    """No certificate Secret is named in these tests: nothing to watch."""
+
+    def reference(self, referrer: object, keys: Any) -> None:
+        assert not set(keys)
+
+    def get(self, key: tuple[str, str]) -> None:
+        return None
+
+    def revision(self, keys: Any) -> tuple[int, ...]:
+        return ()
+
+
 class FakeContext:
     def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
         self.objects, self.kube = objects, FakeKube()
+        self.secrets, self.index = FakeSecrets(), DependencyIndex()
 
     def cached(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         for obj in self.objects.get(kind, []):
@@ -41,6 +56,9 @@ class FakeContext:
 
     def cached_all(self, kind: str) -> list[dict[str, Any]]:
         return self.objects.get(kind, [])
+
+    def informer_of(self, kind: str) -> None:
+        return None  # no informers, so no cache revision: every reconcile translates afresh
 
 
 def objects(parameters: dict[str, Any] | None = None, **more: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

@@ -53,6 +53,23 @@ def test_the_ingress_document_has_a_rule_per_hostname_then_the_catch_all() -> No
     assert publish.ingress_document([], ORIGIN) == {"ingress": [{"service": "http_status:404"}]}
 
 
+def test_grpc_hostnames_go_to_the_tls_origin_with_its_certificate_checked() -> None:
+    tls = publish.TLSOrigin("https://localhost:8443", "kflare-data-plane", "/etc/kflare/origin-tls/ca.crt")
+    document = publish.ingress_document([host("rpc.example.com", True), host("a.example.com")], ORIGIN, tls)
+    assert document["ingress"][:2] == [
+        {"hostname": "a.example.com", "service": ORIGIN},
+        {
+            "hostname": "rpc.example.com",
+            "service": "https://localhost:8443",
+            "originRequest": {
+                "http2Origin": True,
+                "originServerName": "kflare-data-plane",
+                "caPool": "/etc/kflare/origin-tls/ca.crt",
+            },
+        },
+    ]
+
+
 def test_the_document_follows_the_routes_of_every_gateway_on_the_tunnel() -> None:
     parameters = {"group": "kflare.dev", "kind": "Tunnel", "namespace": TUNNEL[0], "name": TUNNEL[1]}
     w = world(

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
 
+from app.controlplane import CertificateAuthority
 from reconcilers.gateway.translate import TunnelState, World, hostname_matches, regex_error, translate
+from reconcilers.gateway.translate import certificate_refs as translate_refs
 from tests.dataplane.world import (
+    GATEWAY_GROUP,
     NS,
     backend,
     gateway,
@@ -33,10 +37,9 @@ def one_rule(**rule: Any) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(
     ("rule", "named"),
     [
-        ({"filters": [{"type": "CORS", "cors": {"allowOrigins": ["*"]}}]}, "CORS"),
         ({"filters": [{"type": "ExtensionRef", "extensionRef": {"name": "x"}}]}, "ExtensionRef"),
         ({"sessionPersistence": {"sessionName": "s"}}, "sessionPersistence"),
-        ({"retry": {"attempts": 2}}, "retry"),
+        ({"retry": {"backoff": "soon"}}, "retry.backoff"),
         ({"matches": [{"path": {"type": "RegularExpression", "value": "/(?=x)"}}]}, "RE2"),
         ({"matches": [{"headers": [{"type": "Prefix", "name": "a", "value": "b"}]}]}, "type Prefix"),
         (
@@ -61,10 +64,21 @@ def test_what_the_data_plane_cannot_do_refuses_the_route_naming_it(rule: dict[st
     assert not result.resources["routes"][0]["virtual_hosts"]
 
 
-def test_per_backend_filters_are_refused() -> None:
-    ref = {**backend("alpha"), "filters": [{"type": "RequestHeaderModifier"}]}
-    result = translate(world([http_route("r", ["a.example.com"], [{"backendRefs": [ref]}])], BACKENDS))
-    assert "backendRefs[0].filters" in parent(result, "r")["Accepted"]["message"]
+def test_a_rule_the_data_plane_cannot_serve_is_left_out_and_the_route_partially_invalid() -> None:
+    rules = [
+        {"backendRefs": [backend("alpha")], "sessionPersistence": {"sessionName": "s"}},
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/ok"}}], "backendRefs": [backend("alpha")]},
+        {"backendRefs": [{**backend("alpha"), "filters": [{"type": "RequestMirror"}]}]},
+    ]
+    result = translate(world([http_route("r", ["a.example.com"], rules)], BACKENDS))
+    conds = parent(result, "r")
+    assert conds["Accepted"]["status"] == "True"
+    partial = conds["PartiallyInvalid"]
+    assert (partial["status"], partial["reason"]) == ("True", "UnsupportedValue")
+    assert "spec.rules[0].sessionPersistence" in partial["message"]
+    assert "spec.rules[2].backendRefs[0].filters[0]: filter RequestMirror of a backend" in partial["message"]
+    (vhost,) = result.resources["routes"][0]["virtual_hosts"]
+    assert [r["name"] for r in vhost["routes"]] == ["HTTPRoute/apps/r/rule/1/match/0"]
 
 
 def test_listeners_the_class_cannot_serve_are_refused_and_the_rest_served() -> None:
@@ -90,7 +104,7 @@ def test_listeners_the_class_cannot_serve_are_refused_and_the_rest_served() -> N
     by_name = {entry["name"]: {c["type"]: c for c in entry["conditions"]} for entry in status["listeners"]}
     assert by_name["tcp"]["Accepted"]["reason"] == "UnsupportedProtocol"
     assert by_name["udp"]["Accepted"]["reason"] == "UnsupportedProtocol"
-    assert by_name["tls"]["Accepted"]["reason"] == "UnsupportedValue"
+    assert by_name["tls"]["ResolvedRefs"]["reason"] == "InvalidCertificateRef"  # no such Secret
     assert by_name["kinds"]["ResolvedRefs"]["reason"] == "InvalidRouteKinds"
     assert by_name["web"]["Programmed"]["status"] == "True"
     attached = {entry["name"]: entry["attachedRoutes"] for entry in status["listeners"]}
@@ -274,3 +288,157 @@ def test_routes_of_other_classes_are_left_alone() -> None:
     result = translate(world([route], BACKENDS, gateways=[other]))
     assert ("HTTPRoute", NS, "r") not in result.route_parents
     assert (NS, "theirs") not in result.gateway_status
+
+
+def test_a_translation_is_remembered_per_cache_revision_and_its_statuses_are_the_callers_own() -> None:
+    route = http_route("r", ["a.example.com"], one_rule())
+    w = world([route], BACKENDS, revision=("caches", 1))
+    first = translate(w)
+    first.route_parents[("HTTPRoute", NS, "r")][0]["conditions"].clear()  # a caller amending its statuses
+    route["spec"]["hostnames"] = ["b.example.com"]  # unseen: the revision says the caches did not change
+    again = translate(w)
+    assert [h.hostname for h in again.hostnames] == ["a.example.com"]
+    assert parent(again, "r")["Accepted"]["status"] == "True"
+    w.revision = ("caches", 2)
+    assert [h.hostname for h in translate(w).hostnames] == ["b.example.com"]
+
+
+def test_the_class_claims_its_conformance_features_in_order() -> None:
+    status = translate(world([], BACKENDS)).class_status["cloudflare-tunnel"]
+    names = [f["name"] for f in status["supportedFeatures"]]
+    assert names == sorted(names)
+    assert {"HTTPRoute", "GRPCRoute", "HTTPRouteBackendProtocolWebSocket", "GatewayHTTPListenerIsolation"} <= set(names)
+
+
+def listener_conditions(result: Any, name: str) -> dict[str, dict[str, Any]]:
+    (entry,) = [e for e in result.gateway_status[(NS, "edge")]["listeners"] if e["name"] == name]
+    return {c["type"]: c for c in entry["conditions"]}
+
+
+def test_listeners_that_cannot_be_told_apart_are_conflicted_and_the_others_served() -> None:
+    listeners = [
+        {"name": "a", "protocol": "HTTP", "port": 80, "hostname": "a.example.com"},
+        {"name": "a-again", "protocol": "HTTP", "port": 80, "hostname": "a.example.com"},
+        {"name": "b", "protocol": "HTTP", "port": 80, "hostname": "b.example.com"},
+        {"name": "plain", "protocol": "HTTP", "port": 8443},
+        {"name": "secure", "protocol": "HTTPS", "port": 8443},
+        {"name": "tcp", "protocol": "TCP", "port": 5432},
+    ]
+    result = translate(world([], BACKENDS, gateways=[gateway(listeners=listeners)]))
+    for name, reason in (("a", "HostnameConflict"), ("a-again", "HostnameConflict"), ("plain", "ProtocolConflict")):
+        conds = listener_conditions(result, name)
+        assert (conds["Conflicted"]["status"], conds["Conflicted"]["reason"]) == ("True", reason)
+        assert conds["Programmed"]["status"] == "False"
+    assert listener_conditions(result, "secure")["Conflicted"]["reason"] == "ProtocolConflict"
+    assert listener_conditions(result, "b")["Conflicted"]["status"] == "False"
+    assert listener_conditions(result, "b")["Programmed"]["status"] == "True"
+    kinds = {e["name"]: e["supportedKinds"] for e in result.gateway_status[(NS, "edge")]["listeners"]}
+    assert kinds["tcp"] == []  # no route kind attaches to a protocol the class does not serve
+    assert kinds["b"] == [{"group": GATEWAY_GROUP, "kind": "HTTPRoute"}, {"group": GATEWAY_GROUP, "kind": "GRPCRoute"}]
+
+
+def test_an_address_without_a_value_is_the_tunnels_and_one_with_a_value_is_refused() -> None:
+    def accepted(addresses: list[dict[str, str]]) -> str:
+        edge = gateway()
+        edge["spec"]["addresses"] = addresses
+        conds = translate(world([], BACKENDS, gateways=[edge])).gateway_status[(NS, "edge")]["conditions"]
+        return str(next(c["reason"] for c in conds if c["type"] == "Accepted"))
+
+    assert accepted([{"type": "IPAddress", "value": ""}]) == "Accepted"
+    assert accepted([{"type": "IPAddress", "value": "192.0.2.1"}]) == "UnsupportedAddress"
+
+
+def test_a_route_hostname_a_narrower_listener_owns_is_left_to_that_listener() -> None:
+    listeners = [
+        {"name": "wild", "protocol": "HTTP", "port": 80, "hostname": "*.example.com"},
+        {"name": "abc", "protocol": "HTTP", "port": 80, "hostname": "abc.example.com"},
+    ]
+    to_wild = [{"name": "edge", "namespace": NS, "sectionName": "wild"}]
+    routes = [
+        http_route("both", ["abc.example.com", "x.example.com"], one_rule(), parents=to_wild),
+        http_route("only", ["abc.example.com"], one_rule(), parents=to_wild),
+    ]
+    result = translate(world(routes, BACKENDS, gateways=[gateway(listeners=listeners)]))
+    assert [h.hostname for h in result.hostnames] == ["x.example.com"]
+    assert parent(result, "only")["Accepted"]["reason"] == "NoMatchingListenerHostname"
+
+
+def tls_secret(name: str, namespace: str = NS, *, valid: bool = True) -> dict[str, Any]:
+    key, cert = CertificateAuthority.create("test CA").issue("app.example.com", hosts=["app.example.com"], server=True)
+    data = {"tls.crt": cert if valid else b"not a certificate", "tls.key": key}
+    encoded = {k: base64.b64encode(v).decode() for k, v in data.items()}
+    return {"metadata": {"name": name, "namespace": namespace}, "type": "kubernetes.io/tls", "data": encoded}
+
+
+def test_an_https_listeners_certificate_refs_are_checked_and_the_certificate_not_served() -> None:
+    def refs(*certificate_refs: dict[str, str]) -> dict[str, Any]:
+        return {"mode": "Terminate", "certificateRefs": list(certificate_refs)}
+
+    listeners = [
+        {"name": "good", "protocol": "HTTPS", "port": 443, "hostname": "a.example.com", "tls": refs({"name": "cert"})},
+        {"name": "missing", "protocol": "HTTPS", "port": 443, "hostname": "b.example.com", "tls": refs({"name": "x"})},
+        {
+            "name": "kind",
+            "protocol": "HTTPS",
+            "port": 443,
+            "hostname": "c.example.com",
+            "tls": refs({"kind": "ConfigMap", "name": "cert"}),
+        },
+        {
+            "name": "broken",
+            "protocol": "HTTPS",
+            "port": 443,
+            "hostname": "d.example.com",
+            "tls": refs({"name": "junk"}),
+        },
+        {
+            "name": "far",
+            "protocol": "HTTPS",
+            "port": 443,
+            "hostname": "e.example.com",
+            "tls": refs({"name": "cert", "namespace": "certs"}),
+        },
+        {
+            "name": "granted",
+            "protocol": "HTTPS",
+            "port": 443,
+            "hostname": "f.example.com",
+            "tls": refs({"name": "shared", "namespace": "certs"}),
+        },
+        {
+            "name": "passthrough",
+            "protocol": "HTTPS",
+            "port": 443,
+            "hostname": "g.example.com",
+            "tls": {"mode": "Passthrough"},
+        },
+    ]
+    secrets = {(NS, "cert"): tls_secret("cert"), (NS, "junk"): tls_secret("junk", valid=False)}
+    secrets |= {("certs", "cert"): tls_secret("cert", "certs"), ("certs", "shared"): tls_secret("shared", "certs")}
+    grant = {
+        "metadata": {"name": "gateways", "namespace": "certs"},
+        "spec": {
+            "from": [{"group": GATEWAY_GROUP, "kind": "Gateway", "namespace": NS}],
+            "to": [{"group": "", "kind": "Secret", "name": "shared"}],
+        },
+    }
+    w = world([], BACKENDS, gateways=[gateway(listeners=listeners)], grants=[grant])
+    w.secret = lambda namespace, name: secrets.get((namespace, name))  # type: ignore[assignment,return-value]
+    assert translate_refs(w) == {(NS, "cert"), (NS, "x"), (NS, "junk"), ("certs", "cert"), ("certs", "shared")}
+    result = translate(w)
+    expected = {
+        "good": ("True", "ResolvedRefs"),
+        "missing": ("False", "InvalidCertificateRef"),
+        "kind": ("False", "InvalidCertificateRef"),
+        "broken": ("False", "InvalidCertificateRef"),
+        "far": ("False", "RefNotPermitted"),
+        "granted": ("True", "ResolvedRefs"),
+    }
+    for name, (status, reason) in expected.items():
+        resolved = listener_conditions(result, name)["ResolvedRefs"]
+        assert (resolved["status"], resolved["reason"]) == (status, reason), name
+        assert listener_conditions(result, name)["Programmed"]["status"] == status
+    accepted = listener_conditions(result, "good")["Accepted"]
+    assert accepted["status"] == "True"
+    assert "certificate is not served" in accepted["message"]
+    assert listener_conditions(result, "passthrough")["Accepted"]["reason"] == "UnsupportedValue"

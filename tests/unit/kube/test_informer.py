@@ -131,3 +131,18 @@ async def test_only_referenced_secrets_are_watched_each_by_name() -> None:
     await watcher.stop()
     assert watcher.watched == set()
     assert SECRETS.path("a", "token") == "/api/v1/namespaces/a/secrets/token"
+
+
+def test_the_revision_changes_with_every_change_of_the_cache_and_is_never_shared() -> None:
+    a = Informer(ScriptedKube([], []), WIDGETS)  # type: ignore[arg-type]
+    b = Informer(ScriptedKube([], []), WIDGETS)  # type: ignore[arg-type]
+    assert a.revision != b.revision
+    seen = {a.revision, b.revision}
+    a.put(obj("x", "1"))
+    assert a.revision not in seen
+    seen.add(a.revision)
+    a.get("x", "ns")
+    a.list()
+    assert a.revision in seen  # reading changes nothing
+    a.pop(("ns", "x"))
+    assert a.revision not in seen

@@ -1,0 +1,130 @@
+"""Backends: a route's backendRefs resolved to Envoy clusters, from Services, their ports and EndpointSlices, and
+the ReferenceGrants that let a route reach into another namespace."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from reconcilers.gateway import envoy, shapes
+from reconcilers.gateway.shapes import (
+    JSON,
+    BackendObjectReference,
+    EndpointSlice,
+    ObjectKey,
+    ReferenceGrant,
+    Service,
+    ServiceSpec,
+)
+
+H2C = "kubernetes.io/h2c"
+UNRESOLVED = "kflare-unresolved"
+"""The cluster with no endpoints an unresolved backend's share of a weighted split goes to (Envoy answers 503)."""
+
+
+@dataclass
+class Backend:
+    cluster: str | None
+    weight: int
+    problem: tuple[str, str] | None = None
+    """(reason, message) when it does not resolve."""
+
+
+@dataclass
+class Resolver:
+    """Resolves backendRefs, and collects the clusters (and their endpoints) the resolved ones need."""
+
+    services: list[Service]
+    slices: list[EndpointSlice]
+    grants: list[ReferenceGrant]
+    refresh: float
+    clusters: dict[str, JSON] = field(default_factory=dict)
+    assignments: dict[str, JSON] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._services = {shapes.key(s): s for s in self.services}
+        self._slices: dict[ObjectKey, list[EndpointSlice]] = defaultdict(list)
+        for item in self.slices:
+            service = shapes.labels(item).get("kubernetes.io/service-name")
+            if service:
+                self._slices[(shapes.ns(item), service)].append(item)
+
+    def backend(self, kind: str, route_ns: str, ref: BackendObjectReference, weight: int, *, http2: bool) -> Backend:
+        group, ref_kind, name = ref.get("group", ""), ref.get("kind", "Service"), ref["name"]
+        if group != "" or ref_kind != "Service":
+            return Backend(
+                None, weight, ("InvalidKind", f"backendRef {ref_kind}.{group or 'core'} {name}: only Services")
+            )
+        namespace = ref.get("namespace") or route_ns
+        if namespace != route_ns and not shapes.reference_granted(
+            self.grants, kind, route_ns, "Service", namespace, name
+        ):
+            return Backend(
+                None, weight, ("RefNotPermitted", f"Service {namespace}/{name}: no ReferenceGrant lets {route_ns} in")
+            )
+        service = self._services.get((namespace, name))
+        if service is None:
+            return Backend(None, weight, ("BackendNotFound", f"Service {namespace}/{name} not found"))
+        port = ref.get("port")
+        if port is None:
+            return Backend(None, weight, ("BackendNotFound", f"backendRef to Service {namespace}/{name} has no port"))
+        spec = service.get("spec", {})
+        if spec.get("type") == "ExternalName":
+            return self._external(namespace, name, spec, port, weight, http2=http2)
+        ports = [p for p in spec.get("ports", []) if p["port"] == port]
+        if not ports:
+            return Backend(None, weight, ("BackendNotFound", f"Service {namespace}/{name} has no port {port}"))
+        service_port = ports[0]
+        h2 = http2 or service_port.get("appProtocol") == H2C
+        cluster = f"{namespace}/{name}:{port}" + ("/h2c" if h2 else "")
+        if cluster not in self.clusters:
+            self.clusters[cluster] = envoy.eds_cluster(cluster, http2=h2, refresh=self.refresh)
+            self.assignments[cluster] = envoy.load_assignment(
+                cluster, self._addresses(namespace, name, service_port.get("name"))
+            )
+        return Backend(cluster, weight)
+
+    def _external(
+        self, namespace: str, name: str, spec: ServiceSpec, port: int, weight: int, *, http2: bool
+    ) -> Backend:
+        """An ExternalName Service: the name it gives, resolved by Envoy (there are no endpoints to watch), on the
+        backendRef's port (the ports of such a Service are only documentation)."""
+        host = spec.get("externalName", "")
+        if not host:
+            return Backend(None, weight, ("BackendNotFound", f"ExternalName Service {namespace}/{name} has no name"))
+        listed = {p.get("appProtocol") for p in spec.get("ports", []) if p["port"] == port}
+        h2 = http2 or H2C in listed
+        cluster = f"{namespace}/{name}:{port}/dns" + ("/h2c" if h2 else "")
+        self.clusters.setdefault(cluster, envoy.dns_cluster(cluster, host, port, http2=h2))
+        return Backend(cluster, weight)
+
+    def _addresses(self, namespace: str, service: str, port_name: str | None) -> list[tuple[str, int]]:
+        """Ready endpoints of every slice of the Service, FQDN-type slices included when they hold IP literals
+        (how loopback backends are written where the API server refuses loopback in IP slices)."""
+        out: set[tuple[str, int]] = set()
+        for item in self._slices.get((namespace, service), []):
+            ports = [p for p in item.get("ports", []) if (p.get("name") or None) == (port_name or None)]
+            if not ports or ports[0].get("port") is None:
+                continue
+            target = ports[0]["port"]
+            for endpoint in item.get("endpoints", []):
+                if endpoint.get("conditions", {}).get("ready") is False:
+                    continue
+                for address in endpoint["addresses"]:
+                    try:
+                        ipaddress.ip_address(address)
+                    except ValueError:
+                        continue  # a DNS name in an FQDN slice: EDS takes addresses only
+                    out.add((address, target))
+        return sorted(out)
+
+    def resources(self, names_used: Iterable[str]) -> tuple[list[JSON], list[JSON]]:
+        """The clusters and load assignments of every backend resolved, and the unresolved cluster when a weighted
+        split names it."""
+        clusters, assignments = dict(self.clusters), dict(self.assignments)
+        if UNRESOLVED in names_used:
+            clusters[UNRESOLVED] = envoy.eds_cluster(UNRESOLVED, http2=False, refresh=self.refresh)
+            assignments[UNRESOLVED] = envoy.load_assignment(UNRESOLVED, [])
+        return [clusters[n] for n in sorted(clusters)], [assignments[n] for n in sorted(assignments)]

@@ -1,0 +1,367 @@
+"""The class and its Gateways: which GatewayClasses this controller serves and whether each is accepted, and each
+Gateway's conditions and listeners (what a route may attach to)."""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import NotRequired, TypedDict
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from reconcilers.gateway import shapes
+from reconcilers.gateway.features import SupportedFeature, supported_features
+from reconcilers.gateway.kinds import BUNDLE_VERSION, GATEWAY_GROUP, TUNNEL_GROUP, TUNNEL_KIND
+from reconcilers.gateway.shapes import Condition, Gateway, GatewayClass, ObjectKey, condition
+
+HTTP_ROUTE, GRPC_ROUTE = "HTTPRoute", "GRPCRoute"
+ROUTE_KINDS = (HTTP_ROUTE, GRPC_ROUTE)
+SERVED_PROTOCOLS = ("HTTP", "HTTPS")
+
+
+@dataclass(frozen=True)
+class TunnelState:
+    """What the class needs of the kflare Tunnel its parametersRef names."""
+
+    ready: bool
+    message: str = ""
+    address: str | None = None
+    """`<tunnel id>.cfargotunnel.com`, once the tunnel has an ID."""
+
+
+TunnelLookup = Callable[[str, str], TunnelState | None]
+"""(namespace, name) of a Tunnel -> its state, None when there is no such Tunnel."""
+
+
+class ClassStatus(TypedDict):
+    conditions: list[Condition]
+    supportedFeatures: list[SupportedFeature]
+
+
+class SupportedKind(TypedDict):
+    group: str
+    kind: str
+
+
+class ListenerStatus(TypedDict):
+    name: str
+    supportedKinds: list[SupportedKind]
+    attachedRoutes: int
+    conditions: list[Condition]
+
+
+class GatewayAddress(TypedDict):
+    type: str
+    value: str
+
+
+class GatewayStatus(TypedDict):
+    conditions: list[Condition]
+    listeners: list[ListenerStatus]
+    addresses: NotRequired[list[GatewayAddress]]
+
+
+@dataclass(frozen=True)
+class ServedClass:
+    """An accepted GatewayClass of this controller, with the Tunnel it publishes through (None: no Tunnel)."""
+
+    tunnel: TunnelState | None
+    tunnel_key: ObjectKey | None
+
+
+@dataclass
+class ServedListener:
+    """A listener of a Gateway, as routes see it when they attach."""
+
+    gateway: Gateway
+    spec: shapes.Listener
+    accepted: bool
+    kinds: tuple[str, ...]
+    conditions: list[Condition]
+    attached: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.spec["name"]
+
+    @property
+    def hostname(self) -> str | None:
+        return self.spec.get("hostname") or None
+
+    def allows_namespace(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        allowed = self.spec.get("allowedRoutes", {}).get("namespaces", {})
+        origin = allowed.get("from", "Same")
+        if origin == "All":
+            return True
+        if origin == "Same":
+            return namespace == shapes.ns(self.gateway)
+        if origin == "Selector":
+            return shapes.selector_matches(allowed.get("selector", {}), labels)
+        return False
+
+    def status(self) -> ListenerStatus:
+        return {
+            "name": self.name,
+            "supportedKinds": [{"group": GATEWAY_GROUP, "kind": k} for k in self.kinds],
+            "attachedRoutes": self.attached,
+            "conditions": self.conditions,
+        }
+
+
+@dataclass
+class ServedGateway:
+    """A Gateway of one of this controller's classes: its conditions, its listeners, and whether routes may attach
+    to it (only when its class is accepted and its spec can be served)."""
+
+    gateway: Gateway
+    conditions: list[Condition]
+    listeners: list[ServedListener]
+    usable: bool
+    tunnel_key: ObjectKey | None = None
+    address: str | None = None
+
+    @property
+    def valid_listeners(self) -> list[ServedListener]:
+        return [listener for listener in self.listeners if listener.accepted] if self.usable else []
+
+    def status(self) -> GatewayStatus:
+        out: GatewayStatus = {
+            "conditions": self.conditions,
+            "listeners": [listener.status() for listener in self.listeners],
+        }
+        if self.address:
+            out["addresses"] = [{"type": "Hostname", "value": self.address}]
+        return out
+
+
+def _minor(version: str | None) -> str | None:
+    if not version:
+        return None
+    match = re.match(r"v?(\d+)\.(\d+)", version)
+    return f"v{match.group(1)}.{match.group(2)}" if match else None
+
+
+def class_status(
+    cls: GatewayClass, tunnels: TunnelLookup, installed_bundle: str | None
+) -> tuple[ClassStatus, ServedClass | None]:
+    """A class's status, and what serving it takes when it is accepted."""
+    observed = shapes.generation(cls)
+    ref = cls["spec"].get("parametersRef")
+    served: ServedClass | None = None
+    if ref is None:
+        accepted = condition(
+            "Accepted",
+            True,
+            "Accepted",
+            "no parametersRef: served by the data plane only, not through a Tunnel",
+            observed,
+        )
+        served = ServedClass(None, None)
+    elif ref["group"] != TUNNEL_GROUP or ref["kind"] != TUNNEL_KIND or not ref.get("namespace"):
+        accepted = condition(
+            "Accepted",
+            False,
+            "InvalidParameters",
+            f"parametersRef must name a {TUNNEL_KIND}.{TUNNEL_GROUP} with its namespace",
+            observed,
+        )
+    else:
+        tunnel_key = (ref["namespace"], ref["name"])
+        tunnel = tunnels(*tunnel_key)
+        where = f"{TUNNEL_KIND} {tunnel_key[0]}/{tunnel_key[1]}"
+        if tunnel is None:
+            accepted = condition("Accepted", False, "InvalidParameters", f"{where} not found", observed)
+        else:
+            accepted = condition("Accepted", True, "Accepted", where, observed)
+            served = ServedClass(tunnel, tunnel_key)
+    wanted = _minor(BUNDLE_VERSION)
+    if _minor(installed_bundle) == wanted:
+        supported = condition("SupportedVersion", True, "SupportedVersion", f"Gateway API {installed_bundle}", observed)
+    else:
+        supported = condition(
+            "SupportedVersion",
+            False,
+            "UnsupportedVersion",
+            f"installed Gateway API bundle {installed_bundle or 'unknown'}; this controller wants {wanted}.x",
+            observed,
+        )
+    return {"conditions": [accepted, supported], "supportedFeatures": supported_features()}, served
+
+
+_NOT_SERVED = (
+    "the certificate is not served: TLS ends at Cloudflare's edge, which serves the zone's certificate to visitors"
+)
+
+
+@dataclass(frozen=True)
+class Certificates:
+    """What checking a listener's certificateRefs reads: the Secrets and the ReferenceGrants."""
+
+    secret: Callable[[str, str], shapes.Secret | None]
+    grants: list[shapes.ReferenceGrant]
+
+
+def _certificate_problem(gateway: Gateway, spec: shapes.Listener, certificates: Certificates) -> tuple[str, str] | None:
+    """(reason, message) of the first certificateRef of an HTTPS listener that does not resolve, as the spec has
+    them: not a Secret, or a missing or malformed one (InvalidCertificateRef), or one in another namespace no
+    ReferenceGrant lets the Gateway refer to (RefNotPermitted)."""
+    namespace = shapes.ns(gateway)
+    for i, ref in enumerate(spec.get("tls", {}).get("certificateRefs", [])):
+        where = f"tls.certificateRefs[{i}]"
+        group, kind, name = ref.get("group", ""), ref.get("kind", "Secret"), ref["name"]
+        if group != "" or kind != "Secret":
+            return "InvalidCertificateRef", f"{where}: {kind}.{group or 'core'} {name}: only Secrets"
+        target = ref.get("namespace") or namespace
+        if target != namespace and not shapes.reference_granted(
+            certificates.grants, "Gateway", namespace, "Secret", target, name
+        ):
+            return "RefNotPermitted", f"{where}: Secret {target}/{name}: no ReferenceGrant lets {namespace} in"
+        secret = certificates.secret(target, name)
+        if secret is None:
+            return "InvalidCertificateRef", f"{where}: Secret {target}/{name} not found"
+        if not _is_certificate(secret):
+            return "InvalidCertificateRef", f"{where}: Secret {target}/{name} holds no PEM certificate and key"
+    return None
+
+
+def _is_certificate(secret: shapes.Secret) -> bool:
+    data = secret.get("data", {})
+    try:
+        cert, key = base64.b64decode(data["tls.crt"]), base64.b64decode(data["tls.key"])
+        x509.load_pem_x509_certificate(cert)
+        serialization.load_pem_private_key(key, password=None)
+    except (KeyError, ValueError, TypeError):
+        return False
+    return True
+
+
+NO_CERTIFICATES = Certificates(lambda namespace, name: None, [])
+
+
+def listener(gateway: Gateway, spec: shapes.Listener, certificates: Certificates = NO_CERTIFICATES) -> ServedListener:
+    observed = shapes.generation(gateway)
+    protocol = spec["protocol"]
+    conds: list[Condition] = []
+    kinds: list[str] = []
+    bad_kinds: list[str] = []
+    allowed = spec.get("allowedRoutes", {}).get("kinds")
+    if allowed is None:
+        kinds = list(ROUTE_KINDS)
+    else:
+        for kind in allowed:
+            group = kind.get("group", GATEWAY_GROUP)
+            if group == GATEWAY_GROUP and kind["kind"] in ROUTE_KINDS:
+                kinds.append(kind["kind"])
+            else:
+                bad_kinds.append(f"{kind['kind']}.{group}")
+    accepted = True
+    if protocol not in SERVED_PROTOCOLS:
+        accepted = False
+        kinds = []  # no route kind attaches to a protocol the class does not serve
+        message = f"protocol {protocol}: a Cloudflare Tunnel carries HTTP only (HTTP or HTTPS listeners)"
+        conds.append(condition("Accepted", False, "UnsupportedProtocol", message, observed))
+    elif "tls" in spec and (protocol != "HTTPS" or spec["tls"].get("mode", "Terminate") != "Terminate"):
+        accepted = False
+        message = "tls: TLS ends at Cloudflare's edge; only an HTTPS listener terminating TLS is served"
+        conds.append(condition("Accepted", False, "UnsupportedValue", message, observed))
+    else:
+        conds.append(condition("Accepted", True, "Accepted", _NOT_SERVED if "tls" in spec else "", observed))
+    bad_certificate = _certificate_problem(gateway, spec, certificates) if accepted else None
+    if bad_kinds:
+        message = f"route kinds not supported: {', '.join(bad_kinds)} (supported: HTTPRoute, GRPCRoute)"
+        conds.append(condition("ResolvedRefs", False, "InvalidRouteKinds", message, observed))
+    elif bad_certificate is not None:
+        accepted = False
+        conds.append(condition("ResolvedRefs", False, *bad_certificate, observed))
+    else:
+        conds.append(condition("ResolvedRefs", True, "ResolvedRefs", "", observed))
+    conds.append(condition("Conflicted", False, "NoConflicts", "", observed))
+    programmed = accepted and bool(kinds)
+    conds.append(condition("Programmed", programmed, "Programmed" if programmed else "Invalid", "", observed))
+    return ServedListener(gateway, spec, accepted and bool(kinds), tuple(kinds), conds)
+
+
+def gateway_status(
+    gateway: Gateway, class_name: str, served: ServedClass | None, certificates: Certificates = NO_CERTIFICATES
+) -> ServedGateway:
+    """A Gateway's conditions and listeners (attached routes are counted later, as routes attach)."""
+    observed = shapes.generation(gateway)
+    listeners = [listener(gateway, spec, certificates) for spec in gateway["spec"].get("listeners", [])]
+    if served is None:
+        message = f"GatewayClass {class_name} is not accepted"
+        conditions = [
+            condition("Accepted", False, "Pending", message, observed),
+            condition("Programmed", False, "Pending", message, observed),
+        ]
+        return ServedGateway(gateway, conditions, _refused(listeners), usable=False)
+    if any(address.get("value") for address in gateway["spec"].get("addresses", [])):
+        # An address without a value asks the class to choose one: the Tunnel's is the one it has.
+        message = "spec.addresses: the address of this class is its Tunnel's, it cannot be chosen"
+        conditions = [
+            condition("Accepted", False, "UnsupportedAddress", message, observed),
+            condition("Programmed", False, "Invalid", message, observed),
+        ]
+        return ServedGateway(gateway, conditions, _refused(listeners), usable=False)
+    _conflicts(listeners, observed)
+    valid = [item for item in listeners if item.accepted]
+    if valid and len(valid) == len(listeners):
+        accepted = condition("Accepted", True, "Accepted", "", observed)
+    else:
+        invalid = ", ".join(item.name for item in listeners if not item.accepted)
+        accepted = condition("Accepted", bool(valid), "ListenersNotValid", f"listeners not served: {invalid}", observed)
+    tunnel = served.tunnel
+    if not valid:
+        programmed = condition("Programmed", False, "Invalid", "no listener can be served", observed)
+    elif tunnel is not None and not tunnel.ready:
+        programmed = condition("Programmed", False, "Pending", tunnel.message or "Tunnel not ready", observed)
+    else:
+        programmed = condition("Programmed", True, "Programmed", "", observed)
+    return ServedGateway(
+        gateway,
+        [accepted, programmed],
+        listeners,
+        usable=True,
+        tunnel_key=served.tunnel_key,
+        address=tunnel.address if tunnel is not None else None,
+    )
+
+
+def _conflicts(listeners: list[ServedListener], observed: int) -> None:
+    """Listeners that cannot be told apart are Conflicted (and not served): on one port, HTTP beside HTTPS
+    (ProtocolConflict), or two of one protocol with the same hostname (HostnameConflict)."""
+    by_port: dict[int, list[ServedListener]] = {}
+    for item in listeners:
+        if item.spec["protocol"] in SERVED_PROTOCOLS:
+            by_port.setdefault(item.spec["port"], []).append(item)
+    for port, group in by_port.items():
+        protocols = {item.spec["protocol"] for item in group}
+        for item in group:
+            same = [o for o in group if o is not item and o.hostname == item.hostname]
+            if len(protocols) > 1:
+                reason, message = (
+                    "ProtocolConflict",
+                    f"port {port} has listeners of protocols {', '.join(sorted(protocols))}",
+                )
+            elif same:
+                reason = "HostnameConflict"
+                message = f"listener {same[0].name} has the same port {port} and hostname {item.hostname or '(none)'}"
+            else:
+                continue
+            item.accepted = False
+            item.conditions = [
+                condition("Conflicted", True, reason, message, observed)
+                if c["type"] == "Conflicted"
+                else condition("Programmed", False, "Invalid", message, observed)
+                if c["type"] == "Programmed"
+                else c
+                for c in item.conditions
+            ]
+
+
+def _refused(listeners: list[ServedListener]) -> list[ServedListener]:
+    for item in listeners:
+        item.accepted = False
+    return listeners
