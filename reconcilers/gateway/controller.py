@@ -20,6 +20,7 @@ from app.kube.informer import Key
 from app.kube.manager import DocumentsOf, Input, Manager
 from reconcilers.context import Context
 from reconcilers.gateway import envoy, publish
+from reconcilers.gateway.features import supported_features
 from reconcilers.gateway.kinds import (
     BUNDLE_VERSION_ANNOTATION,
     CONTROLLER_NAME,
@@ -264,9 +265,8 @@ class GatewayClassReconciler:
 
     async def _write_class(self, cls: JSON, result: Translation, now: str) -> bool:
         name = str(cls["metadata"]["name"])
-        ok = await self._write_status(
-            GATEWAY_CLASSES, cls, _stamp(result.class_status[name], cls.get("status") or {}, now)
-        )
+        status = {**result.class_status[name], "supportedFeatures": supported_features()}
+        ok = await self._write_status(GATEWAY_CLASSES, cls, _stamp(status, cls.get("status") or {}, now))
         finalizers = list(cls["metadata"].get("finalizers") or [])
         in_use = name in result.classes_in_use
         if in_use == (GATEWAY_EXISTS_FINALIZER in finalizers):
