@@ -95,7 +95,6 @@ func init() {
 func main() { coremain.Run() }
 GO
   go get "github.com/coredns/coredns@$COREDNS_VERSION" >&2
-  go mod tidy >&2
   go build -trimpath -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" \
     -o "$out/coredns.new" .
   mv "$out/coredns.new" "$out/coredns"
