@@ -67,9 +67,9 @@ class GatewayRelease:
     def ingress_document(self) -> dict[str, Any]:
         """The tunnel's configuration as Cloudflare's API returns it: what the edge pushes to its connectors."""
         tunnel = self.tunnel()
-        tunnel_id = tunnel["status"]["tunnelID"]
+        identity = tunnel_id(tunnel)
         account = self.get("cloudflareaccount", tunnel["spec"]["accountRef"]["name"])["spec"]["accountID"]
-        url = f"{self.emulator.base_url}/accounts/{account}/cfd_tunnel/{tunnel_id}/configurations"
+        url = f"{self.emulator.base_url}/accounts/{account}/cfd_tunnel/{identity}/configurations"
         with httpx.Client(timeout=10, trust_env=False) as http:
             reply = http.get(url, headers={"Authorization": f"Bearer {DEV_TOKEN}"})
         reply.raise_for_status()
@@ -100,13 +100,19 @@ class GatewayRelease:
         for _ in deadline(seconds):
             pods = self.data_plane_pods()
             running = [p for p in pods if p["status"].get("podIP") and _started(p, "cloudflared")]
-            if running and self.tunnel().get("status", {}).get("tunnelID"):
+            if running and tunnel_id(self.tunnel()):
                 document = self.ingress_document()
                 for pod in running:
                     self.push(pod, document)
             if len(pods) == count and all(_ready(p) for p in pods):
                 return pods
         raise AssertionError  # unreachable: deadline raises
+
+
+def tunnel_id(tunnel: dict[str, Any]) -> str | None:
+    """The Cloudflare ID kflare recorded in the Tunnel's status, once it has one."""
+    found = ((tunnel.get("status") or {}).get("cloudflareMetadata") or {}).get("tunnelID")
+    return str(found) if found else None
 
 
 def _started(pod: dict[str, Any], container: str) -> bool:

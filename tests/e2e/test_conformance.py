@@ -26,7 +26,7 @@ import yaml
 from app import __version__
 from reconcilers.gateway.features import SUPPORTED_FEATURES
 from reconcilers.gateway.kinds import CLASS_NAME
-from tests.e2e.gateway import NAMESPACE, RELEASE, GatewayRelease
+from tests.e2e.gateway import NAMESPACE, RELEASE, GatewayRelease, tunnel_id
 from tests.e2e.test_chart import deadline
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
@@ -82,7 +82,7 @@ def test_the_upstream_conformance_suite(
         if claimed:
             break
     assert {f["name"] for f in claimed} == set(SUPPORTED_FEATURES)
-    tunnel_host = f"{gw.tunnel()['status']['tunnelID']}.cfargotunnel.com"
+    tunnel_host = f"{tunnel_id(gw.tunnel())}.cfargotunnel.com"
     hosts = tmp_path / "hosts"
     hosts.write_text(f"127.0.0.1 localhost\n{data_plane_service(gw)} {tunnel_host}\n")
     report = Path(os.environ.get("CONFORMANCE_REPORT") or tmp_path / "report.yaml").resolve()

@@ -20,7 +20,7 @@ import yaml
 
 from tests.chart.helm import CHART
 from tests.e2e.cluster import GATEWAY
-from tests.e2e.gateway import EDGE_PORT, NAMESPACE, GatewayRelease
+from tests.e2e.gateway import EDGE_PORT, NAMESPACE, GatewayRelease, tunnel_id
 from tests.e2e.test_chart import deadline
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -83,7 +83,7 @@ def test_the_data_plane_runs_with_the_charts_defaults(gateway_release: GatewayRe
         }
     secret = gateway_release.get("secret", tunnel["spec"]["credentialsSecretRef"]["name"], "-n", NAMESPACE)
     token = json.loads(base64.b64decode(base64.b64decode(secret["data"]["TUNNEL_TOKEN"])))
-    assert token["t"] == tunnel["status"]["tunnelID"]
+    assert token["t"] == tunnel_id(tunnel)
     document = gateway_release.ingress_document()
     refused = gateway_release.push(data_plane[0], {**document, "tunnel_id": "0" * 32})
     assert refused.status_code == 409, refused.text
