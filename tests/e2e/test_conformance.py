@@ -104,7 +104,8 @@ def test_the_upstream_conformance_suite(
     # The tunnel's hostname resolves to the data plane for the suite's process alone; the Go resolver reads hosts.
     script = 'mount --bind "$1" /etc/hosts && shift && exec "$@"'
     env = {**os.environ, "KUBECONFIG": str(gw.cluster.kubeconfig_path), "NO_PROXY": "*"}
-    log = tmp_path / "conformance.log"
+    # Beside the report, for reading after the run (tmp_path goes with the session).
+    log = report.with_suffix(".log")
     began = time.monotonic()
     with log.open("w") as out:
         done = subprocess.run(
@@ -120,6 +121,7 @@ def test_the_upstream_conformance_suite(
     text = log.read_text()
     assert report.exists(), f"no report (exit {done.returncode}):\n{text[-6000:]}"
     written = yaml.safe_load(report.read_text())
+    assert written.get("profiles"), f"a report of no profile (exit {done.returncode}):\n{text[-6000:]}"
     with capsys.disabled():
         print(f"\nconformance suite: {took:.0f}s, exit {done.returncode}; report {report}")
         for name, figures in totals(written).items():

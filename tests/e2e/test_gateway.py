@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import socket
-import time
 from typing import Any
 
 import h2.config
@@ -59,11 +58,8 @@ def wait_available(gw: GatewayRelease, name: str, replicas: int = 2) -> None:
 
 
 @pytest.fixture(scope="module")
-def data_plane(gateway_release: GatewayRelease, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
-    began = time.monotonic()
-    pods = gateway_release.wait_data_plane_ready(DEFAULTS["replicas"])
-    print(f"\ndata plane: {len(pods)} pods Ready in {time.monotonic() - began:.1f}s")
-    return pods
+def data_plane(gateway_release: GatewayRelease) -> list[dict[str, Any]]:
+    return gateway_release.wait_data_plane_ready(DEFAULTS["replicas"])
 
 
 def test_the_data_plane_runs_with_the_charts_defaults(gateway_release: GatewayRelease, data_plane: list[Any]) -> None:
