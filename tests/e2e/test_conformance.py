@@ -89,7 +89,7 @@ def test_the_upstream_conformance_suite(
     report.parent.mkdir(parents=True, exist_ok=True)
     suite = [
         str(gateway_bins / "conformance.test"),
-        "-test.run=TestConformance",
+        "-test.run=^TestConformance$",
         f"-test.timeout={SUITE_TIMEOUT}s",
         f"-gateway-class={CLASS_NAME}",
         f"-conformance-profiles={PROFILES}",
