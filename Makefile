@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 PYTEST_ARGS ?=
 
-.PHONY: test venv test-bins node-bins lint types layers pytest chaos e2e clean dev
+.PHONY: test venv test-bins node-bins lint types layers pytest chaos e2e conformance clean dev
 
 test: lint types layers pytest
 
@@ -53,7 +53,19 @@ chaos: venv
 e2e: venv
 	bins=$$(PYTHON=$(abspath $(BIN)/python) bash hack/test-bins.sh | tail -n 1); \
 	node=$$(PYTHON=$(abspath $(BIN)/python) bash hack/test-bins.sh node | tail -n 1); \
-	K8S_TEST_BIN="$$bins" K8S_NODE_BIN="$$node" $(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
+	gateway=$$(PYTHON=$(abspath $(BIN)/python) bash hack/gateway-e2e.sh | tail -n 1); \
+	K8S_TEST_BIN="$$bins" K8S_NODE_BIN="$$node" K8S_GATEWAY_BIN="$$gateway" \
+		$(BIN)/python -m pytest tests/e2e --ignore=tests/e2e/test_conformance.py $(PYTEST_ARGS)
+
+# The upstream Gateway API conformance suite against the class on the one-node cluster (tests/e2e/test_conformance.py);
+# its report is written to docs/conformance/. Not part of `make e2e`: the suite's setup cannot pass yet (see there).
+conformance: venv
+	bins=$$(PYTHON=$(abspath $(BIN)/python) bash hack/test-bins.sh | tail -n 1); \
+	node=$$(PYTHON=$(abspath $(BIN)/python) bash hack/test-bins.sh node | tail -n 1); \
+	gateway=$$(PYTHON=$(abspath $(BIN)/python) bash hack/gateway-e2e.sh | tail -n 1); \
+	K8S_TEST_BIN="$$bins" K8S_NODE_BIN="$$node" K8S_GATEWAY_BIN="$$gateway" \
+		CONFORMANCE_REPORT=$(abspath docs/conformance/kflare-report.yaml) \
+		$(BIN)/python -m pytest tests/e2e/test_conformance.py -s $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

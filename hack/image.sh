@@ -5,6 +5,7 @@
 #   hack/image.sh tools      only install what is missing: podman, runc, mmdebstrap, and docker-registry (the
 #                            Distribution registry, which the tests run on loopback to push images and charts to)
 #   hack/image.sh podman ... run podman with the settings this script uses (runtime, cgroups, limits)
+#   hack/image.sh base       make (or reuse) only the base, and print its reference (other images build on it)
 #
 # With no image registry at hand, the Dockerfile's base (python:3.X-slim) is stood in for by a local one made with
 # mmdebstrap from Debian's packages: the Debian release whose python3 has the same minor version, with `python` and
@@ -96,6 +97,10 @@ else
 fi
 got=$(podman run --rm --network=none "$base" python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 [ "$got" = "3.$minor" ] || { log "$base has Python $got, the Dockerfile's base 3.$minor"; exit 1; }
+if [ "${1:-}" = base ]; then
+  echo "$base"
+  exit 0
+fi
 
 # -- the image -----------------------------------------------------------------------------------------------------
 

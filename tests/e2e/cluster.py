@@ -21,6 +21,8 @@ import json
 import os
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -55,6 +57,14 @@ def node_bin_dir_from_env() -> Path | None:
     return None
 
 
+def gateway_bin_dir_from_env() -> Path | None:
+    """What the Gateway tests run on the node (`hack/gateway-e2e.sh`), named by K8S_GATEWAY_BIN as `make e2e` does."""
+    value = os.environ.get("K8S_GATEWAY_BIN")
+    if value and (Path(value) / "coredns").exists():
+        return Path(value)
+    return None
+
+
 def _mounts_under(roots: list[Path]) -> list[str]:
     """Mount points at or below `roots`, deepest first (the order they can be unmounted in)."""
     found = []
@@ -70,6 +80,9 @@ def _network_up() -> None:
     run("ip", "link", "add", BRIDGE, "type", "bridge")
     run("ip", "addr", "add", f"{GATEWAY}/{POD_CIDR.split('/')[1]}", "dev", BRIDGE)
     run("ip", "link", "set", BRIDGE, "up")
+    # A pod's packets to a Service (the data plane's to the controller's xDS, say) are DNATed on the host and go back
+    # out on the bridge: forwarding on for what enters by the bridge only, whatever the machine's own setting.
+    Path(f"/proc/sys/net/ipv4/conf/{BRIDGE}/forwarding").write_text("1\n")
     run("ip", "route", "add", SERVICE_CIDR, "dev", BRIDGE, "src", GATEWAY)
     # Pods talk to each other and to the host's addresses on the bridge, never past it.
     run("iptables", "-N", GUARD)
@@ -106,6 +119,9 @@ class Cluster(ControlPlane):
     node_bin_dir: Path = field(default_factory=Path)
     images: list[Path] = field(default_factory=list)
     """Image archives (`podman save`) imported into containerd before the kubelet starts."""
+    coredns: Path | None = None
+    """A CoreDNS binary: run on the node at the bridge's address as the pods' DNS (the cluster's names only); without
+    it pods have no DNS at all."""
     timings: dict[str, float] = field(default_factory=dict)
     _node_processes: list[Process] = field(default_factory=list)
     _netns_before: set[str] = field(default_factory=set)
@@ -158,6 +174,7 @@ class Cluster(ControlPlane):
             self.timings["control plane"] = time.monotonic() - began
             self._start_controllers()
             self._start_containerd()
+            self._start_dns()
             self._start_kubelet()
             self._start_kube_proxy()
             self._wait_node_ready()
@@ -270,10 +287,50 @@ state = "{base / "state"}"
             if not proc.running or time.monotonic() > deadline:
                 raise ControlPlaneError(f"containerd did not start:\n{proc.tail()}")
             time.sleep(0.2)
-        for archive in [self.node_bin_dir / "pause.tar", *self.images]:
+        self.import_images(self.node_bin_dir / "pause.tar", *self.images)
+
+    def import_images(self, *archives: Path) -> None:
+        """Image archives (`podman save`) into containerd, under the names they were saved with."""
+        for archive in archives:
             began = time.monotonic()
             self.ctr("images", "import", str(archive))
             self.timings[f"import {archive.name}"] = time.monotonic() - began
+
+    def _start_dns(self) -> None:
+        if self.coredns is None:
+            return
+        # The cluster's zone only: any other name is refused, so nothing a pod asks goes past the node.
+        corefile = self.workdir / "Corefile"
+        corefile.write_text(
+            f"""cluster.local:53 {{
+    bind {GATEWAY}
+    errors
+    kubernetes cluster.local {{
+        kubeconfig {self.component_kubeconfig("system:coredns", ("system:masters",))}
+    }}
+}}
+"""
+        )
+        proc = self._spawn("coredns", [str(self.coredns), "-conf", str(corefile)])
+        deadline = time.monotonic() + 30
+        while "kubernetes.default.svc.cluster.local" not in self._dig("kubernetes.default.svc.cluster.local"):
+            if not proc.running or time.monotonic() > deadline:
+                raise ControlPlaneError(f"coredns did not answer:\n{proc.tail()}")
+            time.sleep(0.2)
+
+    def _dig(self, name: str) -> str:
+        """An A query to the node's DNS, with the resolver of this process's own libc out of the way."""
+        query = struct.pack(">HHHHHH", 0x4B46, 0x0100, 1, 0, 0, 0)
+        query += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(1)
+            try:
+                sock.sendto(query, (GATEWAY, 53))
+                answer = sock.recv(512)
+            except OSError:
+                return ""
+        answers = struct.unpack(">H", answer[6:8])[0]
+        return name if answer[:2] == query[:2] and answers else ""
 
     def _start_kubelet(self) -> None:
         base = self.workdir / "kubelet"
@@ -294,6 +351,7 @@ state = "{base / "state"}"
             "healthzBindAddress": "127.0.0.1",
             "healthzPort": free_port(),
             "resolvConf": str(base / "resolv.conf"),
+            **({"clusterDNS": [GATEWAY], "clusterDomain": "cluster.local"} if self.coredns else {}),
             "authentication": {
                 "anonymous": {"enabled": False},
                 "webhook": {"enabled": True},

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
 from app.controlplane import ControlPlane, bin_dir_from_env
 from app.dev import dev_state
-from tests.e2e.cluster import GATEWAY, Cluster, node_bin_dir_from_env
+from tests.e2e.cluster import GATEWAY, Cluster, gateway_bin_dir_from_env, node_bin_dir_from_env
+from tests.e2e.gateway import GatewayRelease, install
 from tests.fixtures.emulator import EmulatorProcess
+from tests.fixtures.gateway import gateway_api  # noqa: F401 (a fixture of these tests)
 from tests.image.conftest import image, podman  # noqa: F401 (image is a fixture of these tests)
 
 
@@ -33,7 +36,12 @@ def cluster(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cl
     os.environ["NO_PROXY"] = f"127.0.0.1,localhost,{GATEWAY}"  # aiohttp and httpx trust proxy variables
     archive = tmp_path_factory.mktemp("images") / "kflare.tar"
     podman("save", "--quiet", "--format=docker-archive", f"--output={archive}", image, timeout=300)
-    plane = Cluster.in_tempdir(bins, node_bin_dir=node, images=[archive])
+    # The Gateway tests' pieces (hack/gateway-e2e.sh): the node's DNS and the data plane's and the conformance
+    # suite's images, imported with the kflare image.
+    gateway = gateway_bin_dir_from_env()
+    extra = sorted(gateway.glob("*.tar")) if gateway else []
+    coredns = gateway / "coredns" if gateway else None
+    plane = Cluster.in_tempdir(bins, node_bin_dir=node, images=[archive, *extra], coredns=coredns)
     try:
         plane.start()
     except Exception:
@@ -65,3 +73,24 @@ def node_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator
         yield process
     finally:
         process.stop()
+
+
+@pytest.fixture(scope="session")
+def gateway_bins() -> Path:
+    found = gateway_bin_dir_from_env()
+    if found is None:
+        _missing("no Gateway test binaries: set K8S_GATEWAY_BIN (`make e2e` does)")
+    return found
+
+
+@pytest.fixture(scope="session")
+def gateway_release(
+    cluster: Cluster,
+    image: str,  # noqa: F811
+    node_emulator: EmulatorProcess,
+    gateway_bins: Path,
+    gateway_api: Path,  # noqa: F811 (the fixture)
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[GatewayRelease]:
+    """The chart with the Gateway class on and the data plane's defaults, for the Gateway and conformance tests."""
+    yield from install(cluster, image, node_emulator, gateway_bins, tmp_path_factory.mktemp("gateway"))
