@@ -4,6 +4,10 @@
 #   docker build -t kflare .
 #   hack/image.sh            (podman, with a local base made from Debian's packages)
 #
+# Distroless-style: the runtime stage is built FROM scratch and holds the interpreter, the shared libraries it
+# loads, the standard library, kflare's venv and CA certificates, and nothing to run but them: no shell, no package
+# manager, no pip. The base (the official Python image) only builds it.
+#
 # At run time nothing is written outside /tmp (mount an emptyDir there: the listeners' TLS setup and kubeconfig
 # handling use temporary files). Bytecode is compiled here, and PYTHONDONTWRITEBYTECODE keeps Python from trying
 # to write it at run time.
@@ -27,24 +31,37 @@ COPY webhooks ./webhooks
 COPY reconcilers ./reconcilers
 RUN pip wheel --no-deps --wheel-dir /wheels .
 
-FROM base
-# 1. The dependencies, from pyproject.toml only: this layer is rebuilt when they change, not when the code does.
+# The venv, and under /rootfs everything the runtime stage holds.
+FROM base AS build
+# 1. The dependencies, from pyproject.toml only: this layer is rebuilt when they change, not when the code does. The
+# venv is made by the interpreter's real path, the one the runtime stage keeps (python is a symlink on both bases).
 COPY pyproject.toml /tmp/kflare/pyproject.toml
-RUN python -m venv --without-pip /opt/kflare \
+RUN "$(python -c 'import os, sys; print(os.path.realpath(sys.executable))')" -m venv --without-pip /opt/kflare \
     && python -c 'import sys, tomllib; print(*tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"], sep="\n")' \
         /tmp/kflare/pyproject.toml > /tmp/kflare/requirements.txt \
-    && pip --python /opt/kflare/bin/python install -r /tmp/kflare/requirements.txt \
+    && pip --python /opt/kflare/bin/python install --no-compile -r /tmp/kflare/requirements.txt \
     && rm -rf /tmp/kflare
 
-# 2. kflare itself. pip compiles what it installs; the base image ships the standard library without bytecode.
-# The wheel is copied rather than bind-mounted from its stage: every builder caches a COPY by its content (buildah's
-# bind mounts from a cached stage come up empty), and the copy, a few hundred KiB, is all the layer keeps of it.
+# 2. kflare itself. The wheel is copied rather than bind-mounted from its stage: every builder caches a COPY by its
+# content (buildah's bind mounts from a cached stage come up empty), and the copy, a few hundred KiB, is all the
+# layer keeps of it.
 COPY --from=wheel /wheels /tmp/wheels
-RUN pip --python /opt/kflare/bin/python install --no-deps --no-index /tmp/wheels/*.whl \
-    && rm -rf /tmp/wheels \
-    && python -m compileall -q -j 0 "$(python -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')"
+RUN pip --python /opt/kflare/bin/python install --no-compile --no-deps --no-index /tmp/wheels/*.whl \
+    && rm -rf /tmp/wheels
 
-ENV PATH=/opt/kflare/bin:$PATH
+# 3. The runtime's root filesystem: the interpreter and the shared libraries it loads, the standard library less
+# what kflare never runs, the venv less test suites, C sources and type stubs, CA certificates, /etc/passwd, /tmp,
+# all compiled to bytecode, and which Debian packages the files come from (hack/image-rootfs.py says what and why).
+COPY hack/image-rootfs.py /tmp/image-rootfs.py
+RUN /opt/kflare/bin/python /tmp/image-rootfs.py /rootfs
+
+# The runtime: the interpreter, the venv and what they load; no shell, no package manager, no pip.
+FROM scratch
+COPY --from=build /rootfs /
+ENV PATH=/opt/kflare/bin:/usr/local/bin:/usr/bin:/bin \
+    LANG=C.UTF-8 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
 WORKDIR /tmp
 USER 65532:65532
 # webhooks, metrics, probes

@@ -108,7 +108,7 @@ context_hash() {
   cd "$root"
   {
     podman image inspect --format '{{.Id}}' "$base"
-    sha256sum Dockerfile .dockerignore pyproject.toml README.md
+    sha256sum Dockerfile .dockerignore pyproject.toml README.md hack/image-rootfs.py
     find app webhooks reconcilers -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | sort -z |
       xargs -0 sha256sum
   } | sha256sum | cut -c1-16

@@ -5,7 +5,9 @@ The image itself is built and run in tests/image."""
 from __future__ import annotations
 
 import fnmatch
+import importlib.util
 import json
+import marshal
 import os
 import re
 import shlex
@@ -15,6 +17,7 @@ import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -71,6 +74,7 @@ def docker_context(destination: Path) -> list[str]:
         if source.is_dir():
             shutil.copytree(source, destination / entry, ignore=ignore)
         else:
+            (destination / entry).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, destination / entry)
     return allowed
 
@@ -89,7 +93,8 @@ class Installed:
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     """Build the wheel from the Docker context with pip (build isolation, as `pip wheel .` in the image), then
     install it with its dependencies from the package index into a virtualenv without pip of its own, through
-    the outer pip's `--python` (as the Dockerfile does; pip's cache keeps repeated runs quick)."""
+    the outer pip's `--python` (as the Dockerfile does; pip's cache keeps repeated runs quick). Unlike the
+    Dockerfile, which leaves compiling to hack/image-rootfs.py, it lets pip compile what it installs."""
     root = tmp_path_factory.mktemp("packaging")
     context, wheels, venv = root / "context", root / "wheels", root / "venv"
     context.mkdir()
@@ -131,12 +136,36 @@ def test_installed_kflare_runs(installed: Installed, tmp_path: Path) -> None:
 
 
 def test_installed_package_has_bytecode(installed: Installed) -> None:
-    """Compiled at install time, so a read-only root filesystem costs nothing at start."""
+    """pip compiles at install time, so a read-only root filesystem costs nothing at start."""
     (site,) = installed.venv.glob("lib/python3.*/site-packages")
     tag = sys.implementation.cache_tag
     for package in PACKAGES:
         assert (site / package / "__pycache__" / f"__init__.{tag}.pyc").is_file(), package
     assert (site / "app" / "__pycache__" / f"server.{tag}.pyc").is_file()
+
+
+def image_rootfs() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("image_rootfs", REPO / "hack" / "image-rootfs.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_image_bytecode_is_unchecked_and_names_the_image_paths(installed: Installed, tmp_path: Path) -> None:
+    """The image's build compiles the venv where it was gathered (under /rootfs) for where it runs: hash-based
+    bytecode that Python never checks against the source (the copy between stages need not keep timestamps), whose
+    code objects name the files' paths in the image, as tracebacks will."""
+    (site,) = installed.venv.glob("lib/python3.*/site-packages")
+    root = tmp_path / "rootfs"
+    shutil.copytree(site / "app", root / "opt/kflare/app")
+    image_rootfs().compile_bytecode(root, ["/opt/kflare"])
+    tag = sys.implementation.cache_tag
+    pyc = (root / "opt/kflare/app/__pycache__" / f"server.{tag}.pyc").read_bytes()
+    assert int.from_bytes(pyc[4:8], "little") == 0b01  # hash-based, source unchecked
+    code = marshal.loads(pyc[16:])  # noqa: S302 (bytecode this test just compiled)
+    assert code.co_filename == "/opt/kflare/app/server.py"
 
 
 # -- the Dockerfile, read ------------------------------------------------------------------------------------------
@@ -170,6 +199,15 @@ def final_stage() -> list[Instruction]:
     return [i for i in steps if i.stage == last]
 
 
+def build_stage() -> list[Instruction]:
+    """The stage that makes the venv and gathers the runtime's files: the one the runtime copies from."""
+    steps = dockerfile()
+    names = {i.stage: i.args.split()[-1] for i in steps if i.keyword == "FROM" and " AS " in i.args.upper()}
+    (source,) = {i.args.split()[0].removeprefix("--from=") for i in final_stage() if i.keyword == "COPY"}
+    (stage,) = [n for n, name in names.items() if name == source]
+    return [i for i in steps if i.stage == stage]
+
+
 def build_args() -> dict[str, str]:
     """The defaults of the Dockerfile's global ARGs (those before the first FROM)."""
     found = {}
@@ -188,8 +226,10 @@ def test_dockerfile_base_user_and_entrypoint() -> None:
     defaults = build_args()
     bases = {re.sub(r"\$\{(\w+)\}", lambda m: defaults[m.group(1)], words[0]) for words in froms} - stages
     # The official image by default; a build without a registry passes an equivalent one as BASE (hack/image.sh).
-    assert bases == {"python:3.11-slim"}
+    # The runtime stage is built on nothing: no shell, no package manager, only the files the build gathered.
+    assert bases == {"python:3.11-slim", "scratch"}
     assert froms[0][0] == "${BASE}"
+    assert froms[-1] == ["scratch"]
     requires = re.search(r'requires-python = ">=3\.(\d+)"', (REPO / "pyproject.toml").read_text())
     assert requires is not None
     assert f"python:3.{requires.group(1)}-slim" == defaults["BASE"]
@@ -206,17 +246,21 @@ def test_dockerfile_base_user_and_entrypoint() -> None:
 
 
 def test_dockerfile_read_only_root_filesystem() -> None:
-    env = " ".join(i.args for i in dockerfile() if i.keyword == "ENV")
+    final = final_stage()
+    env = " ".join(i.args for i in final if i.keyword == "ENV")
     assert "PYTHONDONTWRITEBYTECODE=1" in env
-    runs = " ".join(i.args for i in final_stage() if i.keyword == "RUN")
-    assert "--no-compile" not in runs, "bytecode is compiled at build time"
-    assert "compileall" in runs
+    assert "PATH=/opt/kflare/bin" in env
+    assert not [i for i in final if i.keyword == "RUN"], "nothing to run a command with"
+    # Bytecode is compiled at build time, by what gathers the runtime's files.
+    build = build_stage()
+    assert any(i.keyword == "RUN" and "image-rootfs.py" in i.args for i in build)
+    assert "UNCHECKED_HASH" in (REPO / "hack" / "image-rootfs.py").read_text()
 
 
 def test_dockerfile_installs_dependencies_before_the_source() -> None:
-    final = final_stage()
+    final = build_stage()
     copies = [(n, i.args) for n, i in enumerate(final) if i.keyword == "COPY"]
-    installs = [n for n, i in enumerate(final) if i.keyword == "RUN" and "install -r" in i.args]
+    installs = [n for n, i in enumerate(final) if i.keyword == "RUN" and "install" in i.args and " -r " in i.args]
     assert installs, "a layer that installs the dependencies alone"
     deps = installs[0]
     before = [args for n, args in copies if n < deps]
@@ -229,7 +273,7 @@ def test_dockerfile_installs_dependencies_before_the_source() -> None:
 
 def test_dockerignore_keeps_the_context_small(tmp_path: Path) -> None:
     allowed = docker_context(tmp_path)
-    assert set(allowed) == {"pyproject.toml", "README.md", *PACKAGES}
+    assert set(allowed) == {"pyproject.toml", "README.md", *PACKAGES, "hack/image-rootfs.py"}
     copied = {p.relative_to(tmp_path).parts[0] for p in tmp_path.rglob("*")}
     assert "tests" not in copied
     assert ".venv" not in copied
