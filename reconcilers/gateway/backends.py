@@ -105,12 +105,13 @@ class Resolver:
         (how loopback backends are written where the API server refuses loopback in IP slices)."""
         out: set[tuple[str, int]] = set()
         for item in self._slices.get((namespace, service), []):
-            ports = [p for p in item.get("ports", []) if (p.get("name") or None) == (port_name or None)]
+            # The API server writes a slice without ports or endpoints (a Service before its pods) as null lists.
+            ports = [p for p in item.get("ports") or [] if (p.get("name") or None) == (port_name or None)]
             if not ports or ports[0].get("port") is None:
                 continue
             target = ports[0]["port"]
-            for endpoint in item.get("endpoints", []):
-                if endpoint.get("conditions", {}).get("ready") is False:
+            for endpoint in item.get("endpoints") or []:
+                if (endpoint.get("conditions") or {}).get("ready") is False:
                     continue
                 for address in endpoint["addresses"]:
                     try:

@@ -321,8 +321,8 @@ class EndpointPort(TypedDict, total=False):
 
 class EndpointSlice(_Object, total=False):
     addressType: str
-    ports: list[EndpointPort]
-    endpoints: list[Endpoint]
+    ports: list[EndpointPort] | None
+    endpoints: list[Endpoint] | None
 
 
 class Secret(_Object, total=False):

@@ -83,7 +83,9 @@ def gateway_bins() -> Path:
     return found
 
 
-@pytest.fixture(scope="session")
+# Per module: the release's cluster-scoped objects (the metrics reader's ClusterRole...) are its own, so another
+# module's release can be installed only once this one is gone.
+@pytest.fixture(scope="module")
 def gateway_release(
     cluster: Cluster,
     image: str,  # noqa: F811

@@ -97,16 +97,39 @@ class GatewayRelease:
         """Every data plane pod Ready: Envoy has its configuration from kflare's xDS, the connector its ingress
         document (pushed again on each poll, as the edge does whenever a connector connects)."""
         pods: list[dict[str, Any]] = []
-        for _ in deadline(seconds):
-            pods = self.data_plane_pods()
-            running = [p for p in pods if p["status"].get("podIP") and _started(p, "cloudflared")]
-            if running and tunnel_id(self.tunnel()):
-                document = self.ingress_document()
-                for pod in running:
-                    self.push(pod, document)
-            if len(pods) == count and all(_ready(p) for p in pods):
-                return pods
+        try:
+            for _ in deadline(seconds):
+                pods = self.data_plane_pods()
+                running = [p for p in pods if p["status"].get("podIP") and _started(p, "cloudflared")]
+                if running and tunnel_id(self.tunnel()):
+                    document = self.ingress_document()
+                    for pod in running:
+                        self.push(pod, document)
+                if len(pods) == count and all(_ready(p) for p in pods):
+                    return pods
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: the data plane is not Ready\n{self.describe(pods)}") from None
         raise AssertionError  # unreachable: deadline raises
+
+    def describe(self, pods: list[dict[str, Any]]) -> str:
+        """Each pod's containers (ready, state, restarts) and the end of their logs: why a data plane is not Ready."""
+        lines: list[str] = []
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            for status in pod["status"].get("containerStatuses") or []:
+                lines.append(
+                    f"{name}/{status['name']}: ready={status.get('ready')} restarts={status.get('restartCount')}"
+                    f" state={json.dumps(status.get('state'))}"
+                )
+                logs = self.kubectl("logs", name, "-n", NAMESPACE, "-c", status["name"], "--tail=20", check=False)
+                lines += [f"  {line}" for line in logs.splitlines()]
+        # The controller serves the data plane its configuration: its warnings and errors say why Envoy has none.
+        selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=controller"
+        for pod in self.get("pods", "-n", NAMESPACE, "-l", selector)["items"]:
+            name = pod["metadata"]["name"]
+            logs = self.kubectl("logs", name, "-n", NAMESPACE, "--tail=400", check=False)
+            lines += [f"{name}: {line}" for line in logs.splitlines() if '"warning"' in line or '"error"' in line][-15:]
+        return "\n".join(lines) or "no data plane pod"
 
 
 def tunnel_id(tunnel: dict[str, Any]) -> str | None:

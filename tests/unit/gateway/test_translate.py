@@ -18,6 +18,7 @@ from tests.dataplane.world import (
     gateway_class,
     grpc_route,
     http_route,
+    service,
     world,
 )
 
@@ -442,3 +443,25 @@ def test_an_https_listeners_certificate_refs_are_checked_and_the_certificate_not
     assert accepted["status"] == "True"
     assert "certificate is not served" in accepted["message"]
     assert listener_conditions(result, "passthrough")["Accepted"]["reason"] == "UnsupportedValue"
+
+
+def test_a_service_whose_slices_hold_no_ports_or_endpoints_yet_has_no_healthy_backend() -> None:
+    """The API server writes an EndpointSlice of a Service before its pods with `ports: null` and `endpoints:
+    null`: the route is served (503 from Envoy, no healthy upstream) rather than the whole translation failing."""
+    empty = {
+        "kind": "EndpointSlice",
+        "metadata": {"name": "beta-x", "namespace": NS, "labels": {"kubernetes.io/service-name": "beta"}},
+        "addressType": "IPv4",
+        "ports": None,
+        "endpoints": None,
+    }
+    routes = [http_route("r", ["a.example.com"], [{"backendRefs": [backend("beta")]}])]
+    result = translate(world(routes, {"alpha": 9001}, services=[service("beta")], slices=[empty]))
+    assert parent(result, "r")["Accepted"]["status"] == "True"
+    assignments = {a["cluster_name"]: a for a in result.resources["endpoints"]}
+    assert [name for name in assignments if "beta" in name]
+    assert all(
+        not a.get("endpoints") or not a["endpoints"][0].get("lb_endpoints")
+        for n, a in assignments.items()
+        if "beta" in n
+    )
