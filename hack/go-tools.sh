@@ -7,6 +7,8 @@
 # prometheus-operator-crds prints the directory of the Prometheus Operator's CRDs (ServiceMonitor, PrometheusRule...)
 # in its Go module, which the Go module cache keeps.
 set -euo pipefail
+# shellcheck source=hack/apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 
 PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-0.316.0}   # the Go module of Prometheus 3.16.0
 ACTIONLINT_VERSION=${ACTIONLINT_VERSION:-1.7.12}
@@ -63,15 +65,7 @@ for tool in "$@"; do
       ;;
     actionlint)
       # actionlint checks the workflows' `run:` scripts with shellcheck, Debian's package, when it is installed.
-      if ! command -v shellcheck >/dev/null; then
-        [ "$(id -u)" = 0 ] || { log "needs root to install shellcheck (or install it yourself)"; exit 1; }
-        exec 8>"$cache_root/.apt.lock"
-        flock 8
-        log "installing shellcheck"
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >&2
-        exec 8>&-
-      fi
+      command -v shellcheck >/dev/null || apt_install shellcheck
       build actionlint github.com/rhysd/actionlint "$ACTIONLINT_VERSION" github.com/rhysd/actionlint/cmd/actionlint \
         "-X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION"
       ;;

@@ -16,6 +16,8 @@
 # (what .dockerignore lets in) and the base's ID, so a rerun with nothing changed builds nothing.
 # KFLARE_BASE_IMAGE=<ref> builds on an image podman already has instead of making one.
 set -euo pipefail
+# shellcheck source=hack/apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 here=$root/hack
@@ -29,17 +31,7 @@ command -v podman >/dev/null || need+=(podman)
 command -v runc >/dev/null || [ -x /usr/sbin/runc ] || need+=(runc)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 command -v docker-registry >/dev/null || need+=(docker-registry)
-if [ ${#need[@]} -gt 0 ]; then
-  [ "$(id -u)" = 0 ] || { log "needs root to install ${need[*]} (or install them yourself)"; exit 1; }
-  # One install at a time across worktrees.
-  exec 8>"$cache_root/.apt.lock"
-  flock 8
-  log "installing ${need[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
-  apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
-  exec 8>&-
-fi
+apt_install "${need[@]}"
 
 if [ "${1:-}" = tools ]; then
   exit 0

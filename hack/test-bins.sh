@@ -12,6 +12,8 @@
 #                            containerd's sandbox_image); and, with apt-get when missing, containerd, the CNI plugins,
 #                            iptables and conntrack.
 set -euo pipefail
+# shellcheck source=hack/apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 
 K8S_VERSION=${K8S_VERSION:-1.34.12}
 ETCD_VERSION=${ETCD_VERSION:-3.6.16}
@@ -121,16 +123,7 @@ node_packages() {
   command -v conntrack >/dev/null || need+=(conntrack)
   command -v podman >/dev/null || need+=(podman)
   command -v runc >/dev/null || [ -x /usr/sbin/runc ] || need+=(runc)
-  [ ${#need[@]} -eq 0 ] && return
-  [ "$(id -u)" = 0 ] || { log "needs root to install ${need[*]} (or install them yourself)"; exit 1; }
-  # One install at a time across worktrees (hack/image.sh takes the same lock).
-  exec 8>"$cache_root/.apt.lock"
-  flock 8
-  log "installing ${need[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
-  apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
-  exec 8>&-
+  apt_install "${need[@]}"
 }
 
 # The sandbox image: nothing to pull, so a pause of our own, a static binary that waits for SIGTERM or SIGINT (as
