@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from app.kube.client import KubeError, ResourceType
 from app.kube.controller import Outcome
@@ -25,6 +25,7 @@ from reconcilers.context import Context
 from reconcilers.gateway import envoy, publish
 from reconcilers.gateway.kinds import (
     BUNDLE_VERSION_ANNOTATION,
+    CHANNEL_ANNOTATION,
     CONTROLLER_NAME,
     CRDS,
     GATEWAY_CLASSES,
@@ -58,6 +59,15 @@ log = logging.getLogger(__name__)
 
 DOCUMENT = "data-plane"
 BUNDLE_TTL = 60.0
+
+
+class Bundle(NamedTuple):
+    """The installed Gateway API CRDs, as their annotations say."""
+
+    version: str | None
+    channel: str | None
+
+
 CERTIFICATE_WAIT = 5.0
 """Seconds a reconcile waits for the watch of a newly named certificate Secret to list it."""
 ROUTE_TYPES: Mapping[str, ResourceType] = {"HTTPRoute": HTTP_ROUTES, "GRPCRoute": GRPC_ROUTES}
@@ -165,7 +175,7 @@ class GatewayClassReconciler:
     ) -> None:
         self.ctx, self.store, self.options = ctx, store, options
         self.tunnels = tunnels or cached_tunnel(ctx)
-        self._bundle: tuple[float, str | None] | None = None
+        self._bundle: tuple[float, Bundle] | None = None
         self.last: Translation | None = None
         self.publisher: TunnelPublisher | None = None
 
@@ -181,21 +191,23 @@ class GatewayClassReconciler:
         inputs[DNS_RECORDS] = Input(feeds, record_status_state)
         return inputs
 
-    async def _installed_bundle(self) -> str | None:
-        """The installed bundle's version, read again at most once a minute (the CRDs are not watched)."""
+    async def _installed_bundle(self) -> Bundle:
+        """The installed bundle's version and channel, read again at most once a minute (the CRDs are not
+        watched). The HTTPRoute CRD is the one read: the channel decides which of its fields exist."""
         now = time.monotonic()
         if self._bundle is not None and now - self._bundle[0] < BUNDLE_TTL:
             return self._bundle[1]
         try:
-            crd = await self.ctx.kube.get(CRDS, "gatewayclasses.gateway.networking.k8s.io")
-            version = ((crd.get("metadata") or {}).get("annotations") or {}).get(BUNDLE_VERSION_ANNOTATION)
+            crd = await self.ctx.kube.get(CRDS, "httproutes.gateway.networking.k8s.io")
+            annotations = (crd.get("metadata") or {}).get("annotations") or {}
+            bundle = Bundle(annotations.get(BUNDLE_VERSION_ANNOTATION), annotations.get(CHANNEL_ANNOTATION))
         except KubeError:
-            version = None
-        self._bundle = (now, version)
-        return version
+            bundle = Bundle(None, None)
+        self._bundle = (now, bundle)
+        return bundle
 
-    def world(self, installed_bundle: str | None) -> World:
-        return cached_world(self.ctx, self.tunnels, self.options.tenancy_label, installed_bundle)
+    def world(self, bundle: Bundle) -> World:
+        return cached_world(self.ctx, self.tunnels, self.options.tenancy_label, bundle.version, bundle.channel)
 
     def cloudflare_statuses(self, world: World, result: Translation) -> None:
         """What the Cloudflare side and the data plane say, into the translation's statuses: a Gateway is not

@@ -9,6 +9,7 @@ CONTROLLER_NAME = "kflare.dev/gateway-controller"
 CLASS_NAME = "cloudflare-tunnel"
 GATEWAY_EXISTS_FINALIZER = "gateway-exists-finalizer.gateway.networking.k8s.io"
 BUNDLE_VERSION_ANNOTATION = "gateway.networking.k8s.io/bundle-version"
+CHANNEL_ANNOTATION = "gateway.networking.k8s.io/channel"
 BUNDLE_VERSION = "v1.6.3"
 """The Gateway API bundle the translation is written against: a patch difference is fine, another minor is not."""
 

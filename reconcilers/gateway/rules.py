@@ -344,6 +344,9 @@ def _cors(cors: JSON) -> JSON:
         "allow_origin_string_match": [_origin_match(str(o)) for o in cors.get("allowOrigins", [])],
         # The spec's default: a browser caches a preflight's answer for 5 seconds.
         "max_age": str(int(cors.get("maxAge", 5))),
+        # A preflight from an origin the route does not allow is answered by Envoy, not passed to the backend: the
+        # backend would answer it as an ordinary OPTIONS, which a browser could read as allowed.
+        "forward_not_matching_preflights": False,
     }
     for key, name in (
         ("allowMethods", "allow_methods"),

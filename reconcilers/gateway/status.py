@@ -82,6 +82,9 @@ class ServedListener:
     kinds: tuple[str, ...]
     conditions: list[Condition]
     attached: int = 0
+    attach_only: bool = False
+    """Routes attach to it and are counted, but it serves nothing: its certificate references do not resolve (the
+    spec counts such a listener's routes in attachedRoutes, and its Programmed is False)."""
 
     @property
     def name(self) -> str:
@@ -127,6 +130,11 @@ class ServedGateway:
     def valid_listeners(self) -> list[ServedListener]:
         return [listener for listener in self.listeners if listener.accepted] if self.usable else []
 
+    @property
+    def attachable_listeners(self) -> list[ServedListener]:
+        """The listeners routes attach to: the served ones and those counted without serving."""
+        return [item for item in self.listeners if item.accepted or item.attach_only] if self.usable else []
+
     def status(self) -> GatewayStatus:
         out: GatewayStatus = {
             "conditions": self.conditions,
@@ -145,7 +153,7 @@ def _minor(version: str | None) -> str | None:
 
 
 def class_status(
-    cls: GatewayClass, tunnels: TunnelLookup, installed_bundle: str | None
+    cls: GatewayClass, tunnels: TunnelLookup, installed_bundle: str | None, installed_channel: str | None = None
 ) -> tuple[ClassStatus, ServedClass | None]:
     """A class's status, and what serving it takes when it is accepted."""
     observed = shapes.generation(cls)
@@ -188,7 +196,7 @@ def class_status(
             f"installed Gateway API bundle {installed_bundle or 'unknown'}; this controller wants {wanted}.x",
             observed,
         )
-    return {"conditions": [accepted, supported], "supportedFeatures": supported_features()}, served
+    return {"conditions": [accepted, supported], "supportedFeatures": supported_features(installed_channel)}, served
 
 
 _NOT_SERVED = (
@@ -281,7 +289,8 @@ def listener(gateway: Gateway, spec: shapes.Listener, certificates: Certificates
     conds.append(condition("Conflicted", False, "NoConflicts", "", observed))
     programmed = accepted and bool(kinds)
     conds.append(condition("Programmed", programmed, "Programmed" if programmed else "Invalid", "", observed))
-    return ServedListener(gateway, spec, accepted and bool(kinds), tuple(kinds), conds)
+    attach_only = bad_certificate is not None and bool(kinds)
+    return ServedListener(gateway, spec, accepted and bool(kinds), tuple(kinds), conds, attach_only=attach_only)
 
 
 def gateway_status(
@@ -350,7 +359,7 @@ def _conflicts(listeners: list[ServedListener], observed: int) -> None:
                 message = f"listener {same[0].name} has the same port {port} and hostname {item.hostname or '(none)'}"
             else:
                 continue
-            item.accepted = False
+            item.accepted = item.attach_only = False
             item.conditions = [
                 condition("Conflicted", True, reason, message, observed)
                 if c["type"] == "Conflicted"
@@ -363,5 +372,5 @@ def _conflicts(listeners: list[ServedListener], observed: int) -> None:
 
 def _refused(listeners: list[ServedListener]) -> list[ServedListener]:
     for item in listeners:
-        item.accepted = False
+        item.accepted = item.attach_only = False
     return listeners

@@ -70,6 +70,8 @@ class World:
     secret: Callable[[str, str], Secret | None] = lambda namespace, name: None
     """(namespace, name) -> the Secret, of those listeners' certificateRefs name (`certificate_refs`)."""
     installed_bundle: str | None = None
+    installed_channel: str | None = None
+    """The installed CRDs' channel (`standard`, `experimental`): what the class may claim depends on it."""
     tenancy_label: str | None = None
     controller_name: str = CONTROLLER_NAME
     revision: Hashable | None = None
@@ -158,6 +160,8 @@ class _Attachment:
     parent: ParentReference
     gateway: ObjectKey
     listeners: list[ServedListener] = field(default_factory=list)
+    counted: list[ServedListener] = field(default_factory=list)
+    """Listeners the route attaches to without being served there (see `ServedListener.attach_only`)."""
     hostnames: list[str] = field(default_factory=list)
     conditions: list[Condition] = field(default_factory=list)
     accepted: bool = True
@@ -180,7 +184,7 @@ def _attach(
         return attachment.refuse("Pending", f"Gateway {attachment.gateway[0]}/{attachment.gateway[1]} is not accepted")
     candidates = [
         listener
-        for listener in gateway.valid_listeners
+        for listener in gateway.attachable_listeners
         if parent.get("sectionName") in (None, listener.name) and parent.get("port") in (None, listener.spec["port"])
     ]
     if not candidates:
@@ -214,10 +218,12 @@ def _attach(
         else:
             found = [listener.hostname or "*"]
         found = [h for h in found if not _owned_elsewhere(h, listener, gateway.valid_listeners)]
-        if found:
+        if found and listener.attach_only:
+            attachment.counted.append(listener)
+        elif found:
             attachment.listeners.append(listener)
             hostnames.update(found)
-    if not attachment.listeners:
+    if not attachment.listeners and not attachment.counted:
         return attachment.refuse("NoMatchingListenerHostname", "no route hostname intersects a listener hostname")
     attachment.hostnames = sorted(hostnames)
     return attachment
@@ -378,7 +384,14 @@ def translate(world: World, *, refresh: float = 0.5) -> Translation:
     amend them), the rest is shared."""
     if world.revision is None:
         return _translate(world, refresh)
-    memo_key = (world.revision, refresh, world.installed_bundle, world.tenancy_label, world.controller_name)
+    memo_key = (
+        world.revision,
+        refresh,
+        world.installed_bundle,
+        world.installed_channel,
+        world.tenancy_label,
+        world.controller_name,
+    )
     found = _memo.get(memo_key)
     if found is None:
         found = _translate(world, refresh)
@@ -402,7 +415,7 @@ def _translate(world: World, refresh: float) -> Translation:
     for cls in world.classes:
         if cls["spec"]["controllerName"] == world.controller_name:
             class_status_of[shapes.name(cls)], served_classes[shapes.name(cls)] = class_status(
-                cls, world.tunnel, world.installed_bundle
+                cls, world.tunnel, world.installed_bundle, world.installed_channel
             )
 
     gateways: dict[ObjectKey, ServedGateway] = {}
@@ -426,7 +439,7 @@ def _translate(world: World, refresh: float) -> Translation:
             attachment.conditions.insert(
                 0, condition("Accepted", True, "Accepted", "", shapes.generation(attachment.route))
             )
-            for listener in attachment.listeners:
+            for listener in attachment.listeners + attachment.counted:
                 listener.attached += 1
             parent = gateways[attachment.gateway]
             scheme = _scheme(attachment, parent)

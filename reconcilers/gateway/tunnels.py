@@ -105,7 +105,11 @@ WORLD_KINDS = (
 
 
 def cached_world(
-    ctx: Context, tunnels: TunnelLookup, tenancy_label: str | None, installed_bundle: str | None = None
+    ctx: Context,
+    tunnels: TunnelLookup,
+    tenancy_label: str | None,
+    installed_bundle: str | None = None,
+    installed_channel: str | None = None,
 ) -> World:
     """The translation's input from the caches, with their revisions (the Tunnels' too: the class reads them)."""
     cached = ctx.cached_all
@@ -122,6 +126,7 @@ def cached_world(
         namespaces=cast(list[Namespace], cached(NAMESPACES.kind)),
         tunnel=tunnels,
         installed_bundle=installed_bundle,
+        installed_channel=installed_channel,
         tenancy_label=tenancy_label,
         revision=revision,
     )

@@ -195,6 +195,14 @@ async def test_cors_preflights_are_answered_and_allowed_origins_told(dataplane: 
     assert simple.headers["access-control-expose-headers"] == "x-served"
     other = await edge.get("api.example.com", "/items", headers={"Origin": "https://evil.example.org"})
     assert "access-control-allow-origin" not in other.headers
+    # A preflight from an origin not allowed is answered at the gateway, allowing nothing: the backend (which
+    # echoes what it was sent) never sees it.
+    refused = await edge.request(
+        "OPTIONS", "api.example.com", "/items", headers={**preflight, "Origin": "https://evil.example.org"}
+    )
+    assert refused.status_code in (200, 204, 403), refused.text
+    assert "access-control-allow-origin" not in refused.headers
+    assert "backend" not in refused.text, "the preflight reached the backend"
 
 
 async def test_each_backend_gets_its_own_header_changes(dataplane: DataPlane) -> None:

@@ -23,6 +23,7 @@ class FakeKube:
         self.patches: list[tuple[str, str, dict[str, Any]]] = []
 
     async def get(self, rt: ResourceType, name: str, namespace: str | None = None) -> dict[str, Any]:
+        assert name == "httproutes.gateway.networking.k8s.io", name  # its channel says which fields routes have
         return {"metadata": {"annotations": {"gateway.networking.k8s.io/bundle-version": "v1.6.3"}}}
 
     async def patch(self, rt: ResourceType, name: str, patch: dict[str, Any], *args: Any, **kw: Any) -> dict[str, Any]:

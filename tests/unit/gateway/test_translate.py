@@ -109,7 +109,8 @@ def test_listeners_the_class_cannot_serve_are_refused_and_the_rest_served() -> N
     assert by_name["kinds"]["ResolvedRefs"]["reason"] == "InvalidRouteKinds"
     assert by_name["web"]["Programmed"]["status"] == "True"
     attached = {entry["name"]: entry["attachedRoutes"] for entry in status["listeners"]}
-    assert attached == {"web": 1, "tcp": 0, "udp": 0, "tls": 0, "kinds": 0}
+    # A listener whose references do not resolve still counts the routes attached to it (it serves none).
+    assert attached == {"web": 1, "tcp": 0, "udp": 0, "tls": 1, "kinds": 0}
 
 
 def test_allowed_routes_namespaces_same_all_and_selector() -> None:
@@ -184,6 +185,16 @@ def test_backends_unresolved_are_reported() -> None:
         assert conds["ResolvedRefs"]["reason"] == reason
         route = result.resources["routes"][0]["virtual_hosts"][0]["routes"][0]
         assert route["direct_response"]["status"] == 500
+
+
+@pytest.mark.parametrize(("channel", "retry_claimed"), [("experimental", True), ("standard", False), (None, False)])
+def test_the_class_claims_retries_only_where_the_crds_can_carry_them(channel: str | None, retry_claimed: bool) -> None:
+    """The standard channel's HTTPRoute has no `retry` (the API server drops it), so HTTPRouteRetry is claimed
+    with the experimental channel's CRDs only; features of both channels are claimed with either."""
+    w = World(classes=[gateway_class()], installed_bundle="v1.6.3", installed_channel=channel)
+    claimed = {f["name"] for f in translate(w).class_status["cloudflare-tunnel"]["supportedFeatures"]}
+    assert ("HTTPRouteRetry" in claimed) is retry_claimed
+    assert {"Gateway", "HTTPRoute", "HTTPRouteCORS", "GRPCRoute"} <= claimed
 
 
 def test_class_versions_and_tunnel() -> None:
@@ -443,6 +454,28 @@ def test_an_https_listeners_certificate_refs_are_checked_and_the_certificate_not
     assert accepted["status"] == "True"
     assert "certificate is not served" in accepted["message"]
     assert listener_conditions(result, "passthrough")["Accepted"]["reason"] == "UnsupportedValue"
+
+
+def test_routes_of_a_listener_whose_certificate_does_not_resolve_are_counted_but_not_served() -> None:
+    """The spec counts a listener's routes in attachedRoutes even when its references do not resolve; the listener
+    is not Programmed, so its routes get no traffic there."""
+    listeners = [
+        {"name": "tls", "protocol": "HTTPS", "port": 443, "tls": {"certificateRefs": [{"name": "does-not-exist"}]}},
+        {"name": "web", "protocol": "HTTP", "port": 80, "hostname": "web.example.com"},
+    ]
+    routes = [
+        http_route("on-tls", ["tls.example.com"], one_rule(), parents=[{"name": "edge", "sectionName": "tls"}]),
+        http_route("on-web", ["web.example.com"], one_rule(), parents=[{"name": "edge", "sectionName": "web"}]),
+    ]
+    result = translate(world(routes, BACKENDS, gateways=[gateway(listeners=listeners)]))
+    status = {entry["name"]: entry for entry in result.gateway_status[(NS, "edge")]["listeners"]}
+    assert status["tls"]["attachedRoutes"] == 1
+    assert status["web"]["attachedRoutes"] == 1
+    assert listener_conditions(result, "tls")["Programmed"]["status"] == "False"
+    assert parent(result, "on-tls")["Accepted"]["status"] == "True"
+    domains = {d for vh in result.resources["routes"][0]["virtual_hosts"] for d in vh["domains"]}
+    assert "web.example.com" in domains
+    assert "tls.example.com" not in domains
 
 
 def test_a_service_whose_slices_hold_no_ports_or_endpoints_yet_has_no_healthy_backend() -> None:
