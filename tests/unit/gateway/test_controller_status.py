@@ -30,14 +30,21 @@ class FakeKube:
         return {}
 
 
-class FakeSecrets:
-    """No certificate Secret is named in these tests: nothing to watch."""
+class FakeReferenced:
+    """The Secrets or ConfigMaps the reconcile references, all already listed."""
+
+    def __init__(self, objects: list[dict[str, Any]] | None = None) -> None:
+        self.objects = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects or []}
+        self.referenced: set[tuple[str, str]] = set()
 
     def reference(self, referrer: object, keys: Any) -> None:
-        assert not set(keys)
+        self.referenced = set(keys)
 
-    def get(self, key: tuple[str, str]) -> None:
+    async def wait_synced(self, key: tuple[str, str], timeout: float = 10.0) -> None:
         return None
+
+    def get(self, key: tuple[str, str]) -> dict[str, Any] | None:
+        return self.objects.get(key)
 
     def revision(self, keys: Any) -> tuple[int, ...]:
         return ()
@@ -46,7 +53,8 @@ class FakeSecrets:
 class FakeContext:
     def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
         self.objects, self.kube = objects, FakeKube()
-        self.secrets, self.index = FakeSecrets(), DependencyIndex()
+        self.secrets, self.index = FakeReferenced(), DependencyIndex()
+        self.configmaps = FakeReferenced(objects.get("ConfigMap"))
 
     def cached(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         for obj in self.objects.get(kind, []):
