@@ -16,6 +16,9 @@ SUPPORTED_FEATURES = (
     "HTTPRoute",
     "ReferenceGrant",
     "GRPCRoute",
+    # BackendTLSPolicy, with its subjectAltNames checks.
+    "BackendTLSPolicy",
+    "BackendTLSPolicySANValidation",
     # Gateway extended.
     "GatewayAddressEmpty",
     "GatewayHTTPListenerIsolation",
