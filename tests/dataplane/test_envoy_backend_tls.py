@@ -1,6 +1,6 @@
 """BackendTLSPolicies through a real Envoy to a real HTTPS backend: the policy's CA and names let the request
-through (with the policy's hostname as SNI); another CA, a name the certificate does not carry, or a policy with no
-valid CA, and the request fails with a 5xx, never in plaintext."""
+through (with the policy's hostname as SNI); another CA (the system trust store included), a name the certificate
+does not carry, or a policy with no valid CA, and the request fails with a 5xx, never in plaintext."""
 
 from __future__ import annotations
 
@@ -117,6 +117,8 @@ async def test_a_backend_tls_policy_verifies_the_backend_and_a_wrong_ca_or_name_
             "wrong-san", "wrong-san", hostname=NAME, subjectAltNames=[{"type": "URI", "uri": "spiffe://x/y"}]
         ),
         "no-ca": policy("no-ca", "no-ca", hostname=NAME, refs=[{"group": "", "kind": "ConfigMap", "name": "gone"}]),
+        # The system trust store (which Envoy loads) does not hold the test's private CA.
+        "system": policy("system", "system", hostname=NAME, refs=None, wellKnownCACertificates="System"),
     }
     maps = {
         ("apps", "backend-ca"): config_map("backend-ca", {"ca.crt": ca.pem.decode()}),
@@ -147,7 +149,7 @@ async def test_a_backend_tls_policy_verifies_the_backend_and_a_wrong_ca_or_name_
     reply = (await get("/good/x")).json()
     assert (reply["backend"], reply["path"], reply["sni"]) == ("secure", "/good/x", NAME)
     assert (await get("/uri-san")).status_code == 200
-    for name in ("wrong-ca", "wrong-name", "wrong-san"):
+    for name in ("wrong-ca", "wrong-name", "wrong-san", "system"):
         failed = await get(f"/{name}")
         assert failed.status_code == 503, (name, failed.status_code, failed.text)
     assert (await get("/no-ca")).status_code == 500
