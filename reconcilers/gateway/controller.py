@@ -1,6 +1,7 @@
 """The control plane of the `cloudflare-tunnel` class (leader only): one aggregate reconcile, fed by every Gateway
-API object, Service, EndpointSlice and Namespace, computes the translation, publishes it to the xDS snapshot and
-writes the statuses that changed (GatewayClass, Gateways, this controller's entries of the routes' parents).
+API object, Service, EndpointSlice and Namespace (and the Secrets and ConfigMaps those name), computes the
+translation, publishes it to the xDS snapshot and writes the statuses that changed (GatewayClass, Gateways,
+ListenerSets on them, this controller's entries of the routes' parents and of the BackendTLSPolicies' ancestors).
 
 The Tunnel a GatewayClass names is looked up by name in the cache of the Tunnel kind; until that kind exists (or
 while the Tunnel is absent) the class reports `Accepted=False, InvalidParameters` naming it.

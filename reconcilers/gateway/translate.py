@@ -2,8 +2,9 @@
 
 The output also lists the hostnames the class publishes (and whether each carries gRPC), which is what the tunnel's
 ingress document and the DNS records per hostname are computed from. The parts: `status` (the class and its
-Gateways), `rules` (a route's matches and filters), `backends` (Services and their endpoints); this module attaches
-routes to listeners, settles who owns each hostname and assembles the route configuration.
+Gateways, and the ListenerSets on them), `rules` (a route's matches and filters), `backends` (Services and their
+endpoints), `policies` (the BackendTLSPolicies of those Services); this module attaches routes to listeners, settles
+who owns each hostname and assembles the route configuration.
 
 A translation is remembered per cache revision (`World.revision`): the data plane's reconcile and every tunnel's
 reconcile of one change share one translation.
