@@ -1,5 +1,6 @@
-"""Backends: a route's backendRefs resolved to Envoy clusters, from Services, their ports and EndpointSlices, and
-the ReferenceGrants that let a route reach into another namespace."""
+"""Backends: a route's backendRefs resolved to Envoy clusters, from Services, their ports and EndpointSlices, the
+ReferenceGrants that let a route reach into another namespace, and the BackendTLSPolicies that make Envoy speak TLS
+to a backend."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from reconcilers.gateway import envoy, shapes
+from reconcilers.gateway.policies import BackendTLS, UpstreamTLS, backend_services
 from reconcilers.gateway.shapes import (
     JSON,
     BackendObjectReference,
     EndpointSlice,
     ObjectKey,
     ReferenceGrant,
+    Route,
     Service,
     ServiceSpec,
 )
@@ -40,6 +43,7 @@ class Resolver:
     slices: list[EndpointSlice]
     grants: list[ReferenceGrant]
     refresh: float
+    tls: BackendTLS = field(default_factory=BackendTLS)
     clusters: dict[str, JSON] = field(default_factory=dict)
     assignments: dict[str, JSON] = field(default_factory=dict)
 
@@ -78,13 +82,34 @@ class Resolver:
             return Backend(None, weight, ("BackendNotFound", f"Service {namespace}/{name} has no port {port}"))
         service_port = ports[0]
         h2 = http2 or service_port.get("appProtocol") == H2C
-        cluster = f"{namespace}/{name}:{port}" + ("/h2c" if h2 else "")
+        applied = self.tls.applied(namespace, name, service_port.get("name"))
+        if applied is not None and applied.policy.tls is None:
+            # The policy's own status says why; its traffic gets a 5xx, never plaintext.
+            return Backend(None, weight)
+        tls = applied.policy.tls if applied is not None else None
+        cluster = f"{namespace}/{name}:{port}" + _protocol_suffix(tls, h2)
         if cluster not in self.clusters:
-            self.clusters[cluster] = envoy.eds_cluster(cluster, http2=h2, refresh=self.refresh)
+            self.clusters[cluster] = _secured(envoy.eds_cluster(cluster, http2=h2, refresh=self.refresh), tls, h2)
             self.assignments[cluster] = envoy.load_assignment(
                 cluster, self._addresses(namespace, name, service_port.get("name"))
             )
         return Backend(cluster, weight)
+
+    def _port_name(self, namespace: str, name: str, port: int | None) -> str | None:
+        service = self._services.get((namespace, name))
+        if service is None:
+            return None
+        listed = [p for p in service.get("spec", {}).get("ports", []) if p["port"] == port]
+        return listed[0].get("name") if listed else None
+
+    def policies_used(self, route: Route) -> set[tuple[str, str]]:
+        """The BackendTLSPolicies that decide (or contend to decide) the TLS of a backend `route` sends to."""
+        out: set[tuple[str, str]] = set()
+        for namespace, name, port in backend_services(route):
+            applied = self.tls.applied(namespace, name, self._port_name(namespace, name, port))
+            if applied is not None:
+                out.update(c.key for c in applied.contenders)
+        return out
 
     def _external(
         self, namespace: str, name: str, spec: ServiceSpec, port: int, weight: int, *, http2: bool
@@ -96,8 +121,13 @@ class Resolver:
             return Backend(None, weight, ("BackendNotFound", f"ExternalName Service {namespace}/{name} has no name"))
         listed = {p.get("appProtocol") for p in spec.get("ports", []) if p["port"] == port}
         h2 = http2 or H2C in listed
-        cluster = f"{namespace}/{name}:{port}/dns" + ("/h2c" if h2 else "")
-        self.clusters.setdefault(cluster, envoy.dns_cluster(cluster, host, port, http2=h2))
+        applied = self.tls.applied(namespace, name, self._port_name(namespace, name, port))
+        if applied is not None and applied.policy.tls is None:
+            return Backend(None, weight)
+        tls = applied.policy.tls if applied is not None else None
+        cluster = f"{namespace}/{name}:{port}/dns" + _protocol_suffix(tls, h2)
+        if cluster not in self.clusters:
+            self.clusters[cluster] = _secured(envoy.dns_cluster(cluster, host, port, http2=h2), tls, h2)
         return Backend(cluster, weight)
 
     def _addresses(self, namespace: str, service: str, port_name: str | None) -> list[tuple[str, int]]:
@@ -129,3 +159,15 @@ class Resolver:
             clusters[UNRESOLVED] = envoy.eds_cluster(UNRESOLVED, http2=False, refresh=self.refresh)
             assignments[UNRESOLVED] = envoy.load_assignment(UNRESOLVED, [])
         return [clusters[n] for n in sorted(clusters)], [assignments[n] for n in sorted(assignments)]
+
+
+def _protocol_suffix(tls: UpstreamTLS | None, h2: bool) -> str:
+    if tls is None:
+        return "/h2c" if h2 else ""
+    return tls.suffix + ("/h2" if h2 else "")
+
+
+def _secured(cluster: JSON, tls: UpstreamTLS | None, h2: bool) -> JSON:
+    if tls is not None:
+        cluster["transport_socket"] = tls.transport_socket(http2=h2)
+    return cluster

@@ -1,6 +1,7 @@
 """The control plane of the `cloudflare-tunnel` class (leader only): one aggregate reconcile, fed by every Gateway
-API object, Service, EndpointSlice and Namespace, computes the translation, publishes it to the xDS snapshot and
-writes the statuses that changed (GatewayClass, Gateways, this controller's entries of the routes' parents).
+API object, Service, EndpointSlice and Namespace (and the Secrets and ConfigMaps those name), computes the
+translation, publishes it to the xDS snapshot and writes the statuses that changed (GatewayClass, Gateways,
+ListenerSets on them, this controller's entries of the routes' parents and of the BackendTLSPolicies' ancestors).
 
 The Tunnel a GatewayClass names is looked up by name in the cache of the Tunnel kind; until that kind exists (or
 while the Tunnel is absent) the class reports `Accepted=False, InvalidParameters` naming it.
@@ -20,10 +21,11 @@ from app.kube.client import KubeError, ResourceType
 from app.kube.controller import Outcome
 from app.kube.index import Ref
 from app.kube.informer import Key
-from app.kube.manager import SECRET_KIND, DocumentsOf, Input, Manager
+from app.kube.manager import CONFIGMAP_KIND, SECRET_KIND, DocumentsOf, Input, Manager
 from reconcilers.context import Context
 from reconcilers.gateway import envoy, publish
 from reconcilers.gateway.kinds import (
+    BACKEND_TLS_POLICIES,
     BUNDLE_VERSION_ANNOTATION,
     CHANNEL_ANNOTATION,
     CONTROLLER_NAME,
@@ -33,9 +35,11 @@ from reconcilers.gateway.kinds import (
     GATEWAYS,
     GRPC_ROUTES,
     HTTP_ROUTES,
+    LISTENER_SETS,
     ORIGIN_SERVER_NAME,
 )
-from reconcilers.gateway.shapes import JSON, GatewayClass, Route, Secret
+from reconcilers.gateway.policies import config_map_refs
+from reconcilers.gateway.shapes import JSON, BackendTLSPolicy, ConfigMap, GatewayClass, ObjectKey, Route, Secret
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.gateway.status import TunnelState
 from reconcilers.gateway.translate import Translation, World, certificate_refs, translate
@@ -69,7 +73,7 @@ class Bundle(NamedTuple):
 
 
 CERTIFICATE_WAIT = 5.0
-"""Seconds a reconcile waits for the watch of a newly named certificate Secret to list it."""
+"""Seconds a reconcile waits for the watch of a newly named certificate Secret (or CA ConfigMap) to list it."""
 ROUTE_TYPES: Mapping[str, ResourceType] = {"HTTPRoute": HTTP_ROUTES, "GRPCRoute": GRPC_ROUTES}
 
 
@@ -248,18 +252,35 @@ class GatewayClassReconciler:
                     entry["conditions"].append(found)
 
     async def _read_certificates(self, world: World) -> None:
-        """Watch the Secrets the listeners name as certificates (only those: the controller does not watch every
-        Secret), and let the translation read them; a change of one reconciles the class again."""
+        """Watch the Secrets the listeners name as certificates and the ConfigMaps BackendTLSPolicies name as CAs
+        (only those: the controller does not watch every Secret or ConfigMap), and let the translation read them; a
+        change of one reconciles the class again."""
         keys = certificate_refs(world)
+        ca_keys: set[ObjectKey] = config_map_refs(world.backend_tls_policies)
+        configmaps = self.ctx.configmaps
         self.ctx.secrets.reference(self.name, keys)
-        self.ctx.index.set_parents(Ref(self.name, "", DOCUMENT), [Ref(SECRET_KIND, *k) for k in keys])
-        for found in sorted(keys):
+        if configmaps is not None:
+            configmaps.reference(self.name, ca_keys)
+        self.ctx.index.set_parents(
+            Ref(self.name, "", DOCUMENT),
+            [Ref(SECRET_KIND, *k) for k in keys] + [Ref(CONFIGMAP_KIND, *k) for k in ca_keys],
+        )
+        waits = [self.ctx.secrets.wait_synced(k, CERTIFICATE_WAIT) for k in sorted(keys)]
+        if configmaps is not None:
+            waits += [configmaps.wait_synced(k, CERTIFICATE_WAIT) for k in sorted(ca_keys)]
+        for wait in waits:
             with contextlib.suppress(TimeoutError):
-                await self.ctx.secrets.wait_synced(found, CERTIFICATE_WAIT)
+                await wait
         secrets = self.ctx.secrets
         world.secret = lambda namespace, name: cast(Secret | None, secrets.get((namespace, name)))
+        if configmaps is not None:
+            world.config_map = lambda namespace, name: cast(ConfigMap | None, configmaps.get((namespace, name)))
         if world.revision is not None:
-            world.revision = (world.revision, secrets.revision(keys))
+            world.revision = (
+                world.revision,
+                secrets.revision(keys),
+                configmaps.revision(ca_keys) if configmaps is not None else (),
+            )
 
     async def reconcile(self, key: Key) -> Outcome:
         world = self.world(await self._installed_bundle())
@@ -287,6 +308,13 @@ class GatewayClassReconciler:
         for kind, routes in (("HTTPRoute", world.http_routes), ("GRPCRoute", world.grpc_routes)):
             for route in routes:
                 failed |= not await self._write_route(kind, route, result, now)
+        for policy in world.backend_tls_policies:
+            failed |= not await self._write_policy(policy, result, now)
+        for listener_set in world.listener_sets:
+            lkey = (listener_set["metadata"].get("namespace", ""), listener_set["metadata"]["name"])
+            if lkey in result.listener_set_status:
+                stamped = _stamp(result.listener_set_status[lkey], listener_set.get("status") or {}, now)
+                failed |= not await self._write_status(LISTENER_SETS, listener_set, stamped)
         return Outcome(retry=True) if failed else Outcome.done()
 
     async def timed_out(self, key: Key, seconds: float) -> None:
@@ -353,6 +381,26 @@ class GatewayClassReconciler:
         if stamped == mine_before:
             return True
         return await self._write_status(ROUTE_TYPES[kind], route, {"parents": [*theirs, *stamped]})
+
+    async def _write_policy(self, policy: BackendTLSPolicy, result: Translation, now: str) -> bool:
+        """This controller's status.ancestors entries of a BackendTLSPolicy, keyed by ancestorRef as the spec
+        says; other controllers' entries are kept, and ours for Gateways no longer using the policy removed."""
+        meta = policy["metadata"]
+        ours = result.policy_ancestors.get((meta.get("namespace", ""), meta["name"]), [])
+        current = cast(list[JSON], (policy.get("status") or {}).get("ancestors") or [])
+        theirs = [a for a in current if a.get("controllerName") != CONTROLLER_NAME]
+        mine_before = [a for a in current if a.get("controllerName") == CONTROLLER_NAME]
+        stamped = []
+        for entry in ours:
+            prior: JSON = next(
+                (a for a in mine_before if _same_parent(a.get("ancestorRef") or {}, entry["ancestorRef"])), {}
+            )
+            stamped.append(
+                {**entry, "conditions": merge_conditions(prior.get("conditions") or [], entry["conditions"], now)}
+            )
+        if stamped == mine_before:
+            return True
+        return await self._write_status(BACKEND_TLS_POLICIES, policy, {"ancestors": [*theirs, *stamped]})
 
 
 def register_gateway(

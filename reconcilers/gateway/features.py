@@ -19,6 +19,9 @@ SUPPORTED_FEATURES = (
     "HTTPRoute",
     "ReferenceGrant",
     "GRPCRoute",
+    # BackendTLSPolicy, with its subjectAltNames checks.
+    "BackendTLSPolicy",
+    "BackendTLSPolicySANValidation",
     # Gateway extended.
     "GatewayAddressEmpty",
     "GatewayHTTPListenerIsolation",

@@ -112,14 +112,39 @@ class Listener(TypedDict, total=False):
     allowedRoutes: AllowedRoutes
 
 
+ListenerNamespaces = TypedDict("ListenerNamespaces", {"from": str, "selector": LabelSelector}, total=False)
+
+
+class AllowedListeners(TypedDict, total=False):
+    namespaces: ListenerNamespaces
+
+
 class GatewaySpec(TypedDict, total=False):
     gatewayClassName: Required[str]
     listeners: list[Listener]
     addresses: list[JSON]
+    allowedListeners: AllowedListeners
 
 
 class Gateway(_Object, total=False):
     spec: Required[GatewaySpec]
+    status: JSON
+
+
+class ParentGatewayReference(TypedDict, total=False):
+    group: str
+    kind: str
+    name: Required[str]
+    namespace: str
+
+
+class ListenerSetSpec(TypedDict, total=False):
+    parentRef: Required[ParentGatewayReference]
+    listeners: list[Listener]
+
+
+class ListenerSet(_Object, total=False):
+    spec: Required[ListenerSetSpec]
     status: JSON
 
 
@@ -283,6 +308,56 @@ class ReferenceGrant(TypedDict):
     spec: ReferenceGrantSpec
 
 
+# ---- policies -------------------------------------------------------------------------------------------------------
+
+
+class PolicyTargetReference(TypedDict, total=False):
+    group: Required[str]
+    kind: Required[str]
+    name: Required[str]
+    sectionName: str
+
+
+class LocalObjectReference(TypedDict, total=False):
+    group: Required[str]
+    kind: Required[str]
+    name: Required[str]
+
+
+class SubjectAltName(TypedDict, total=False):
+    type: Required[str]
+    hostname: str
+    uri: str
+
+
+class BackendTLSValidation(TypedDict, total=False):
+    caCertificateRefs: list[LocalObjectReference]
+    wellKnownCACertificates: str
+    hostname: Required[str]
+    subjectAltNames: list[SubjectAltName]
+
+
+class BackendTLSPolicySpec(TypedDict, total=False):
+    targetRefs: Required[list[PolicyTargetReference]]
+    validation: Required[BackendTLSValidation]
+    options: dict[str, str]
+
+
+class PolicyAncestorStatus(TypedDict):
+    ancestorRef: ParentReference
+    controllerName: str
+    conditions: list[Condition]
+
+
+class PolicyStatus(TypedDict, total=False):
+    ancestors: list[PolicyAncestorStatus]
+
+
+class BackendTLSPolicy(_Object, total=False):
+    spec: Required[BackendTLSPolicySpec]
+    status: PolicyStatus
+
+
 # ---- core objects ---------------------------------------------------------------------------------------------------
 
 
@@ -328,6 +403,11 @@ class EndpointSlice(_Object, total=False):
 class Secret(_Object, total=False):
     type: str
     data: dict[str, str]
+
+
+class ConfigMap(_Object, total=False):
+    data: dict[str, str]
+    binaryData: dict[str, str]
 
 
 Namespace = _Object

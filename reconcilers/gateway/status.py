@@ -61,7 +61,17 @@ class GatewayAddress(TypedDict):
 class GatewayStatus(TypedDict):
     conditions: list[Condition]
     listeners: list[ListenerStatus]
+    attachedListenerSets: int
     addresses: NotRequired[list[GatewayAddress]]
+
+
+class ListenerSetStatus(TypedDict):
+    conditions: list[Condition]
+
+
+LISTENER_SETS_UNSUPPORTED = (
+    "the cloudflare-tunnel class does not attach ListenerSets; declare these listeners on the Gateway itself"
+)
 
 
 @dataclass(frozen=True)
@@ -139,6 +149,8 @@ class ServedGateway:
         out: GatewayStatus = {
             "conditions": self.conditions,
             "listeners": [listener.status() for listener in self.listeners],
+            # No ListenerSet is ever attached (listener_set_status); the count says so rather than being absent.
+            "attachedListenerSets": 0,
         }
         if self.address:
             out["addresses"] = [{"type": "Hostname", "value": self.address}]
@@ -336,6 +348,41 @@ def gateway_status(
         tunnel_key=served.tunnel_key,
         address=tunnel.address if tunnel is not None else None,
     )
+
+
+def _allows_listener_set(gateway: Gateway, namespace: str, labels: Mapping[str, str]) -> bool:
+    allowed = gateway["spec"].get("allowedListeners", {}).get("namespaces", {})
+    origin = allowed.get("from", "None")
+    if origin == "All":
+        return True
+    if origin == "Same":
+        return namespace == shapes.ns(gateway)
+    if origin == "Selector":
+        return shapes.selector_matches(allowed.get("selector", {}), labels)
+    return False
+
+
+def listener_set_status(
+    listener_set: shapes.ListenerSet, parent: ServedGateway, labels_of: Mapping[str, Mapping[str, str]]
+) -> ListenerSetStatus:
+    """A ListenerSet on a Gateway of the class: never attached (its listeners are not served), with the reason its
+    Gateway gives first (not allowed there, or not accepted), else that the class does not attach ListenerSets."""
+    observed = shapes.generation(listener_set)
+    namespace = shapes.ns(listener_set)
+    gateway = parent.gateway
+    where = f"Gateway {shapes.ns(gateway)}/{shapes.name(gateway)}"
+    if not _allows_listener_set(gateway, namespace, labels_of.get(namespace, {})):
+        reason, message = "NotAllowed", f"{where} does not allow ListenerSets from namespace {namespace}"
+    elif not parent.usable:
+        reason, message = "ParentNotAccepted", f"{where} is not accepted"
+    else:
+        reason, message = "NotAllowed", LISTENER_SETS_UNSUPPORTED
+    return {
+        "conditions": [
+            condition("Accepted", False, reason, message, observed),
+            condition("Programmed", False, reason, message, observed),
+        ]
+    }
 
 
 def _conflicts(listeners: list[ServedListener], observed: int) -> None:

@@ -2,8 +2,9 @@
 
 The output also lists the hostnames the class publishes (and whether each carries gRPC), which is what the tunnel's
 ingress document and the DNS records per hostname are computed from. The parts: `status` (the class and its
-Gateways), `rules` (a route's matches and filters), `backends` (Services and their endpoints); this module attaches
-routes to listeners, settles who owns each hostname and assembles the route configuration.
+Gateways, and the ListenerSets on them), `rules` (a route's matches and filters), `backends` (Services and their
+endpoints), `policies` (the BackendTLSPolicies of those Services); this module attaches routes to listeners, settles
+who owns each hostname and assembles the route configuration.
 
 A translation is remembered per cache revision (`World.revision`): the data plane's reconcile and every tunnel's
 reconcile of one change share one translation.
@@ -21,16 +22,20 @@ from typing import TypedDict
 from reconcilers.gateway import envoy, shapes
 from reconcilers.gateway.backends import Resolver
 from reconcilers.gateway.kinds import CLASS_NAME, CONTROLLER_NAME, GATEWAY_GROUP
+from reconcilers.gateway.policies import BackendTLS, ConfigMapLookup
 from reconcilers.gateway.rules import BuiltRoute, EnvoyRoute, Unsupported, build_route, for_scheme, regex_error
 from reconcilers.gateway.shapes import (
     JSON,
+    BackendTLSPolicy,
     Condition,
     EndpointSlice,
     Gateway,
     GatewayClass,
+    ListenerSet,
     Namespace,
     ObjectKey,
     ParentReference,
+    PolicyAncestorStatus,
     ReferenceGrant,
     Route,
     RouteKey,
@@ -41,9 +46,11 @@ from reconcilers.gateway.shapes import (
 from reconcilers.gateway.status import (
     GRPC_ROUTE,
     HTTP_ROUTE,
+    LISTENER_SETS_UNSUPPORTED,
     Certificates,
     ClassStatus,
     GatewayStatus,
+    ListenerSetStatus,
     ServedClass,
     ServedGateway,
     ServedListener,
@@ -51,6 +58,7 @@ from reconcilers.gateway.status import (
     TunnelState,
     class_status,
     gateway_status,
+    listener_set_status,
 )
 
 
@@ -66,9 +74,13 @@ class World:
     services: list[Service] = field(default_factory=list)
     slices: list[EndpointSlice] = field(default_factory=list)
     namespaces: list[Namespace] = field(default_factory=list)
+    backend_tls_policies: list[BackendTLSPolicy] = field(default_factory=list)
+    listener_sets: list[ListenerSet] = field(default_factory=list)
     tunnel: TunnelLookup = lambda namespace, name: None
     secret: Callable[[str, str], Secret | None] = lambda namespace, name: None
     """(namespace, name) -> the Secret, of those listeners' certificateRefs name (`certificate_refs`)."""
+    config_map: ConfigMapLookup = lambda namespace, name: None
+    """(namespace, name) -> the ConfigMap, of those BackendTLSPolicies name as CAs (`policies.config_map_refs`)."""
     installed_bundle: str | None = None
     installed_channel: str | None = None
     """The installed CRDs' channel (`standard`, `experimental`): what the class may claim depends on it."""
@@ -106,6 +118,11 @@ class Translation:
     """This controller's entries of each route's status.parents (others' entries are kept when writing)."""
     hostnames: list[Hostname]
     classes_in_use: set[str]
+    policy_ancestors: dict[ObjectKey, list[PolicyAncestorStatus]] = field(default_factory=dict)
+    """This controller's entries of each BackendTLSPolicy's status.ancestors (empty: no Gateway of the class uses
+    it; others' entries are kept when writing)."""
+    listener_set_status: dict[ObjectKey, ListenerSetStatus] = field(default_factory=dict)
+    """The status of each ListenerSet whose parent is a Gateway of the class."""
 
 
 def certificate_refs(world: World) -> set[ObjectKey]:
@@ -287,10 +304,22 @@ def _settle_hostname_owners(attachments: list[_Attachment]) -> None:
             return
 
 
+def _listener_set_parent(listener_set: ListenerSet) -> ObjectKey | None:
+    """The Gateway a ListenerSet names as its parent; None for a parent of another kind."""
+    ref = listener_set["spec"]["parentRef"]
+    if ref.get("group", GATEWAY_GROUP) != GATEWAY_GROUP or ref.get("kind", "Gateway") != "Gateway":
+        return None
+    return (ref.get("namespace") or shapes.ns(listener_set), ref["name"])
+
+
 def _routes(
-    world: World, gateways: Mapping[ObjectKey, ServedGateway], resolver: Resolver
+    world: World,
+    gateways: Mapping[ObjectKey, ServedGateway],
+    resolver: Resolver,
+    listener_sets: Mapping[ObjectKey, ObjectKey],
 ) -> tuple[list[_Attachment], dict[RouteKey, BuiltRoute]]:
-    """Every route's attachments to Gateways of the class (accepted or refused) and its Envoy routes."""
+    """Every route's attachments to Gateways of the class (accepted or refused) and its Envoy routes;
+    `listener_sets` maps each ListenerSet on a Gateway of the class to that Gateway."""
     labels_of = {shapes.name(n): shapes.labels(n) for n in world.namespaces}
     attachments: list[_Attachment] = []
     built: dict[RouteKey, BuiltRoute] = {}
@@ -298,11 +327,17 @@ def _routes(
         for route in routes:
             ours: list[_Attachment] = []
             for parent in route["spec"].get("parentRefs", []):
-                if parent.get("group", GATEWAY_GROUP) != GATEWAY_GROUP or parent.get("kind", "Gateway") != "Gateway":
+                if parent.get("group", GATEWAY_GROUP) != GATEWAY_GROUP:
                     continue
-                gkey = (parent.get("namespace") or shapes.ns(route), parent["name"])
-                if gkey in gateways:  # else not a Gateway of this class: another controller's business
-                    ours.append(_attach(_Attachment(kind, route, parent, gkey), gateways[gkey], labels_of, world))
+                pkey = (parent.get("namespace") or shapes.ns(route), parent["name"])
+                parent_kind = parent.get("kind", "Gateway")
+                if parent_kind == "ListenerSet" and pkey in listener_sets:
+                    message = f"parentRef ListenerSet {pkey[0]}/{pkey[1]}: {LISTENER_SETS_UNSUPPORTED}"
+                    refused = _Attachment(kind, route, parent, listener_sets[pkey]).refuse("UnsupportedValue", message)
+                    ours.append(refused)
+                elif parent_kind == "Gateway" and pkey in gateways:
+                    # Else not a Gateway of this class: another controller's business.
+                    ours.append(_attach(_Attachment(kind, route, parent, pkey), gateways[pkey], labels_of, world))
             if not ours:
                 continue
             observed = shapes.generation(route)
@@ -406,6 +441,8 @@ def translate(world: World, *, refresh: float = 0.5) -> Translation:
         gateway_status=copy.deepcopy(found.gateway_status),
         route_parents=copy.deepcopy(found.route_parents),
         classes_in_use=set(found.classes_in_use),
+        policy_ancestors=copy.deepcopy(found.policy_ancestors),
+        listener_set_status=copy.deepcopy(found.listener_set_status),
     )
 
 
@@ -427,8 +464,21 @@ def _translate(world: World, refresh: float) -> Translation:
                 gateway, class_name, served_classes[class_name], certificates
             )
 
-    resolver = Resolver(world.services, world.slices, world.grants, refresh)
-    attachments, built = _routes(world, gateways, resolver)
+    listener_sets = {
+        shapes.key(ls): gkey
+        for ls in world.listener_sets
+        if (gkey := _listener_set_parent(ls)) is not None and gkey in gateways
+    }
+    labels_of = {shapes.name(n): shapes.labels(n) for n in world.namespaces}
+    listener_set_status_of = {
+        shapes.key(ls): listener_set_status(ls, gateways[listener_sets[shapes.key(ls)]], labels_of)
+        for ls in world.listener_sets
+        if shapes.key(ls) in listener_sets
+    }
+    tls = BackendTLS(world.backend_tls_policies, world.config_map)
+    resolver = Resolver(world.services, world.slices, world.grants, refresh, tls)
+    attachments, built = _routes(world, gateways, resolver, listener_sets)
+    ancestors: dict[ObjectKey, set[ObjectKey]] = defaultdict(set)
 
     vhosts: dict[str, list[EnvoyRoute]] = defaultdict(list)
     published: dict[str, tuple[bool, ObjectKey | None, set[RouteKey]]] = {}
@@ -441,6 +491,8 @@ def _translate(world: World, refresh: float) -> Translation:
             )
             for listener in attachment.listeners + attachment.counted:
                 listener.attached += 1
+            for policy in resolver.policies_used(attachment.route):
+                ancestors[policy].add(attachment.gateway)
             parent = gateways[attachment.gateway]
             scheme = _scheme(attachment, parent)
             routes = built[rkey].routes if scheme is None else [for_scheme(r, scheme) for r in built[rkey].routes]
@@ -473,6 +525,8 @@ def _translate(world: World, refresh: float) -> Translation:
             for name, (grpc, tunnel, routes) in sorted(published.items())
         ],
         classes_in_use={gateway["spec"]["gatewayClassName"] for gateway in (g.gateway for g in gateways.values())},
+        policy_ancestors=tls.statuses(ancestors, world.controller_name),
+        listener_set_status=listener_set_status_of,
     )
 
 

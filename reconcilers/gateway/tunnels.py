@@ -31,21 +31,25 @@ from reconcilers.credentials import ready_account
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.gateway import publish
 from reconcilers.gateway.kinds import (
+    BACKEND_TLS_POLICIES,
     CONTROLLER_NAME,
     ENDPOINT_SLICES,
     GATEWAY_CLASSES,
     GATEWAYS,
     GRPC_ROUTES,
     HTTP_ROUTES,
+    LISTENER_SETS,
     NAMESPACES,
     REFERENCE_GRANTS,
     SERVICES,
     TUNNEL_KIND,
 )
 from reconcilers.gateway.shapes import (
+    BackendTLSPolicy,
     EndpointSlice,
     Gateway,
     GatewayClass,
+    ListenerSet,
     Namespace,
     ReferenceGrant,
     Route,
@@ -101,6 +105,8 @@ WORLD_KINDS = (
     SERVICES,
     ENDPOINT_SLICES,
     NAMESPACES,
+    BACKEND_TLS_POLICIES,
+    LISTENER_SETS,
 )
 
 
@@ -124,6 +130,8 @@ def cached_world(
         services=cast(list[Service], cached(SERVICES.kind)),
         slices=cast(list[EndpointSlice], cached(ENDPOINT_SLICES.kind)),
         namespaces=cast(list[Namespace], cached(NAMESPACES.kind)),
+        backend_tls_policies=cast(list[BackendTLSPolicy], cached(BACKEND_TLS_POLICIES.kind)),
+        listener_sets=cast(list[ListenerSet], cached(LISTENER_SETS.kind)),
         tunnel=tunnels,
         installed_bundle=installed_bundle,
         installed_channel=installed_channel,

@@ -198,10 +198,12 @@ def test_rbac_covers_what_the_class_reads_and_writes(on: Rendered) -> None:
         for resource in r["resources"]
         for verb in r["verbs"]
     }
-    for resource in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants"):
+    kinds = ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "backendtlspolicies", "listenersets")
+    for resource in (*kinds, "referencegrants"):
         assert ("gateway.networking.k8s.io", resource, "watch") in granted
-    for resource in ("gateways/status", "httproutes/status", "grpcroutes/status", "gatewayclasses/status"):
-        assert ("gateway.networking.k8s.io", resource, "patch") in granted
+    for resource in kinds:
+        assert ("gateway.networking.k8s.io", f"{resource}/status", "patch") in granted
+    assert ("", "configmaps", "watch") in granted  # the CAs BackendTLSPolicies name
     assert ("gateway.networking.k8s.io", "gatewayclasses", "patch") in granted  # the gateway-exists finalizer
     assert ("discovery.k8s.io", "endpointslices", "watch") in granted
     assert ("", "services", "watch") in granted

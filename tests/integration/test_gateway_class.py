@@ -470,3 +470,94 @@ async def test_an_https_listeners_certificate_ref_resolves_once_its_secret_exist
     assert conditions["Programmed"]["status"] == "True"
     assert "certificate is not served" in conditions["Accepted"]["message"]
     await gw.objects.delete_namespaced_custom_object(GATEWAY_GROUP, V1, namespace, "gateways", "edge")
+
+
+async def test_a_backend_tls_policys_status_follows_its_ca_config_map_and_listener_sets_are_refused(
+    gateway_plane: Plane, gw: Gateways, namespace: str
+) -> None:
+    class_name = await new_class(gw)
+    listeners = [{"name": "http", "protocol": "HTTP", "port": 80}]
+    await gw.create("gateways", gateway_manifest("edge", class_name, listeners), namespace)
+    await gw.backend(namespace, "echo", gateway_plane.backend_port)
+    host = f"tls.{namespace}.example.com"
+    await gw.create(
+        "httproutes",
+        route_manifest("web", namespace, [host], [{"backendRefs": [{"name": "echo", "port": 80}]}]),
+        namespace,
+    )
+    policy = {
+        "apiVersion": f"{GATEWAY_GROUP}/v1",
+        "kind": "BackendTLSPolicy",
+        "metadata": {"name": "echo-tls"},
+        "spec": {
+            "targetRefs": [{"group": "", "kind": "Service", "name": "echo"}],
+            "validation": {
+                "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "echo-ca"}],
+                "hostname": "echo.internal",
+            },
+        },
+    }
+    await gw.create("backendtlspolicies", policy, namespace)
+
+    def policy_status(accepted: str) -> Callable[[], Awaitable[dict[str, dict[str, Any]] | None]]:
+        async def check() -> dict[str, dict[str, Any]] | None:
+            found = await gw.get("backendtlspolicies", "echo-tls", namespace)
+            for ancestor in (found.get("status") or {}).get("ancestors") or []:
+                conditions = {c["type"]: c for c in ancestor["conditions"]}
+                if (
+                    ancestor["controllerName"] == CONTROLLER_NAME
+                    and ancestor["ancestorRef"]
+                    == {"group": GATEWAY_GROUP, "kind": "Gateway", "namespace": namespace, "name": "edge"}
+                    and conditions["Accepted"]["status"] == accepted
+                    and conditions["Accepted"]["observedGeneration"] == found["metadata"]["generation"]
+                ):
+                    return conditions
+            return None
+
+        return check
+
+    missing = await eventually(policy_status("False"), what="the policy's missing CA to be reported")
+    assert missing["Accepted"]["reason"] == "NoValidCACertificate"
+    assert (missing["ResolvedRefs"]["status"], missing["ResolvedRefs"]["reason"]) == (
+        "False",
+        "InvalidCACertificateRef",
+    )
+    assert f"ConfigMap {namespace}/echo-ca not found" in missing["ResolvedRefs"]["message"]
+
+    async def answered(code: int) -> bool:
+        return (await through_envoy(gateway_plane, host)).status_code == code
+
+    # A policy that cannot be honoured fails closed; the route itself stays accepted.
+    await eventually(lambda: answered(500), what="the backend of an invalid policy to answer 500")
+    assert (parent_cond(await gw.get("httproutes", "web", namespace), "Accepted") or {}).get("status") == "True"
+
+    ca_pem = CertificateAuthority.create("echo CA").pem.decode()
+    await gw.core.create_namespaced_config_map(namespace, {"metadata": {"name": "echo-ca"}, "data": {"ca.crt": ca_pem}})
+    valid = await eventually(policy_status("True"), what="the new ConfigMap to make the policy valid")
+    assert (valid["Accepted"]["reason"], valid["ResolvedRefs"]["status"]) == ("Accepted", "True")
+    # The echo backend speaks plaintext: Envoy's TLS to it fails, and nothing is sent to it unencrypted.
+    await eventually(lambda: answered(503), what="TLS to the plaintext backend to fail")
+
+    listener_set = {
+        "apiVersion": f"{GATEWAY_GROUP}/v1",
+        "kind": "ListenerSet",
+        "metadata": {"name": "more"},
+        "spec": {
+            "parentRef": {"name": "edge"},
+            "listeners": [
+                {"name": "extra", "protocol": "HTTP", "port": 80, "hostname": f"more.{namespace}.example.com"}
+            ],
+        },
+    }
+    await gw.create("listenersets", listener_set, namespace)
+
+    async def refused() -> dict[str, dict[str, Any]] | None:
+        found = await gw.get("listenersets", "more", namespace)
+        conditions = {c["type"]: c for c in (found.get("status") or {}).get("conditions") or []}
+        return conditions if conditions.get("Accepted", {}).get("status") == "False" else None
+
+    conditions = await eventually(refused, what="the ListenerSet to be refused")
+    assert conditions["Accepted"]["reason"] == conditions["Programmed"]["reason"] == "NotAllowed"
+    assert (await gw.get("gateways", "edge", namespace))["status"]["attachedListenerSets"] == 0
+    await gw.objects.delete_namespaced_custom_object(GATEWAY_GROUP, V1, namespace, "gateways", "edge")
+    await gw.objects.delete_cluster_custom_object(GATEWAY_GROUP, V1, "gatewayclasses", class_name)

@@ -13,6 +13,7 @@ from reconcilers.gateway.controller import GatewayClassReconciler, GatewayOption
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.gateway.translate import TunnelState
 from tests.dataplane.world import NS, backend, endpoint_slice, gateway, gateway_class, http_route, service
+from tests.unit.gateway.test_backend_tls import config_map, listener_set, policy
 
 TUNNEL = ("infra", "edge-tunnel")
 PARAMETERS = {"group": "kflare.dev", "kind": "Tunnel", "namespace": TUNNEL[0], "name": TUNNEL[1]}
@@ -31,14 +32,21 @@ class FakeKube:
         return {}
 
 
-class FakeSecrets:
-    """No certificate Secret is named in these tests: nothing to watch."""
+class FakeReferenced:
+    """The Secrets or ConfigMaps the reconcile references, all already listed."""
+
+    def __init__(self, objects: list[dict[str, Any]] | None = None) -> None:
+        self.objects = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects or []}
+        self.referenced: set[tuple[str, str]] = set()
 
     def reference(self, referrer: object, keys: Any) -> None:
-        assert not set(keys)
+        self.referenced = set(keys)
 
-    def get(self, key: tuple[str, str]) -> None:
+    async def wait_synced(self, key: tuple[str, str], timeout: float = 10.0) -> None:
         return None
+
+    def get(self, key: tuple[str, str]) -> dict[str, Any] | None:
+        return self.objects.get(key)
 
     def revision(self, keys: Any) -> tuple[int, ...]:
         return ()
@@ -47,7 +55,8 @@ class FakeSecrets:
 class FakeContext:
     def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
         self.objects, self.kube = objects, FakeKube()
-        self.secrets, self.index = FakeSecrets(), DependencyIndex()
+        self.secrets, self.index = FakeReferenced(), DependencyIndex()
+        self.configmaps = FakeReferenced(objects.get("ConfigMap"))
 
     def cached(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         for obj in self.objects.get(kind, []):
@@ -125,3 +134,26 @@ async def test_a_tunnel_configuration_of_the_same_tunnel_is_reported_on_the_gate
     route = next(p for kind, _, p in ctx.kube.patches if kind == "HTTPRoute")["status"]["parents"][0]
     dns = next(c for c in route["conditions"] if c["type"] == "DNSPublished")
     assert dns["reason"] == "TunnelAlreadyConfigured"
+
+
+async def test_the_reconcile_writes_a_policys_ancestors_beside_other_controllers_and_watches_its_ca() -> None:
+    theirs = {
+        "ancestorRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": NS, "name": "other"},
+        "controllerName": "example.com/other",
+        "conditions": [],
+    }
+    tls = {**policy(), "status": {"ancestors": [theirs]}}
+    ctx = FakeContext(objects(BackendTLSPolicy=[tls], ConfigMap=[config_map()], ListenerSet=[listener_set()]))
+    reconciler = GatewayClassReconciler(ctx, SnapshotStore(), GatewayOptions("127.0.0.1", 8080))  # type: ignore[arg-type]
+    await reconciler.reconcile(("", "data-plane"))
+    assert ctx.configmaps.referenced == {(NS, "backend-ca")}
+    written = next(p for kind, _, p in ctx.kube.patches if kind == "BackendTLSPolicy")["status"]["ancestors"]
+    assert written[0] == theirs
+    assert written[1]["ancestorRef"]["name"] == "edge"
+    assert {c["type"]: c["status"] for c in written[1]["conditions"]} == {"Accepted": "True", "ResolvedRefs": "True"}
+    assert all("lastTransitionTime" in c for c in written[1]["conditions"])
+    listener_set_status = next(p for kind, _, p in ctx.kube.patches if kind == "ListenerSet")["status"]
+    assert {c["type"]: c["reason"] for c in listener_set_status["conditions"]} == {
+        "Accepted": "NotAllowed",
+        "Programmed": "NotAllowed",
+    }
