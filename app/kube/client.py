@@ -46,6 +46,9 @@ class ResourceType:
     plural: str
     kind: str
     namespaced: bool = True
+    optional: bool = False
+    """An API the cluster may not serve yet (a CRD of a later bundle): until it does, its informer is synced and
+    empty rather than holding every reconciler's readiness back."""
 
     @property
     def api_version(self) -> str:

@@ -71,6 +71,8 @@ class Informer:
     """Changes with every change of the cache, and is never shared by two caches (nor two states of one): what
     derives from caches can be remembered per their revisions."""
     indexers: dict[str, Indexer] = field(default_factory=dict)
+    unserved_retry: float = 60.0
+    """How often an optional API that is not served is asked for again."""
     _indexed: dict[str, dict[str, set[Key]]] = field(default_factory=dict)
     _task: asyncio.Task[None] | None = None
 
@@ -231,6 +233,18 @@ class Informer:
                 if exc.gone:
                     log.info("watch window expired, relisting", extra={"resource": self.rt.plural})
                     need_list = True
+                    continue
+                if exc.not_found and self.rt.optional:
+                    if not self.synced.is_set():
+                        log.warning(
+                            "%s.%s is not served by this cluster: taken as empty until it is",
+                            self.rt.plural,
+                            self.rt.group,
+                            extra={"resource": self.rt.plural},
+                        )
+                        self.synced.set()
+                    need_list = True
+                    await asyncio.sleep(self.unserved_retry)
                     continue
                 failures += 1
                 log.warning("watch failed: %s", exc, extra={"resource": self.rt.plural, "failures": failures})

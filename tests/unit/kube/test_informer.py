@@ -146,3 +146,49 @@ def test_the_revision_changes_with_every_change_of_the_cache_and_is_never_shared
     assert a.revision in seen  # reading changes nothing
     a.pop(("ns", "x"))
     assert a.revision not in seen
+
+
+class UnservedKube(ScriptedKube):
+    """The API server answers 404 for the resource (its CRD is not installed) until `served` is set."""
+
+    def __init__(self, lists: list[list[JSON]]) -> None:
+        super().__init__(lists, [])
+        self.served = False
+        self.refused = 0
+        self.refused_twice = asyncio.Event()
+
+    async def list(self, rt: ResourceType, namespace: str | None = None, **query: Any) -> JSON:
+        if not self.served:
+            self.refused += 1
+            if self.refused >= 2:
+                self.refused_twice.set()
+            raise KubeError(404, "NotFound", "the server could not find the requested resource")
+        return await super().list(rt, namespace, **query)
+
+
+async def test_an_optional_api_not_served_is_synced_and_empty_until_it_is() -> None:
+    """A CRD of a later Gateway API bundle missing from the cluster must not keep the controller unready; once it
+    is installed, its objects arrive."""
+    optional = ResourceType("test.kflare.dev", "v1", "gadgets", "Gadget", optional=True)
+    kube = UnservedKube([[obj("g", "3")]])
+    informer = Informer(kube, optional, unserved_retry=0.01)  # type: ignore[arg-type]
+    informer.start()
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 10)
+        assert informer.list() == []
+        kube.served = True
+        await asyncio.wait_for(kube.idle.wait(), 10)
+        assert [o["metadata"]["name"] for o in informer.list()] == ["g"]
+    finally:
+        await informer.stop()
+
+
+async def test_a_required_api_not_served_is_never_synced() -> None:
+    kube = UnservedKube([])
+    informer = Informer(kube, WIDGETS)  # type: ignore[arg-type]
+    informer.start()
+    try:
+        await asyncio.wait_for(kube.refused_twice.wait(), 10)
+        assert not informer.synced.is_set()
+    finally:
+        await informer.stop()
