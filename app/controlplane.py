@@ -32,8 +32,6 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-BINARIES = ("kube-apiserver", "etcd", "kubectl", "helm")
-
 
 def bin_dir_from_env() -> Path | None:
     """The directory of kube-apiserver and etcd named by K8S_TEST_BIN (what `make` passes) or KUBEBUILDER_ASSETS."""
