@@ -91,7 +91,7 @@ class Runtime:
             configmaps=self.manager.configmaps,
             index=self.manager.index,
             cloudflare=lambda token: session.client(token),
-            default_deletion_policy=s.default_deletion_policy.value,
+            default_deletion_policy=s.default_deletion_policy,
             dns_batch_size=s.dns_batch_size,
             informer_of=self.manager.informer_of,
             enqueue=self.manager.enqueue,
