@@ -32,8 +32,6 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-BINARIES = ("kube-apiserver", "etcd", "kubectl", "helm")
-
 
 def bin_dir_from_env() -> Path | None:
     """The directory of kube-apiserver and etcd named by K8S_TEST_BIN (what `make` passes) or KUBEBUILDER_ASSETS."""
@@ -356,40 +354,9 @@ class ControlPlane:
         context = ssl.create_default_context(cafile=str(self.ca_path))
         _wait_ok(self.host + "/readyz", self.ready_timeout, proc, context)
 
-    def restart_apiserver(self, down: float = 0.0) -> None:
-        """Stop kube-apiserver (SIGTERM, as a rolling upgrade of the control plane does), keep it down `down`
-        seconds, and start it again on the same address with the same keys; etcd, and so every object, stays."""
-        running = [p for p in self.processes if p.popen.args == self._apiserver_argv and p.running]
-        for proc in running:
-            proc.stop()
-            self.processes.remove(proc)
-        time.sleep(down)
-        self._run_apiserver()
-
-    def user_kubeconfig(self, user: str, groups: Iterable[str] = ()) -> Path:
-        """A kubeconfig for a certificate user (CN=user, O=groups), authorised by RBAC like any other."""
-        key, cert = self.ca.issue(user, groups=groups)
-        path = self.workdir / f"kubeconfig-{user}"
-        path.write_text(json.dumps(kubeconfig(self.host, self.ca.pem, cert=cert, key=key), indent=2))
-        return path
-
-    def token_kubeconfig(self, name: str, token: str) -> Path:
-        path = self.workdir / f"kubeconfig-token-{name}"
-        path.write_text(json.dumps(kubeconfig(self.host, self.ca.pem, token=token), indent=2))
-        path.chmod(0o600)
-        return path
-
     def stop(self) -> None:
         # The API server first: it would otherwise spend its grace period retrying a vanished etcd.
         for proc in reversed(self.processes):
             proc.stop()
         if self._owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
-
-    @property
-    def leaked(self) -> list[str]:
-        """What `stop()` failed to clean up: running processes or the temporary directory."""
-        left = [f"pid {p.popen.pid} ({p.log_path.name})" for p in self.processes if p.running]
-        if self._owns_workdir and self.workdir.exists():
-            left.append(str(self.workdir))
-        return left

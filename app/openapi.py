@@ -35,7 +35,8 @@ def _webhooks() -> FastAPI:
 
 
 def _metrics() -> FastAPI:
-    from app.metrics import Authorizer, KubeReviewer, create_app
+    from app.metrics.authz import Authorizer, KubeReviewer
+    from app.metrics.listener import create_app
 
     # The default listener: `--metrics-secure`. The reviewer is never called: no request is served.
     return create_app(Authorizer(KubeReviewer(lambda: None)))

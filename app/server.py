@@ -26,8 +26,8 @@ from app.kube.manager import Manager, default_identity
 from app.listener import Limits, TLSAccept
 from app.listener import config as listener_config
 from app.memory import pin_mmap_threshold
-from app.metrics import instrument
-from app.metrics import listener as metrics_listener
+from app.metrics.collectors import instrument
+from app.metrics.listener import listener as metrics_listener
 from app.settings import Settings, split_bind_address
 from app.tls import ReloadingTLS
 from app.xds import TokenFile, xds_app
@@ -91,7 +91,7 @@ class Runtime:
             configmaps=self.manager.configmaps,
             index=self.manager.index,
             cloudflare=lambda token: session.client(token),
-            default_deletion_policy=s.default_deletion_policy.value,
+            default_deletion_policy=s.default_deletion_policy,
             dns_batch_size=s.dns_batch_size,
             informer_of=self.manager.informer_of,
             enqueue=self.manager.enqueue,

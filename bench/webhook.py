@@ -99,7 +99,7 @@ def _serve(target: str, port: int, cpu: int, cert_dir: Path | None) -> None:
 
         app = create_app()
         if target == "webhook + metrics":
-            from app.metrics import instrument
+            from app.metrics.collectors import instrument
 
             app = instrument(app, "webhook")
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="off", access_log=False)

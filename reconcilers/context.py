@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.api.constants import DeletionPolicy
 from app.cloudflare.client import CloudflareClient
 from app.kube.client import JSON, KubeClient
 from app.kube.events import EventRecorder
@@ -23,7 +24,7 @@ class Context:
     index: DependencyIndex
     cloudflare: Callable[[str], CloudflareClient]
     """A client for an API token; one per token, sharing the process's connection pool and the token's budget."""
-    default_deletion_policy: str = "delete"
+    default_deletion_policy: DeletionPolicy = DeletionPolicy.DELETE
     dns_batch_size: int = 0
     """DNS writes of a zone per call; 0: the plan's cap."""
     informer_of: Callable[[str], Informer | None] = lambda _: None

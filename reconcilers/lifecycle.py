@@ -38,6 +38,7 @@ from app.api.constants import (
     DELETION_POLICY_ANNOTATION,
     FINALIZER,
     PAUSED_ANNOTATION,
+    DeletionPolicy,
     Reason,
 )
 from app.api.resource import Resource
@@ -451,13 +452,13 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
 
     # ---- deletion ----------------------------------------------------------------------------------------------
 
-    def deletion_policy(self, obj: R) -> str:
+    def deletion_policy(self, obj: R) -> DeletionPolicy:
         annotations = obj.metadata.annotations
         explicit = annotations.get(DELETION_POLICY_ANNOTATION)
-        if explicit in ("delete", "retain"):
-            return explicit
+        if explicit in tuple(DeletionPolicy):
+            return DeletionPolicy(explicit)
         if annotations.get(ADOPTED_ANNOTATION) == "true":
-            return "retain"  # an adopted object outlives its resource unless the resource says delete
+            return DeletionPolicy.RETAIN  # an adopted object outlives its resource unless the resource says delete
         return self.ctx.default_deletion_policy
 
     def dependants(self, key: Key) -> list[Ref]:
@@ -485,7 +486,7 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         logger = self._log(key)
         object_id = self.current_id(obj)
         intent = CREATE_INTENT_ANNOTATION in obj.metadata.annotations
-        if self.creates and self.deletion_policy(obj) == "delete" and (object_id or intent):
+        if self.creates and self.deletion_policy(obj) == DeletionPolicy.DELETE and (object_id or intent):
             try:
                 link = await self.connect(obj)
             except NotReady as wait:

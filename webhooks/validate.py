@@ -31,8 +31,8 @@ from app.api.constants import (
     ADOPTION_POLICIES,
     ADOPTION_POLICY_ANNOTATION,
     CLAIM_LABELS,
-    DELETION_POLICIES,
     DELETION_POLICY_ANNOTATION,
+    DeletionPolicy,
 )
 from app.api.validation import MISSING, object_errors, spec_value
 from app.kube.identity import FIELD_MANAGER
@@ -143,7 +143,7 @@ def _metadata(obj: Any, field: str) -> Mapping[str, Any]:
     return found if isinstance(found, Mapping) else {}
 
 
-POLICIES: Final = {DELETION_POLICY_ANNOTATION: DELETION_POLICIES, ADOPTION_POLICY_ANNOTATION: ADOPTION_POLICIES}
+POLICIES: Final = {DELETION_POLICY_ANNOTATION: tuple(DeletionPolicy), ADOPTION_POLICY_ANNOTATION: ADOPTION_POLICIES}
 
 
 def policy_errors(new: Mapping[str, Any], old: Any) -> list[FieldError]:

@@ -11,7 +11,7 @@ TOKEN_PROTECTION_FINALIZER: Final = "kflare.dev/token-protection"
 """Held by a token Secret while a CloudflareAccount references it."""
 
 DELETION_POLICY_ANNOTATION: Final = "kflare.dev/deletion-policy"
-"""`retain` keeps the Cloudflare object on delete, `delete` deletes it even if it was adopted."""
+"""A `DeletionPolicy`; absent means `--default-deletion-policy`, or `retain` for an adopted object."""
 ADOPTION_POLICY_ANNOTATION: Final = "kflare.dev/adoption-policy"
 """`adopt` or `adopt-or-create`; absent means an existing object is reported as `AlreadyExists`."""
 ADOPTED_ANNOTATION: Final = "kflare.dev/adopted"
@@ -19,7 +19,17 @@ ADOPTED_ANNOTATION: Final = "kflare.dev/adopted"
 PAUSED_ANNOTATION: Final = "kflare.dev/paused"
 """`"true"` stops every Cloudflare call for the resource."""
 
-DELETION_POLICIES: Final = ("delete", "retain")
+
+class DeletionPolicy(StrEnum):
+    """What deleting a resource does to its Cloudflare object, as `kflare.dev/deletion-policy` and
+    `--default-deletion-policy` spell it."""
+
+    DELETE = "delete"
+    """Delete the Cloudflare object, even if kflare adopted it."""
+    RETAIN = "retain"
+    """Keep the Cloudflare object."""
+
+
 ADOPTION_POLICIES: Final = ("adopt", "adopt-or-create")
 
 RECORD_ID_LABEL: Final = "kflare.dev/record-id"

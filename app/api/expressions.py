@@ -237,7 +237,6 @@ _SCOPE_WHERE: Final = {
 _T = frozenset({"String", "Bytes"})
 _I = frozenset({"Integer"})
 _IPS = frozenset({"IP"})
-_ANY = frozenset({"String", "Bytes", "Integer", "Boolean", "IP", "Array", "Map"})
 
 
 @dataclass(frozen=True)
@@ -373,7 +372,6 @@ _COMPARISON_WORDS: Final = {
 _COMPARISON_SYMBOLS: Final = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge", "~": "matches"}
 _LOGICAL: Final = {"and": "and", "&&": "and", "or": "or", "||": "or", "xor": "xor", "^^": "xor"}
 _KEYWORDS: Final = frozenset({*_COMPARISON_WORDS, "and", "or", "xor", "not", "strict", "true", "false"})
-_ORDERING: Final = frozenset({"lt", "le", "gt", "ge"})
 
 _SPACE = re.compile(r"\s*")
 _TOKEN = re.compile(
@@ -438,7 +436,6 @@ class Parser:
     phase: str
     role: Role
     errors: list[ExpressionError] = field(default_factory=list)
-    lists: set[str] = field(default_factory=set)
     pos: int = 0
     _peeked: Token | None = None
     _previous: Token | None = None
@@ -991,7 +988,6 @@ class Parser:
             return
         if type_.name not in ("IP", "String", "Bytes", "Integer", "?"):
             self.report(token.start, f"a list cannot hold {type_} values")
-        self.lists.add(name)
 
     def _looks_like_ip(self) -> bool:
         token = self.peek()
@@ -1170,8 +1166,3 @@ def check_expression(text: str, phase: str, role: Role = "filter") -> list[Expre
     """
     errors = _run(text, phase, role).errors
     return sorted(dict.fromkeys(errors), key=lambda error: error.position)
-
-
-def lists_in(text: str, phase: str = "http_request_firewall_custom", role: Role = "filter") -> frozenset[str]:
-    """The names of the lists (`$name`) a valid expression uses, so a rule can wait for them."""
-    return frozenset(_run(text, phase, role).lists)

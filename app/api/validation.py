@@ -98,11 +98,6 @@ def _spec_errors(model: ResourceClass, spec: Any) -> Iterator[FieldError]:
     yield from _unknown(spec_model, spec, prefix)
 
 
-def validate_spec(model: ResourceClass, spec: Any) -> list[FieldError]:
-    """Every problem with a kind's spec, paths starting with `spec`."""
-    return list(_spec_errors(model, spec))
-
-
 def object_errors(kind_or_plural: KindRef, obj: Mapping[str, Any]) -> Iterator[FieldError]:
     """`validate_object`, one error at a time: a caller that shows only the first few need not hold them all (an
     object can have as many unknown fields as its size allows)."""

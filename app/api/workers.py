@@ -44,8 +44,6 @@ def _exactly_one_rule(fields: tuple[str, ...]) -> str:
     return "[" + ", ".join(f"has(self.{f})" for f in fields) + "].filter(x, x).size() == 1"
 
 
-BindingID = Annotated[str, NameCheck, Field(min_length=1, max_length=64, json_schema_extra=NAME_SCHEMA)]
-BucketName = Annotated[str, NameCheck, Field(min_length=1, max_length=63, json_schema_extra=NAME_SCHEMA)]
 Flag = Annotated[str, NameCheck, Field(max_length=128, json_schema_extra=NAME_SCHEMA)]
 
 

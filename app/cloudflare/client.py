@@ -54,7 +54,6 @@ R = TypeVar("R")
 
 DNS_PER_PAGE = 1000
 ZONES_PER_PAGE = 50
-ACCOUNTS_PER_PAGE = 50
 KV_PER_PAGE = 1000
 R2_PER_PAGE = 1000
 D1_PER_PAGE = 10000
@@ -185,10 +184,6 @@ class CloudflareClient:
     async def get_account(self, account_id: str) -> Account:
         return await self.fetch("GET", f"/accounts/{segment(account_id)}", Account)
 
-    def list_accounts(self, *, name: str | None = None, per_page: int = ACCOUNTS_PER_PAGE) -> AsyncIterator[Account]:
-        params = {"name": name} if name else None
-        return self.iterate("/accounts", Account, params=params, per_page=per_page)
-
     # -- zones ------------------------------------------------------------------------------------------------
 
     async def get_zone(self, zone_id: str) -> Zone:
@@ -241,10 +236,6 @@ class CloudflareClient:
 
     async def create_dns_record(self, zone_id: str, record: Mapping[str, Any]) -> DNSRecord:
         return await self.fetch("POST", self._dns(zone_id), DNSRecord, json=dict(record))
-
-    async def replace_dns_record(self, zone_id: str, record_id: str, record: Mapping[str, Any]) -> DNSRecord:
-        """PUT: fields not sent go back to their defaults."""
-        return await self.fetch("PUT", self._dns(zone_id, record_id), DNSRecord, json=dict(record))
 
     async def patch_dns_record(self, zone_id: str, record_id: str, changes: Mapping[str, Any]) -> DNSRecord:
         """PATCH: only the fields sent change."""

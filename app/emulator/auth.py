@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Request
 from starlette.datastructures import Headers
 
 from app.emulator.context import emulator_of
@@ -104,16 +103,3 @@ def authenticate(request: Request, family: Family) -> Principal:
     if token is None or not token.usable():
         raise family.invalid_token()
     return Principal(token, family)
-
-
-# Dependencies are coroutines so that FastAPI runs them on the event loop, which owns the store, not in a thread.
-async def core_principal(request: Request) -> Principal:
-    return authenticate(request, Family.CORE)
-
-
-async def product_principal(request: Request) -> Principal:
-    return authenticate(request, Family.PRODUCT)
-
-
-CorePrincipal = Annotated[Principal, Depends(core_principal)]
-ProductPrincipal = Annotated[Principal, Depends(product_principal)]

@@ -161,11 +161,3 @@ def parse_model(
     except ValidationError as exc:
         message, pointer = pointer_of(exc)
         raise on_error(message, pointer) from None
-
-
-async def read_model(
-    request: Request,
-    model: type[M],
-    on_error: Callable[[str, str | None], CloudflareError] = lambda m, p: invalid_body(m, pointer=p),
-) -> M:
-    return parse_model(model, await read_json(request), on_error)

@@ -64,10 +64,6 @@ def register_resource(*names: str) -> None:
     _RESOURCES.update(names)
 
 
-def known_resources() -> frozenset[str]:
-    return frozenset(_RESOURCES)
-
-
 @dataclass(frozen=True)
 class Grant:
     resource: str  # "*" for every resource

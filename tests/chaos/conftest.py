@@ -13,6 +13,7 @@ import pytest
 from app.controlplane import ControlPlane, bin_dir_from_env
 from tests.chaos.figures import FIGURES, SCALE, Figures
 from tests.chaos.secrets_audit import AuditLog, audit_args
+from tests.fixtures.kube import leaked
 
 REPORT = Path("build") / "chaos" / f"figures-{SCALE}.json"
 
@@ -45,7 +46,8 @@ def control_plane() -> Iterator[ControlPlane]:
         yield plane
     finally:
         plane.stop()
-        assert not plane.leaked, f"control plane left behind: {plane.leaked}"
+        left = leaked(plane)
+        assert not left, f"control plane left behind: {left}"
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ from app.controlplane import ControlPlane
 from tests.chaos.secrets import register, register_secret_data
 from tests.fixtures.controller import GROUP, PLURALS, VERSION, ControllerProcess, Kflare
 from tests.fixtures.emulator import EmulatorProcess
-from tests.fixtures.kube import TEST_LABEL
+from tests.fixtures.kube import TEST_LABEL, user_kubeconfig
 from tests.kinds import SAMPLES, RuleSample, Sample, worker_code
 
 CONTROLLER_USER = "kflare-chaos-controller"
@@ -215,7 +215,7 @@ class ChaosController(ControllerProcess):
         super().__init__(plane, emulator, workdir, *args)
         kubeconfig = plane.workdir / f"kubeconfig-{CONTROLLER_USER}"
         if not kubeconfig.exists():
-            kubeconfig = plane.user_kubeconfig(CONTROLLER_USER, groups=["system:masters"])
+            kubeconfig = user_kubeconfig(plane, CONTROLLER_USER, groups=["system:masters"])
         self.argv = [f"--kubeconfig={kubeconfig}" if a.startswith("--kubeconfig=") else a for a in self.argv]
 
 

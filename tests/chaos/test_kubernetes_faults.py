@@ -40,7 +40,7 @@ from tests.chaos.faults_proxy import KubeProxy, kube_proxy
 from tests.chaos.figures import Figures, size
 from tests.fixtures.controller import SYSTEM_NAMESPACE, ControllerProcess, install_crds
 from tests.fixtures.emulator import EmulatorProcess
-from tests.fixtures.kube import api_client_for
+from tests.fixtures.kube import api_client_for, leaked, restart_apiserver
 from tests.helpers import eventually
 
 SCENARIO = "3 kubernetes faults"
@@ -64,7 +64,8 @@ def own_plane() -> Iterator[ControlPlane]:
         yield plane
     finally:
         plane.stop()
-        assert not plane.leaked, f"control plane left behind: {plane.leaked}"
+        left = leaked(plane)
+        assert not left, f"control plane left behind: {left}"
 
 
 @pytest.fixture
@@ -174,7 +175,7 @@ async def test_kubernetes_faults_during_churn(
                     lost[name] = len(await asyncio.to_thread(churn.cloudflare_mismatches)) or 1
 
             # (a) the API server restarted
-            await fault("API server restart", lambda: asyncio.to_thread(plane.restart_apiserver, 2.0))
+            await fault("API server restart", lambda: asyncio.to_thread(restart_apiserver, plane, 2.0))
 
             # (b) watches expired: silent connections, changes, compaction, broken connections
             gone_before = replicas.log_count("watch window expired")

@@ -33,6 +33,7 @@ from tests.chaos.figures import Figures
 from tests.chart.helm import Helm, helm_binary
 from tests.fixtures.controller import GROUP, VERSION, ControllerProcess
 from tests.fixtures.emulator import EmulatorProcess
+from tests.fixtures.kube import token_kubeconfig
 from tests.helpers import eventually, wait_established
 
 pytestmark = pytest.mark.integration
@@ -288,7 +289,7 @@ async def run_with(
         )
         return str(issued["status"]["token"])
 
-    kubeconfig = plane.token_kubeconfig(f"chaos-{label}", await token("kflare"))
+    kubeconfig = token_kubeconfig(plane, f"chaos-{label}", await token("kflare"))
     scraper = await token("scraper")
 
     # The workload, made by an administrator, in the resources' namespace: one of every feature.

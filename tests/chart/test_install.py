@@ -25,7 +25,7 @@ from app.controlplane import ControlPlane
 from tests.chart.helm import CHART, Helm, crd_plurals
 from tests.fixtures.controller import GROUP, VERSION, Kflare, controller_process
 from tests.fixtures.emulator import EmulatorProcess
-from tests.fixtures.kube import api_client_for
+from tests.fixtures.kube import api_client_for, token_kubeconfig
 from tests.helpers import eventually, wait_established
 
 pytestmark = pytest.mark.integration
@@ -158,7 +158,7 @@ async def sa_kubeconfig(kube: ApiClient, plane: ControlPlane, rel: Release) -> P
         rel.namespace,
         client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)),
     )
-    return plane.token_kubeconfig(rel.name, issued.status.token)
+    return token_kubeconfig(plane, rel.name, issued.status.token)
 
 
 async def test_install_upgrade_uninstall(release: Release, kube: ApiClient, control_plane: ControlPlane) -> None:

@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import IO
 
 from app.controlplane import ControlPlane, ControlPlaneError, Process, free_port, kubeconfig
+from tests.fixtures.kube import leaked as plane_leaked
+from tests.fixtures.kube import user_kubeconfig
 
 NODE = "kflare-e2e"
 BRIDGE = "kflare-e2e0"
@@ -189,7 +191,7 @@ class Cluster(ControlPlane):
         return proc
 
     def component_kubeconfig(self, user: str, groups: tuple[str, ...] = ()) -> Path:
-        return self.user_kubeconfig(user, groups)
+        return user_kubeconfig(self, user, groups)
 
     def _start_controllers(self) -> None:
         self._spawn(
@@ -519,7 +521,7 @@ state = "{base / "state"}"
 
     @property
     def leaked(self) -> list[str]:
-        left = super().leaked
+        left = plane_leaked(self)
         left += [f"pid {p.popen.pid} ({p.log_path.name})" for p in self._node_processes if p.running]
         if run("ip", "link", "show", BRIDGE, check=False).returncode == 0:
             left.append(f"bridge {BRIDGE}")

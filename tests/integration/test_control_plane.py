@@ -14,7 +14,7 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from app.controlplane import ControlPlane
-from tests.fixtures.kube import api_client_for, metrics_reader, service_account_token
+from tests.fixtures.kube import api_client_for, metrics_reader, service_account_token, user_kubeconfig
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
@@ -210,7 +210,7 @@ async def test_service_account_token_review_and_access_review(kube: ApiClient, n
 
 
 async def test_unprivileged_user_is_forbidden(control_plane: ControlPlane, namespace: str) -> None:
-    api = await api_client_for(control_plane.user_kubeconfig(f"nobody-{uuid.uuid4().hex[:6]}"))
+    api = await api_client_for(user_kubeconfig(control_plane, f"nobody-{uuid.uuid4().hex[:6]}"))
     try:
         with pytest.raises(ApiException) as denied:
             await client.CoreV1Api(api).list_namespaced_secret(namespace)

@@ -18,7 +18,7 @@ from kubernetes_asyncio.client.api_client import ApiClient
 
 from app.controlplane import ControlPlane, free_port
 from app.kube.client import KubeClient
-from app.metrics import MetricsListener, listener
+from app.metrics.listener import MetricsListener, listener
 from app.server import Listener
 from app.settings import Settings
 from tests.fixtures.controller import controller_process

@@ -17,21 +17,19 @@ from app.cloudflare.budget import BudgetConfig, BudgetRegistry, BudgetStats
 from app.cloudflare.errors import OUTCOMES
 from app.kube.client import KubeError
 from app.kube.metrics import RECONCILE_TOTAL, REGISTRY
-from app.metrics import (
+from app.metrics.authz import (
     ACCESS_REVIEWS,
     ALLOWED_TTL,
     DENIED_TTL,
     TOKEN_REVIEWS,
     Authorizer,
-    CloudflareCollector,
     KubeReviewer,
     ReviewUnavailable,
     UserInfo,
     bearer_token,
-    create_app,
-    instrument,
-    listener,
 )
+from app.metrics.collectors import CloudflareCollector, instrument
+from app.metrics.listener import create_app, listener
 from app.server import Runtime, probes_app
 from app.settings import Settings
 from app.tls import TLSError, self_signed
@@ -493,7 +491,7 @@ def _obj(status: str | None = None, reason: str | None = None) -> dict[str, Any]
 def test_resources_are_counted_by_kind_ready_and_reason() -> None:
     """`kflare_resources` is what the "not Ready" alert reads: one series per kind, Ready status and reason, with
     the count; reasons that are not the controller's words share `Other`, so the series stay few."""
-    from app.metrics import ResourceCollector
+    from app.metrics.collectors import ResourceCollector
 
     objects = {
         "Zone": [_obj("True", "Synced"), _obj("True", "Synced"), _obj("False", "AccountNotReady")],
@@ -520,7 +518,7 @@ async def test_the_event_loops_tasks_are_counted() -> None:
     for each task started."""
     import asyncio
 
-    from app.metrics import TaskCollector
+    from app.metrics.collectors import TaskCollector
 
     registry = CollectorRegistry()
     registry.register(TaskCollector())

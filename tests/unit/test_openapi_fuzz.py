@@ -12,7 +12,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 
-from app.metrics import create_app as metrics_app
+from app.metrics.listener import create_app as metrics_app
 from app.openapi import DEFAULT_DIRECTORY
 from app.server import LOOP_STALL, Runtime, probes_app
 from app.settings import Settings

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.api.expressions import PHASES, ExpressionError, Role, check_expression, lists_in
+from app.api.expressions import PHASES, ExpressionError, Role, check_expression
 from tests.unit.api.expression_examples import REWRITES, VALID, WAF
 
 RESPONSE = "http_response_headers_transform"
@@ -261,13 +261,6 @@ class TestPhases:
 def test_several_mistakes_are_all_reported_in_order() -> None:
     found = check_expression('http.hots eq "a" or ip.src.asnum eq "1" or cf.thread_score gt 10', WAF)
     assert [error.position for error in found] == [1, 37, 44]
-
-
-def test_lists_used_by_an_expression() -> None:
-    assert lists_in("ip.src in $office_network or ip.src in $cf.open_proxies or ssl") == {
-        "office_network",
-        "cf.open_proxies",
-    }
 
 
 def test_the_length_limit() -> None:
