@@ -168,9 +168,6 @@ class Settings(BaseSettings):
         " http://localhost:<port of --gateway-data-plane-address> (cloudflared and Envoy share the data-plane pod)",
         pattern=r"^https?://[^\s/]+$",
     )
-    gateway_xds_refresh: Duration = Field(
-        timedelta(milliseconds=500), description="how often Envoy polls for a new configuration"
-    )
     gateway_namespace_label: str | None = Field(
         None,
         description="namespace label whose value a route in a labelled namespace must own its hostnames under"

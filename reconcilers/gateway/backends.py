@@ -39,7 +39,6 @@ class Resolver:
     services: list[Service]
     slices: list[EndpointSlice]
     grants: list[ReferenceGrant]
-    refresh: float
     clusters: dict[str, JSON] = field(default_factory=dict)
     assignments: dict[str, JSON] = field(default_factory=dict)
 
@@ -80,7 +79,7 @@ class Resolver:
         h2 = http2 or service_port.get("appProtocol") == H2C
         cluster = f"{namespace}/{name}:{port}" + ("/h2c" if h2 else "")
         if cluster not in self.clusters:
-            self.clusters[cluster] = envoy.eds_cluster(cluster, http2=h2, refresh=self.refresh)
+            self.clusters[cluster] = envoy.eds_cluster(cluster, http2=h2)
             self.assignments[cluster] = envoy.load_assignment(
                 cluster, self._addresses(namespace, name, service_port.get("name"))
             )
@@ -126,6 +125,6 @@ class Resolver:
         split names it."""
         clusters, assignments = dict(self.clusters), dict(self.assignments)
         if UNRESOLVED in names_used:
-            clusters[UNRESOLVED] = envoy.eds_cluster(UNRESOLVED, http2=False, refresh=self.refresh)
+            clusters[UNRESOLVED] = envoy.eds_cluster(UNRESOLVED, http2=False)
             assignments[UNRESOLVED] = envoy.load_assignment(UNRESOLVED, [])
         return [clusters[n] for n in sorted(clusters)], [assignments[n] for n in sorted(assignments)]

@@ -373,15 +373,15 @@ _MEMO_SIZE = 4
 _memo: dict[Hashable, Translation] = {}
 
 
-def translate(world: World, *, refresh: float = 0.5) -> Translation:
+def translate(world: World) -> Translation:
     """The translation of `world`, remembered per cache revision: the statuses are the caller's own copy (callers
     amend them), the rest is shared."""
     if world.revision is None:
-        return _translate(world, refresh)
-    memo_key = (world.revision, refresh, world.installed_bundle, world.tenancy_label, world.controller_name)
+        return _translate(world)
+    memo_key = (world.revision, world.installed_bundle, world.tenancy_label, world.controller_name)
     found = _memo.get(memo_key)
     if found is None:
-        found = _translate(world, refresh)
+        found = _translate(world)
         # The data plane's reconcile and the tunnels' read the caches at the same revisions; older ones are not
         # asked for again.
         while len(_memo) >= _MEMO_SIZE:
@@ -396,7 +396,7 @@ def translate(world: World, *, refresh: float = 0.5) -> Translation:
     )
 
 
-def _translate(world: World, refresh: float) -> Translation:
+def _translate(world: World) -> Translation:
     class_status_of: dict[str, ClassStatus] = {}
     served_classes: dict[str, ServedClass | None] = {}
     for cls in world.classes:
@@ -414,7 +414,7 @@ def _translate(world: World, refresh: float) -> Translation:
                 gateway, class_name, served_classes[class_name], certificates
             )
 
-    resolver = Resolver(world.services, world.slices, world.grants, refresh)
+    resolver = Resolver(world.services, world.slices, world.grants)
     attachments, built = _routes(world, gateways, resolver)
 
     vhosts: dict[str, list[EnvoyRoute]] = defaultdict(list)
