@@ -310,7 +310,7 @@ class XdsService:
                 for key, name, error in self.encoder.failures:
                     if (key, name, error) not in self._reported:
                         self._reported.add((key, name, error))
-                        extra = {"type": key, "name": name, "error": error}
+                        extra = {"type": key, "resource": name, "error": error}
                         log.error("cannot encode a resource for Envoy", extra=extra)
                         self.store.refused(key, f"{name} does not encode: {error}", "kflare", "")
             return self._view

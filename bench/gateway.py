@@ -79,7 +79,7 @@ def bench_translation(routes: int, repeat: int) -> None:
         result = translate(w)
         times.append(time.perf_counter() - start)
     store = SnapshotStore()
-    store.publish({**result.resources, "listeners": [envoy.ingress_listener("0.0.0.0", 8080, 0.5)]})  # noqa: S104
+    store.publish({**result.resources, "listeners": [envoy.ingress_listener("0.0.0.0", 8080)]})  # noqa: S104
     rds = len(json.dumps(result.resources["routes"], separators=(",", ":")))
     print(
         f"translation of {routes} HTTPRoutes: median {statistics.median(times) * 1000:.0f} ms,"
