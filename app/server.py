@@ -1,5 +1,5 @@
-"""The process: the listeners (FastAPI apps, each served by its own uvicorn.Server in one event loop) and the
-lifespan that starts and stops the controller manager."""
+"""The process: the listeners (FastAPI apps, each served by its own uvicorn.Server, and the xDS listener's gRPC
+server, all in one event loop) and the lifespan that starts and stops the controller manager."""
 
 from __future__ import annotations
 

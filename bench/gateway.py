@@ -114,7 +114,7 @@ def rss_mib(pid: int) -> float:
 
 def envoy_stats(http: httpx.Client, admin: int) -> dict[str, int]:
     data = http.get(f"http://127.0.0.1:{admin}/stats?format=json").json()
-    return {s["name"]: int(s.get("value", 0)) for s in data["stats"] if "value" in s}
+    return {s["name"]: s["value"] for s in data["stats"] if isinstance(s.get("value"), int)}
 
 
 RX_BYTES = "cluster.kflare-xds.upstream_cx_rx_bytes_total"
