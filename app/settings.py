@@ -128,8 +128,9 @@ class Settings(BaseSettings):
         False, description="serve the cloudflare-tunnel Gateway API class (its CRDs must exist)"
     )
     gateway_xds_bind_address: str = Field(
-        ":18000", description="host:port of the xDS listener (gRPC, delta ADS) the data plane's Envoy holds a stream"
-        " open to (with the class on); 0 is off"
+        ":18000",
+        description="host:port of the xDS listener (gRPC, delta ADS) the data plane's Envoy holds a stream"
+        " open to (with the class on); 0 is off",
     )
     gateway_xds_token_file: Path | None = Field(
         None, description="file holding the token Envoy presents to the xDS listener (the chart mounts a Secret)"
