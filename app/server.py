@@ -1,5 +1,5 @@
-"""The process: the listeners (FastAPI apps, each served by its own uvicorn.Server in one event loop) and the
-lifespan that starts and stops the controller manager."""
+"""The process: the listeners (FastAPI apps, each served by its own uvicorn.Server, and the xDS listener's gRPC
+server, all in one event loop) and the lifespan that starts and stops the controller manager."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import uvicorn
 from fastapi import FastAPI, Response
@@ -30,7 +30,7 @@ from app.metrics.collectors import instrument
 from app.metrics.listener import listener as metrics_listener
 from app.settings import Settings, split_bind_address
 from app.tls import ReloadingTLS
-from app.xds import TokenFile, xds_app
+from app.xds import TokenFile, XdsServer
 from reconcilers.context import Context
 from reconcilers.gateway.controller import GatewayOptions, register_gateway
 from reconcilers.gateway.snapshot import SnapshotStore
@@ -104,7 +104,6 @@ class Runtime:
             options = GatewayOptions(
                 host,
                 port,
-                refresh=s.gateway_xds_refresh.total_seconds(),
                 tenancy_label=s.gateway_namespace_label,
                 origin=s.gateway_origin_url,
                 tls_port=s.gateway_data_plane_tls_port or None,
@@ -199,12 +198,21 @@ def probes_app(runtime: Runtime) -> FastAPI:
     return app
 
 
+class Serving(Protocol):
+    """What the process asks of a listener's server: a uvicorn `Listener`, or the xDS listener's gRPC server."""
+
+    started: bool
+    should_exit: bool
+
+    async def serve(self) -> None: ...
+
+
 @dataclass
 class Served:
-    """One listener of the process: its uvicorn server, where it listens, and its certificate when it serves TLS."""
+    """One listener of the process: its server, where it listens, and its certificate when it serves TLS."""
 
     name: str
-    server: Listener
+    server: Serving
     host: str
     port: int
     tls: ReloadingTLS | None = None
@@ -261,15 +269,13 @@ def xds_listener(settings: Settings, runtime: Runtime, host: str, port: int) -> 
     if settings.gateway_xds_token_file is None:
         raise ValueError("--gateway-xds-token-file is required with --gateway-enabled")
     token = TokenFile(settings.gateway_xds_token_file)
-    app = instrument(xds_app(runtime.xds, lambda: token.value), "xds")
     tls = ReloadingTLS(settings.gateway_xds_cert_dir) if settings.gateway_xds_cert_dir is not None else None
-    context = tls.ssl_context if tls is not None else None
     if settings.gateway_xds_client_ca_file is not None:
         if tls is None:
             raise ValueError("--gateway-xds-client-ca-file needs --gateway-xds-cert-dir (client certificates need TLS)")
         tls.require_client_certificates(settings.gateway_xds_client_ca_file)
-    config = listener_config(app, host, port, limits(settings), context=context)
-    return Served("xds", Listener(config), host, port, tls, follows=(token.watch,))
+    server = XdsServer(runtime.xds, lambda: token.value, host, port, tls=tls, limits=limits(settings))
+    return Served("xds", server, host, port, tls, follows=(token.watch,))
 
 
 class Process:

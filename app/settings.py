@@ -125,7 +125,9 @@ class Settings(BaseSettings):
         False, description="serve the cloudflare-tunnel Gateway API class (its CRDs must exist)"
     )
     gateway_xds_bind_address: str = Field(
-        ":18000", description="host:port of the xDS listener the data plane's Envoy polls (with the class on); 0 is off"
+        ":18000",
+        description="host:port of the xDS listener (gRPC, delta ADS) the data plane's Envoy holds a stream"
+        " open to (with the class on); 0 is off",
     )
     gateway_xds_token_file: Path | None = Field(
         None, description="file holding the token Envoy presents to the xDS listener (the chart mounts a Secret)"
@@ -133,7 +135,7 @@ class Settings(BaseSettings):
     gateway_xds_cert_dir: Path | None = Field(
         None,
         description="directory of the tls.crt and tls.key the xDS listener serves (reloaded on change); unset is"
-        " plain HTTP, for loopback only",
+        " plaintext gRPC, for loopback only",
     )
     gateway_xds_client_ca_file: Path | None = Field(
         None,
@@ -164,9 +166,6 @@ class Settings(BaseSettings):
         description="the data plane as cloudflared reaches it, the service of the tunnel's ingress rules; unset is"
         " http://localhost:<port of --gateway-data-plane-address> (cloudflared and Envoy share the data-plane pod)",
         pattern=r"^https?://[^\s/]+$",
-    )
-    gateway_xds_refresh: Duration = Field(
-        timedelta(milliseconds=500), description="how often Envoy polls for a new configuration"
     )
     gateway_namespace_label: str | None = Field(
         None,

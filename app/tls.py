@@ -170,6 +170,16 @@ class ReloadingTLS:
         return self._cert_pem
 
     @property
+    def key_pem(self) -> bytes:
+        """The key of `cert_pem`."""
+        return self._key_pem
+
+    @property
+    def client_ca_pem(self) -> bytes:
+        """The CA client certificates must be signed by (empty when none is asked for)."""
+        return self._ca_pem
+
+    @property
     def certificate(self) -> x509.Certificate:
         """The leaf certificate new handshakes present."""
         return x509.load_pem_x509_certificate(self._cert_pem)

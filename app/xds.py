@@ -1,31 +1,92 @@
-"""The fourth listener: Envoy's configuration over REST-JSON xDS (`POST /v3/discovery:<type>`), authenticated.
+"""The fourth listener: Envoy's configuration pushed over delta ADS (gRPC), authenticated.
 
-REST polling was chosen over gRPC ADS because it needs no protobuf or gRPC library (none is a dependency), the
-bodies are the JSON forms of the xDS messages, and Envoy keeps its last configuration through any error. Routes are
-in RDS and endpoints in EDS, so a route change replaces one RouteConfiguration and no listener drains.
+Envoy opens one bidirectional stream (`AggregatedDiscoveryService/DeltaAggregatedResources`, `api_type:
+DELTA_GRPC`) and subscribes to the listeners and clusters (wildcard), then to the routes and endpoints they name.
+Delta xDS rather than state of the world: a response carries only the resources that changed and names those
+removed, so a change to one route sends that RouteConfiguration and nothing else, and an Envoy that reconnects
+(a restart of the controller, a failover) says which versions it holds and is sent only what differs.
 
-Envoy presents its token in the node metadata of each request (REST xDS cannot add headers). A standby, or a leader
-that has not computed a snapshot yet, answers 503: Envoy keeps what it has and asks again. The token's file (a
-mounted Secret) is read again when it changes, so a rotated token is asked for without a restart.
+Push, not poll: the snapshot store calls back on every new snapshot, each open stream wakes and sends the
+difference between what it sent and the new snapshot, type by type in `envoy.TYPES` order (clusters before the
+endpoints and routes that name them). Versions are content hashes of the encoded resources, so two leaders that
+compute the same resources hold the same versions.
+
+Authentication: mutual TLS when the listener has certificates (`ReloadingTLS`'s material, reloaded for new
+handshakes), and inside it the token, as `authorization: Bearer <token>` in the stream's initial metadata, checked
+when the stream opens and again whenever it wakes (a rotated token file ends the streams that presented the old
+token). A wrong token ends the stream with UNAUTHENTICATED; a standby, or a leader without a snapshot yet, with
+UNAVAILABLE: Envoy keeps the configuration it has and opens a new stream after a back-off.
+
+Encoding the snapshot's JSON into protobuf is most of the cost, so each resource is encoded once per version and
+shared by every stream; the RouteConfiguration, which holds every hostname's virtual host, is encoded virtual host
+by virtual host (the wire format of a repeated field is the concatenation of its elements), so a change to one
+route encodes one virtual host.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import hmac
-import json
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-from fastapi import FastAPI, Request, Response
+import grpc
+from envoy.config.cluster.v3 import cluster_pb2
+from envoy.config.endpoint.v3 import endpoint_pb2
+from envoy.config.listener.v3 import listener_pb2
+from envoy.config.route.v3 import route_components_pb2, route_pb2
+from envoy.extensions.filters.http.cors.v3 import cors_pb2
+from envoy.extensions.filters.http.router.v3 import router_pb2
+from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2
+from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
+from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
+from envoy.service.discovery.v3 import discovery_pb2
+from google.protobuf import any_pb2, json_format
+from prometheus_client import Counter, Gauge
 
+from app.kube.metrics import REGISTRY
+from app.listener import Limits
+from app.tls import ReloadingTLS
 from reconcilers.gateway import envoy
 from reconcilers.gateway.snapshot import SnapshotStore
 
 log = logging.getLogger(__name__)
-MAX_BODY = 1 << 20
+
+DELTA_METHOD: Final = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources"
+MAX_REQUEST: Final = 1 << 20
+RECHECK: Final = 1.0
+"""Seconds an idle stream waits before it looks again at the token and at whether this process may serve (neither
+calls back when it changes)."""
+
+# Every type a resource's typed_config may name must be in the descriptor pool for the JSON to encode.
+_NESTED = (cors_pb2, router_pb2, http_connection_manager_pb2, tls_pb2, http_protocol_options_pb2)
+_MESSAGES: Final[dict[str, Any]] = {
+    "clusters": cluster_pb2.Cluster,
+    "endpoints": endpoint_pb2.ClusterLoadAssignment,
+    "listeners": listener_pb2.Listener,
+    "routes": route_pb2.RouteConfiguration,
+}
+_KEY_OF: Final = {url: key for key, url in envoy.TYPES.items()}
+_WILDCARD: Final = frozenset({"listeners", "clusters"})
+_VIRTUAL_HOSTS = route_pb2.RouteConfiguration.DESCRIPTOR.fields_by_name["virtual_hosts"].number
+_VIRTUAL_HOSTS_TAG: Final = bytes([(_VIRTUAL_HOSTS << 3) | 2])  # length-delimited
+
+STREAMS = Gauge("kflare_xds_streams", "Open xDS streams from data planes", registry=REGISTRY)
+REFUSED = Counter(
+    "kflare_xds_streams_refused_total", "xDS streams refused, by gRPC status", ["code"], registry=REGISTRY
+)
+SENT_RESOURCES = Counter(
+    "kflare_xds_resources_sent_total", "Resources pushed to data planes, by type", ["type"], registry=REGISTRY
+)
+SENT_BYTES = Counter(
+    "kflare_xds_sent_bytes_total", "Bytes of xDS responses pushed to data planes, by type", ["type"], registry=REGISTRY
+)
 
 
 class TokenFile:
@@ -61,52 +122,446 @@ class TokenFile:
             self.reload()
 
 
-def xds_app(store: SnapshotStore, token: Callable[[], str]) -> FastAPI:
-    """The listener's app; `token()` is the token a request must present (asked for each request)."""
-    app = FastAPI(title="kflare xDS", version="v3", docs_url=None, redoc_url=None, openapi_url=None)
-    answered: dict[tuple[str, str, tuple[str, ...]], str] = {}
-    refused: set[str] = set()
+# ---- encoding ------------------------------------------------------------------------------------------------
 
-    @app.post("/v3/discovery:{type_key}", summary="REST-JSON xDS discovery")
-    async def discovery(type_key: str, request: Request) -> Response:
-        body = await request.body()
-        if len(body) > MAX_BODY:
-            return Response(status_code=413)
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _parse(resource: dict[str, Any], message: Any) -> bytes:
+    body = {k: v for k, v in resource.items() if k != "@type"}
+    json_format.ParseDict(body, message)
+    return bytes(message.SerializeToString(deterministic=True))
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One resource as it is pushed: its Resource message (name, version, the packed message) and its size."""
+
+    name: str
+    version: str
+    message: Any
+    size: int
+
+
+@dataclass
+class TypeView:
+    """The resources of one type in a snapshot, encoded."""
+
+    resources: dict[str, Encoded] = field(default_factory=dict)
+    failed: set[str] = field(default_factory=set)
+    """Names whose JSON does not encode: left as they are in Envoy (never sent, never removed)."""
+    version: str = ""
+
+
+@dataclass
+class View:
+    """A snapshot, encoded (`generation` is the store's)."""
+
+    generation: int
+    types: dict[str, TypeView]
+
+
+class Encoder:
+    """Encodes snapshots, each resource once per content: a resource (or virtual host) equal to the one encoded
+    before is not encoded again."""
+
+    def __init__(self) -> None:
+        self._resources: dict[tuple[str, str], tuple[dict[str, Any], Encoded]] = {}
+        self._hosts: dict[str, tuple[dict[str, Any], bytes]] = {}
+        self.failures: list[tuple[str, str, str]] = []
+        """(type key, name, error) of the resources of the last `encode` that did not encode."""
+
+    def encode(self, generation: int, resources: dict[str, dict[str, dict[str, Any]]]) -> View:
+        kept: dict[tuple[str, str], tuple[dict[str, Any], Encoded]] = {}
+        self.failures = []
+        hosts: dict[str, tuple[dict[str, Any], bytes]] = {}
+        types: dict[str, TypeView] = {}
+        for key in envoy.TYPES:
+            view = TypeView()
+            for name, resource in resources.get(key, {}).items():
+                cached = self._resources.get((key, name))
+                if cached is not None and (cached[0] is resource or cached[0] == resource):
+                    encoded = cached[1]
+                else:
+                    try:
+                        encoded = self._encode(key, name, resource, hosts)
+                    except (json_format.ParseError, TypeError, ValueError) as exc:
+                        view.failed.add(name)
+                        self.failures.append((key, name, str(exc)))
+                        continue
+                kept[(key, name)] = (resource, encoded)
+                view.resources[name] = encoded
+            listing = "".join(f"{n}\0{e.version}\n" for n, e in sorted(view.resources.items()))
+            view.version = _hash(listing.encode())
+            types[key] = view
+        self._resources = kept
+        # The virtual hosts of routes left as they were are still the right ones to keep.
+        self._hosts = hosts if hosts else self._hosts
+        return View(generation, types)
+
+    def _encode(
+        self, key: str, name: str, resource: dict[str, Any], hosts: dict[str, tuple[dict[str, Any], bytes]]
+    ) -> Encoded:
+        value = self._route_configuration(resource, hosts) if key == "routes" else _parse(resource, _MESSAGES[key]())
+        version = _hash(value)
+        message = discovery_pb2.Resource(
+            name=name, version=version, resource=any_pb2.Any(type_url=envoy.TYPES[key], value=value)
+        )
+        return Encoded(name, version, message, message.ByteSize())
+
+    def _route_configuration(self, resource: dict[str, Any], hosts: dict[str, tuple[dict[str, Any], bytes]]) -> bytes:
+        head = _parse({k: v for k, v in resource.items() if k != "virtual_hosts"}, route_pb2.RouteConfiguration())
+        parts = [head]
+        for host in resource.get("virtual_hosts") or []:
+            host_name = str(host.get("name") or "")
+            cached = self._hosts.get(host_name)
+            if cached is not None and (cached[0] is host or cached[0] == host):
+                value = cached[1]
+            else:
+                value = _parse(host, route_components_pb2.VirtualHost())
+            hosts[host_name] = (host, value)
+            parts += [_VIRTUAL_HOSTS_TAG, _varint(len(value)), value]
+        return b"".join(parts)
+
+
+# ---- streams -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Subscription:
+    """What one stream asked for of one type, and what it holds (as this stream sent it, or as Envoy said when it
+    opened the stream)."""
+
+    wildcard: bool = False
+    names: set[str] = field(default_factory=set)
+    held: dict[str, str] = field(default_factory=dict)
+    answered: bool = False
+
+
+class _Wake:
+    """Queued when the snapshot changed."""
+
+
+_WAKE: Final = _Wake()
+_END: Final = None
+
+
+class XdsService:
+    """The delta ADS stream handler, and the encoded snapshot its streams share."""
+
+    def __init__(self, store: SnapshotStore, token: Callable[[], str]) -> None:
+        self.store, self.token = store, token
+        self.encoder = Encoder()
+        self._view: View | None = None
+        self._lock = asyncio.Lock()
+        self._streams: set[tuple[asyncio.AbstractEventLoop, asyncio.Queue[Any]]] = set()
+        self._unwatch = store.watch(self._changed)
+        self._nonce = 0
+        self._reported: set[tuple[str, str, str]] = set()
+
+    def close(self) -> None:
+        self._unwatch()
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        method = grpc.stream_stream_rpc_method_handler(
+            self.delta,
+            request_deserializer=discovery_pb2.DeltaDiscoveryRequest.FromString,
+            response_serializer=discovery_pb2.DeltaDiscoveryResponse.SerializeToString,
+        )
+        service, name = DELTA_METHOD.rsplit("/", 1)
+        return grpc.method_handlers_generic_handler(service.lstrip("/"), {name: method})
+
+    def _changed(self) -> None:
+        # Called by the store's publisher, perhaps on another thread: each stream's loop is handed the wake-up.
+        for loop, queue in list(self._streams):
+            with contextlib.suppress(RuntimeError):  # a loop that closed: its stream is gone
+                loop.call_soon_threadsafe(queue.put_nowait, _WAKE)
+
+    async def view(self) -> View | None:
+        """The current snapshot, encoded (once per snapshot, whichever stream asks first); None when there is
+        nothing this process may serve."""
+        if self.store.resources is None or not self.store.serving():
+            return None
+        async with self._lock:
+            resources, generation = self.store.resources, self.store.generation
+            if resources is None:
+                return None
+            if self._view is None or self._view.generation != generation:
+                started = time.perf_counter()
+                # Off the loop: the first snapshot of a large configuration takes a while to encode.
+                self._view = await asyncio.to_thread(self.encoder.encode, generation, resources)
+                log.debug(
+                    "encoded the xDS snapshot",
+                    extra={"generation": generation, "seconds": round(time.perf_counter() - started, 4)},
+                )
+                for key, name, error in self.encoder.failures:
+                    if (key, name, error) not in self._reported:
+                        self._reported.add((key, name, error))
+                        extra = {"type": key, "resource": name, "error": error}
+                        log.error("cannot encode a resource for Envoy", extra=extra)
+                        self.store.refused(key, f"{name} does not encode: {error}", "kflare", "")
+            return self._view
+
+    def _authenticated(self, presented: str) -> bool:
+        expected = self.token()
+        return bool(expected) and hmac.compare_digest(presented.encode(), f"Bearer {expected}".encode())
+
+    async def _refuse(self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, details: str) -> None:
+        REFUSED.labels(code.name).inc()
+        await context.abort(code, details)
+
+    async def delta(
+        self, requests: AsyncIterator[discovery_pb2.DeltaDiscoveryRequest], context: grpc.aio.ServicerContext
+    ) -> None:
+        presented = next(
+            (str(value) for key, value in (context.invocation_metadata() or ()) if key == envoy.TOKEN_HEADER), ""
+        )
+        if not self._authenticated(presented):
+            await self._refuse(context, grpc.StatusCode.UNAUTHENTICATED, "unauthenticated")
+        if await self.view() is None:
+            await self._refuse(context, grpc.StatusCode.UNAVAILABLE, "no configuration to serve here")
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+
+        async def read() -> None:
+            try:
+                async for request in requests:
+                    queue.put_nowait(request)
+            finally:
+                queue.put_nowait(_END)
+
+        entry = (loop, queue)
+        self._streams.add(entry)
+        reader = asyncio.create_task(read(), name="xds-read")
+        stream = _Stream(self, context)
+        STREAMS.inc()
         try:
-            req: dict[str, Any] = json.loads(body or b"{}")
-        except ValueError:
-            return Response("not JSON", status_code=400, media_type="text/plain")
-        presented = str((((req.get("node") or {}).get("metadata")) or {}).get(envoy.TOKEN_METADATA) or "")
-        expected = token()
-        if not expected or not hmac.compare_digest(presented.encode(), expected.encode()):
-            return Response("unauthenticated", status_code=401, media_type="text/plain")
-        if type_key not in envoy.TYPES:
-            return Response(status_code=404)
-        node = str((req.get("node") or {}).get("id") or "")
-        names = [str(n) for n in req.get("resource_names") or []]
-        poll = (node, type_key, tuple(sorted(names)))
-        had = str(req.get("version_info") or "")
-        sent = answered.get(poll)
-        if req.get("error_detail") or (had and sent is not None and had != sent and sent not in refused):
-            # Envoy refused what it was sent last (REST polling reports it only by asking again with the version it
-            # kept) and keeps its previous configuration. An empty version is a new subscription (a cluster
-            # replaced, Envoy restarted), not a refusal; node IDs must be unique per Envoy for this to hold.
-            message = str((req.get("error_detail") or {}).get("message") or f"version {sent} not taken")
-            if sent is not None:
-                refused.add(sent)
-            store.refused(type_key, message, node, sent or "")
-            log.warning(
-                "data plane refused its configuration", extra={"node": node, "type": type_key, "error": message}
-            )
-        answer = store.answer(type_key, names)
-        if answer is None:
-            return Response("no configuration to serve here", status_code=503, media_type="text/plain")
-        answered[poll] = answer.version
-        if had and had == answer.version and not req.get("error_detail"):
-            store.accepted(type_key, node, had)
-        if req.get("version_info") == answer.version and not req.get("error_detail"):
-            return Response(status_code=304)
-        reply = {"version_info": answer.version, "resources": answer.resources, "type_url": answer.type_url}
-        return Response(json.dumps(reply, separators=(",", ":")), media_type="application/json")
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), RECHECK)
+                except TimeoutError:
+                    item = _WAKE
+                if item is _END:
+                    return
+                if not self._authenticated(presented):
+                    await self._refuse(context, grpc.StatusCode.UNAUTHENTICATED, "unauthenticated")
+                view = await self.view()
+                if view is None:
+                    await self._refuse(context, grpc.StatusCode.UNAVAILABLE, "no configuration to serve here")
+                    return
+                if isinstance(item, discovery_pb2.DeltaDiscoveryRequest):
+                    await stream.request(item, view)
+                else:
+                    await stream.push(view)
+        finally:
+            STREAMS.dec()
+            self._streams.discard(entry)
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
 
-    return app
+    def nonce(self) -> str:
+        self._nonce += 1
+        return f"{self._nonce:x}"
+
+
+class _Stream:
+    """One Envoy's stream: its subscriptions, and the responses it has not acknowledged yet."""
+
+    def __init__(self, service: XdsService, context: grpc.aio.ServicerContext) -> None:
+        self.service, self.context = service, context
+        self.node = ""
+        self.subscriptions: dict[str, Subscription] = {}
+        self.pending: dict[str, tuple[str, str]] = {}
+        """nonce -> (type key, version) of each response sent and not yet answered."""
+
+    async def request(self, request: discovery_pb2.DeltaDiscoveryRequest, view: View) -> None:
+        if request.HasField("node") and request.node.id:
+            self.node = request.node.id
+        key = _KEY_OF.get(request.type_url)
+        if key is None:
+            log.debug("a data plane asked for a type not served", extra={"type": request.type_url})
+            return
+        sub = self.subscriptions.get(key)
+        new: set[str] = set()
+        if sub is None:
+            sub = self.subscriptions[key] = Subscription(held=dict(request.initial_resource_versions))
+            # An empty first request is a wildcard subscription (the legacy form Envoy still sends).
+            sub.wildcard = key in _WILDCARD and not request.resource_names_subscribe
+        for name in request.resource_names_subscribe:
+            if name == "*":
+                sub.wildcard = True
+            elif name not in sub.names:
+                sub.names.add(name)
+                new.add(name)
+        for name in request.resource_names_unsubscribe:
+            if name == "*":
+                sub.wildcard = False
+            else:
+                sub.names.discard(name)
+                sub.held.pop(name, None)
+        if request.response_nonce:
+            answered = self.pending.pop(request.response_nonce, None)
+            if answered is not None:
+                self._answered(request, *answered)
+        await self._send(key, sub, view.types[key], new)
+
+    def _answered(self, request: discovery_pb2.DeltaDiscoveryRequest, key: str, version: str) -> None:
+        store = self.service.store
+        if request.HasField("error_detail") and (request.error_detail.code or request.error_detail.message):
+            message = request.error_detail.message or f"code {request.error_detail.code}"
+            store.refused(key, message, self.node, version)
+            extra = {"node": self.node, "type": key, "error": message}
+            log.warning("data plane refused its configuration", extra=extra)
+        else:
+            store.accepted(key, self.node, version)
+
+    async def push(self, view: View) -> None:
+        for key in envoy.TYPES:
+            sub = self.subscriptions.get(key)
+            if sub is not None:
+                await self._send(key, sub, view.types[key], set())
+
+    async def _send(self, key: str, sub: Subscription, typed: TypeView, new: set[str]) -> None:
+        wanted = typed.resources.keys() if sub.wildcard else sub.names & typed.resources.keys()
+        changed = [typed.resources[n] for n in sorted(wanted) if sub.held.get(n) != typed.resources[n].version]
+        removed = sorted(n for n in sub.held if n not in typed.resources and n not in typed.failed)
+        # A name asked for that the snapshot does not hold is said removed: Envoy then stops waiting for it.
+        removed += sorted(n for n in new if n not in typed.resources and n not in typed.failed and n not in sub.held)
+        if not changed and not removed and sub.answered:
+            return
+        response = discovery_pb2.DeltaDiscoveryResponse(
+            type_url=envoy.TYPES[key],
+            system_version_info=typed.version,
+            resources=[e.message for e in changed],
+            removed_resources=removed,
+            nonce=self.service.nonce(),
+        )
+        for encoded in changed:
+            sub.held[encoded.name] = encoded.version
+        for name in removed:
+            sub.held.pop(name, None)
+        sub.answered = True
+        self.pending[response.nonce] = (key, typed.version)
+        size = response.ByteSize()
+        SENT_RESOURCES.labels(key).inc(len(changed))
+        SENT_BYTES.labels(key).inc(size)
+        log.debug(
+            "pushed xDS resources",
+            extra={"node": self.node, "type": key, "changed": len(changed), "removed": len(removed), "bytes": size},
+        )
+        await self.context.write(response)
+
+
+# ---- the listener ---------------------------------------------------------------------------------------------
+
+
+def credentials(tls: ReloadingTLS) -> grpc.ServerCredentials:
+    """Server credentials from `tls`'s pair (and its client CA, when it requires client certificates), asked again at
+    each new handshake: a pair or CA `tls` reloads is used from the next connection on."""
+
+    def configuration() -> grpc.ServerCertificateConfiguration:
+        ca = tls.client_ca_pem if tls.client_ca is not None else None
+        return grpc.ssl_server_certificate_configuration([(tls.key_pem, tls.cert_pem)], root_certificates=ca)
+
+    seen = [tls.reloads]
+
+    def fetch() -> grpc.ServerCertificateConfiguration | None:
+        # Runs in gRPC's own threads, at each handshake: reading what `tls` holds is all it does.
+        if tls.reloads == seen[0]:
+            return None
+        seen[0] = tls.reloads
+        return configuration()
+
+    return grpc.dynamic_ssl_server_credentials(
+        configuration(), fetch, require_client_authentication=tls.client_ca is not None
+    )
+
+
+def options(limits: Limits) -> list[tuple[str, int]]:
+    """The listener's bounds (see app.listener): no client holds a handshake open, fills the process with a request,
+    or keeps a dead connection."""
+    return [
+        ("grpc.so_reuseport", 0),  # a second process on the port fails to bind instead of sharing it
+        ("grpc.max_receive_message_length", MAX_REQUEST),
+        ("grpc.max_concurrent_streams", 16),
+        ("grpc.server_handshake_timeout_ms", int(limits.header_timeout * 1000)),
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+        ("grpc.http2.max_ping_strikes", 0),
+        ("grpc.max_connection_idle_ms", 60_000),
+    ]
+
+
+class XdsServer:
+    """The gRPC server of the xDS listener, with what `app.server.Process` asks of a listener: `serve()` (until
+    `should_exit`), and `started`."""
+
+    def __init__(
+        self,
+        store: SnapshotStore,
+        token: Callable[[], str],
+        host: str,
+        port: int,
+        *,
+        tls: ReloadingTLS | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self.service = XdsService(store, token)
+        self.host, self.port, self.tls = host, port, tls
+        self.limits = limits or Limits()
+        self.started = False
+        self._exit = False
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def should_exit(self) -> bool:
+        return self._exit
+
+    @should_exit.setter
+    def should_exit(self, value: bool) -> None:
+        self._exit = value
+        if value and self._loop is not None and self._stop is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stop.set)
+
+    async def serve(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        server = grpc.aio.server(
+            handlers=[self.service.handler()],
+            options=options(self.limits),
+            maximum_concurrent_rpcs=self.limits.max_connections,
+        )
+        address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        if self.tls is not None:
+            bound = server.add_secure_port(address, credentials(self.tls))
+        else:
+            bound = server.add_insecure_port(address)
+        if not bound:
+            raise RuntimeError(f"the xDS listener cannot bind {address}")
+        await server.start()
+        self.started = True
+        log.info("listening on %s://%s (xDS, gRPC)", "grpcs" if self.tls is not None else "grpc", address)
+        try:
+            if not self._exit:
+                await self._stop.wait()
+        finally:
+            self.service.close()
+            # Open streams end with UNAVAILABLE: the data planes keep their configuration and reconnect.
+            await server.stop(grace=1.0)
+            self.started = False

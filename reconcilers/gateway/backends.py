@@ -42,7 +42,6 @@ class Resolver:
     services: list[Service]
     slices: list[EndpointSlice]
     grants: list[ReferenceGrant]
-    refresh: float
     tls: BackendTLS = field(default_factory=BackendTLS)
     clusters: dict[str, JSON] = field(default_factory=dict)
     assignments: dict[str, JSON] = field(default_factory=dict)
@@ -89,7 +88,7 @@ class Resolver:
         tls = applied.policy.tls if applied is not None else None
         cluster = f"{namespace}/{name}:{port}" + _protocol_suffix(tls, h2)
         if cluster not in self.clusters:
-            self.clusters[cluster] = _secured(envoy.eds_cluster(cluster, http2=h2, refresh=self.refresh), tls, h2)
+            self.clusters[cluster] = _secured(envoy.eds_cluster(cluster, http2=h2), tls, h2)
             self.assignments[cluster] = envoy.load_assignment(
                 cluster, self._addresses(namespace, name, service_port.get("name"))
             )
@@ -156,7 +155,7 @@ class Resolver:
         split names it."""
         clusters, assignments = dict(self.clusters), dict(self.assignments)
         if UNRESOLVED in names_used:
-            clusters[UNRESOLVED] = envoy.eds_cluster(UNRESOLVED, http2=False, refresh=self.refresh)
+            clusters[UNRESOLVED] = envoy.eds_cluster(UNRESOLVED, http2=False)
             assignments[UNRESOLVED] = envoy.load_assignment(UNRESOLVED, [])
         return [clusters[n] for n in sorted(clusters)], [assignments[n] for n in sorted(assignments)]
 

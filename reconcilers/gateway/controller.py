@@ -81,7 +81,6 @@ ROUTE_TYPES: Mapping[str, ResourceType] = {"HTTPRoute": HTTP_ROUTES, "GRPCRoute"
 class GatewayOptions:
     data_plane_host: str
     data_plane_port: int
-    refresh: float = 0.5
     tenancy_label: str | None = None
     origin: str | None = None
     """The data plane as cloudflared reaches it, for the tunnel's ingress rules; None: `http://localhost:<port>`
@@ -118,13 +117,12 @@ class GatewayOptions:
 
     def listeners(self) -> list[JSON]:
         """The listeners of the data plane: plaintext for cloudflared's HTTP/1.1, TLS for its HTTP/2 (gRPC)."""
-        out = [envoy.ingress_listener(self.data_plane_host, self.data_plane_port, self.refresh)]
+        out = [envoy.ingress_listener(self.data_plane_host, self.data_plane_port)]
         if self.tls_port is not None:
             out.append(
                 envoy.ingress_tls_listener(
                     self.data_plane_host,
                     self.tls_port,
-                    self.refresh,
                     f"{self.tls_dir}/tls.crt",
                     f"{self.tls_dir}/tls.key",
                 )
@@ -285,7 +283,7 @@ class GatewayClassReconciler:
     async def reconcile(self, key: Key) -> Outcome:
         world = self.world(await self._installed_bundle())
         await self._read_certificates(world)
-        result = translate(world, refresh=self.options.refresh)
+        result = translate(world)
         self.cloudflare_statuses(world, result)
         if self.store.publish({**result.resources, "listeners": self.options.listeners()}):
             log.info(

@@ -20,41 +20,34 @@ CORS_FILTER = "envoy.filters.http.cors"
 HTTP_PROTOCOL_OPTIONS = "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 
 TYPES = {
-    "listeners": LISTENER,
-    "routes": ROUTE_CONFIGURATION,
     "clusters": CLUSTER,
     "endpoints": CLUSTER_LOAD_ASSIGNMENT,
+    "listeners": LISTENER,
+    "routes": ROUTE_CONFIGURATION,
 }
-"""The REST xDS path suffix (`/v3/discovery:<key>`) of each resource type."""
+"""The key of each resource type served, in the order a change is pushed: a cluster before the endpoints and
+routes that name it, a listener before the routes it asks for (make before break)."""
 
 XDS_CLUSTER = "kflare-xds"
 INGRESS = "kflare-ingress"
 INGRESS_TLS = "kflare-ingress-tls"
-TOKEN_METADATA = "kflare-token"
-"""The node metadata key Envoy presents its xDS token under: REST xDS carries the node in every request body, and
-Envoy has no way to add a header to its xDS requests, so the bearer token travels there."""
+TOKEN_HEADER = "authorization"
+"""The gRPC metadata Envoy presents its xDS token in (`Bearer <token>`), as the initial metadata of the ADS
+stream."""
 
 
-def config_source(refresh: float) -> JSON:
-    return {
-        "resource_api_version": "V3",
-        "api_config_source": {
-            "api_type": "REST",
-            "transport_api_version": "V3",
-            "cluster_names": [XDS_CLUSTER],
-            "refresh_delay": f"{refresh:g}s",
-            "request_timeout": "2s",
-        },
-    }
+def config_source() -> JSON:
+    """Every resource comes over the one ADS stream the bootstrap opens."""
+    return {"resource_api_version": "V3", "ads": {}}
 
 
-def _connection_manager(stat_prefix: str, refresh: float) -> JSON:
+def _connection_manager(stat_prefix: str) -> JSON:
     """The HTTP connection manager of the listeners cloudflared sends requests to, routing by RDS."""
     hcm: JSON = {
         "@type": HCM,
         "stat_prefix": stat_prefix,
         "codec_type": "AUTO",
-        "rds": {"route_config_name": INGRESS, "config_source": config_source(refresh)},
+        "rds": {"route_config_name": INGRESS, "config_source": config_source()},
         "http_filters": [
             # CORS, for the routes whose policy asks (typed_per_filter_config); the others pass through.
             {"name": CORS_FILTER, "typed_config": {"@type": CORS}},
@@ -79,18 +72,18 @@ def _connection_manager(stat_prefix: str, refresh: float) -> JSON:
     return {"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}
 
 
-def ingress_listener(address: str, port: int, refresh: float) -> JSON:
+def ingress_listener(address: str, port: int) -> JSON:
     """The plaintext listener cloudflared sends every HTTP request to. It never changes with routes (those are in
     RDS), so a route change drains no connection."""
     return {
         "@type": LISTENER,
         "name": INGRESS,
         "address": {"socket_address": {"address": address, "port_value": port}},
-        "filter_chains": [{"filters": [_connection_manager("ingress", refresh)]}],
+        "filter_chains": [{"filters": [_connection_manager("ingress")]}],
     }
 
 
-def ingress_tls_listener(address: str, port: int, refresh: float, cert_file: str, key_file: str) -> JSON:
+def ingress_tls_listener(address: str, port: int, cert_file: str, key_file: str) -> JSON:
     """The TLS listener cloudflared sends gRPC to: cloudflared has no cleartext HTTP/2 to an origin, and gRPC needs
     HTTP/2 (its status is in trailers, which HTTP/1.1 drops). Same routes as the plaintext listener; the certificate
     is the data plane's origin certificate, which cloudflared checks against its CA."""
@@ -107,20 +100,20 @@ def ingress_tls_listener(address: str, port: int, refresh: float, cert_file: str
         "address": {"socket_address": {"address": address, "port_value": port}},
         "filter_chains": [
             {
-                "filters": [_connection_manager("ingress_tls", refresh)],
+                "filters": [_connection_manager("ingress_tls")],
                 "transport_socket": {"name": "envoy.transport_sockets.tls", "typed_config": tls},
             }
         ],
     }
 
 
-def eds_cluster(name: str, *, http2: bool, refresh: float) -> JSON:
+def eds_cluster(name: str, *, http2: bool) -> JSON:
     cluster: JSON = {
         "@type": CLUSTER,
         "name": name,
         "type": "EDS",
         "connect_timeout": "5s",
-        "eds_cluster_config": {"service_name": name, "eds_config": config_source(refresh)},
+        "eds_cluster_config": {"service_name": name, "eds_config": config_source()},
     }
     return _speaking(cluster, http2=http2)
 
@@ -170,6 +163,53 @@ def load_assignment(name: str, addresses: list[tuple[str, int]]) -> JSON:
     }
 
 
+def ads_config(token: str) -> JSON:
+    """The one delta ADS stream every resource comes over: to the kflare process (the `kflare-xds` cluster), with
+    the token in the stream's initial metadata."""
+    return {
+        "api_type": "DELTA_GRPC",
+        "transport_api_version": "V3",
+        "set_node_on_first_message_only": True,
+        "grpc_services": [
+            {
+                "envoy_grpc": {
+                    "cluster_name": XDS_CLUSTER,
+                    # A refused stream (a standby, a leader not synced yet) is tried again soon: the leader is one
+                    # of the replicas behind the same Service.
+                    "retry_policy": {"retry_back_off": {"base_interval": "0.25s", "max_interval": "4s"}},
+                },
+                "initial_metadata": [{"key": TOKEN_HEADER, "value": f"Bearer {token}"}],
+            }
+        ],
+    }
+
+
+def xds_cluster(host: str, port: int) -> JSON:
+    """The kflare process as Envoy reaches it: gRPC, so HTTP/2."""
+    assignment = load_assignment(XDS_CLUSTER, [(host, port)])
+    del assignment["@type"]
+    return {
+        "name": XDS_CLUSTER,
+        "type": "STRICT_DNS",
+        "dns_lookup_family": "V4_ONLY",
+        "connect_timeout": "1s",
+        "load_assignment": assignment,
+        "typed_extension_protocol_options": {
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                "@type": HTTP_PROTOCOL_OPTIONS,
+                # One stream per connection: a stream a standby refused is tried again on a new connection, which
+                # the Service may send to another replica (on the same one it would reach the standby forever).
+                "common_http_protocol_options": {"max_requests_per_connection": 1},
+                "explicit_http_config": {
+                    # Pings find a controller that vanished without closing the connection (a node lost), so that
+                    # Envoy reconnects to the next leader instead of waiting on a dead stream.
+                    "http2_protocol_options": {"connection_keepalive": {"interval": "15s", "timeout": "5s"}}
+                },
+            }
+        },
+    }
+
+
 def bootstrap(
     *,
     node_id: str,
@@ -177,66 +217,44 @@ def bootstrap(
     xds_port: int,
     token: str,
     admin_port: int,
-    refresh: float = 0.5,
     ca_file: str | None = None,
     server_name: str | None = None,
     client_cert: tuple[str, str] | None = None,
 ) -> JSON:
-    """An Envoy bootstrap that takes listeners and clusters (then routes and endpoints) from kflare's xDS; over TLS,
-    checked against `ca_file` for `server_name` (the xDS host by default), when a CA is given, presenting the
-    `client_cert` (certificate file, key file) when the listener asks for one (--gateway-xds-client-ca-file)."""
-    source = config_source(refresh)
+    """An Envoy bootstrap that takes listeners and clusters (then routes and endpoints) from kflare's delta ADS;
+    over TLS, checked against `ca_file` for `server_name` (the xDS host by default), when a CA is given, presenting
+    the `client_cert` (certificate file, key file) when the listener asks for one (--gateway-xds-client-ca-file)."""
+    source = config_source()
+    cluster = xds_cluster(xds_host, xds_port)
     out: JSON = {
-        "node": {"id": node_id, "cluster": "kflare-data-plane", "metadata": {TOKEN_METADATA: token}},
+        "node": {"id": node_id, "cluster": "kflare-data-plane"},
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
-        "dynamic_resources": {"lds_config": source, "cds_config": source},
-        "static_resources": {
-            "clusters": [
-                {
-                    "name": XDS_CLUSTER,
-                    "type": "STRICT_DNS",
-                    "dns_lookup_family": "V4_ONLY",
-                    "connect_timeout": "1s",
-                    "load_assignment": {
-                        "cluster_name": XDS_CLUSTER,
-                        "endpoints": [
-                            {
-                                "lb_endpoints": [
-                                    {
-                                        "endpoint": {
-                                            "address": {"socket_address": {"address": xds_host, "port_value": xds_port}}
-                                        }
-                                    }
-                                ]
-                            }
-                        ],
-                    },
-                }
-            ]
-        },
+        "dynamic_resources": {"ads_config": ads_config(token), "lds_config": source, "cds_config": source},
+        "static_resources": {"clusters": [cluster]},
     }
     if ca_file is not None:
         name = server_name or xds_host
-        out["static_resources"]["clusters"][0]["transport_socket"] = {
+        context: JSON = {
+            "validation_context": {
+                "trusted_ca": {"filename": ca_file},
+                "match_typed_subject_alt_names": [
+                    {"san_type": "IP_ADDRESS" if _is_ip(name) else "DNS", "matcher": {"exact": name}}
+                ],
+            }
+        }
+        if client_cert is not None:
+            context["tls_certificates"] = [
+                {"certificate_chain": {"filename": client_cert[0]}, "private_key": {"filename": client_cert[1]}}
+            ]
+        cluster["transport_socket"] = {
             "name": "envoy.transport_sockets.tls",
             "typed_config": {
                 "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
                 "sni": name,
-                "common_tls_context": {
-                    "validation_context": {
-                        "trusted_ca": {"filename": ca_file},
-                        "match_typed_subject_alt_names": [
-                            {"san_type": "IP_ADDRESS" if _is_ip(name) else "DNS", "matcher": {"exact": name}}
-                        ],
-                    }
-                },
+                # HTTP/2 over TLS is agreed by ALPN: without it a gRPC server may take the connection for HTTP/1.1.
+                "common_tls_context": {"alpn_protocols": ["h2"], **context},
             },
         }
-        if client_cert is not None:
-            context = out["static_resources"]["clusters"][0]["transport_socket"]["typed_config"]["common_tls_context"]
-            context["tls_certificates"] = [
-                {"certificate_chain": {"filename": client_cert[0]}, "private_key": {"filename": client_cert[1]}}
-            ]
     return out
 
 

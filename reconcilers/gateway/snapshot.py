@@ -1,13 +1,14 @@
-"""The data plane's configuration as last computed by the leader, answered per xDS request.
+"""The data plane's configuration as last computed by the leader, which the xDS listener pushes to Envoy.
 
-Versions are content hashes of what one request is answered with, so two leaders that compute the same resources
-answer with the same version (a failover sends Envoy nothing new), and a poll whose version is current costs a 304.
+The store holds the resources as JSON by type key and name; the listener encodes them and tells a change from the
+resources themselves (content hashes), so two leaders that compute the same resources send Envoy the same versions
+and a failover sends nothing new. `watch` is how the listener hears of a new snapshot: a push, not a poll.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,18 +16,7 @@ from typing import Any
 from reconcilers.gateway import envoy
 
 JSON = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Answer:
-    version: str
-    resources: list[JSON]
-    type_url: str
-
-
-def _version(resources: list[JSON]) -> str:
-    blob = json.dumps(resources, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -43,6 +33,26 @@ class SnapshotStore:
     configuration."""
     on_change: Callable[[], None] = lambda: None
     """Called when `refusing` changes (the Gateways' Programmed condition reports it)."""
+    watchers: list[Callable[[], None]] = field(default_factory=list)
+    """Called after each new snapshot and when the snapshot is forgotten. They may run on another thread's loop
+    than the publisher's, so they only schedule work (`loop.call_soon_threadsafe`)."""
+
+    def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback` on every change from now on; the function returned stops that."""
+        self.watchers.append(callback)
+
+        def unwatch() -> None:
+            if callback in self.watchers:
+                self.watchers.remove(callback)
+
+        return unwatch
+
+    def _changed(self) -> None:
+        for callback in list(self.watchers):
+            try:
+                callback()
+            except Exception:  # one broken watcher must not keep the others, or the publisher, from the snapshot
+                log.exception("an xDS snapshot watcher failed")
 
     def refused(self, type_key: str, message: str, node: str = "", version: str = "") -> None:
         self.refusals = [*self.refusals[-9:], (type_key, message)]
@@ -75,23 +85,13 @@ class SnapshotStore:
             return False
         self.resources = new
         self.generation += 1
+        self._changed()
         return True
 
     def clear(self) -> None:
-        """Forget the snapshot (leadership lost): answering from it could undo a newer leader's changes."""
+        """Forget the snapshot (leadership lost): serving it could undo a newer leader's changes."""
         self.resources = None
-
-    def answer(self, type_key: str, names: list[str]) -> Answer | None:
-        """The resources of one type (those named, for routes and endpoints), or None when there is nothing this
-        process may answer with."""
-        if self.resources is None or not self.serving() or type_key not in envoy.TYPES:
-            return None
-        held = self.resources[type_key]
-        if type_key in ("routes", "endpoints") and names:
-            chosen = [held[name] for name in sorted(set(names)) if name in held]
-        else:
-            chosen = [held[name] for name in sorted(held)]
-        return Answer(_version(chosen), chosen, envoy.TYPES[type_key])
+        self._changed()
 
     def size(self) -> int:
         """Bytes of the whole snapshot as JSON (what a cold Envoy fetches)."""

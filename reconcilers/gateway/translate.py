@@ -414,14 +414,13 @@ _MEMO_SIZE = 4
 _memo: dict[Hashable, Translation] = {}
 
 
-def translate(world: World, *, refresh: float = 0.5) -> Translation:
+def translate(world: World) -> Translation:
     """The translation of `world`, remembered per cache revision: the statuses are the caller's own copy (callers
     amend them), the rest is shared."""
     if world.revision is None:
-        return _translate(world, refresh)
+        return _translate(world)
     memo_key = (
         world.revision,
-        refresh,
         world.installed_bundle,
         world.installed_channel,
         world.tenancy_label,
@@ -429,7 +428,7 @@ def translate(world: World, *, refresh: float = 0.5) -> Translation:
     )
     found = _memo.get(memo_key)
     if found is None:
-        found = _translate(world, refresh)
+        found = _translate(world)
         # The data plane's reconcile and the tunnels' read the caches at the same revisions; older ones are not
         # asked for again.
         while len(_memo) >= _MEMO_SIZE:
@@ -446,7 +445,7 @@ def translate(world: World, *, refresh: float = 0.5) -> Translation:
     )
 
 
-def _translate(world: World, refresh: float) -> Translation:
+def _translate(world: World) -> Translation:
     class_status_of: dict[str, ClassStatus] = {}
     served_classes: dict[str, ServedClass | None] = {}
     for cls in world.classes:
@@ -476,7 +475,7 @@ def _translate(world: World, refresh: float) -> Translation:
         if shapes.key(ls) in listener_sets
     }
     tls = BackendTLS(world.backend_tls_policies, world.config_map)
-    resolver = Resolver(world.services, world.slices, world.grants, refresh, tls)
+    resolver = Resolver(world.services, world.slices, world.grants, tls)
     attachments, built = _routes(world, gateways, resolver, listener_sets)
     ancestors: dict[ObjectKey, set[ObjectKey]] = defaultdict(set)
 

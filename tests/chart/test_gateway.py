@@ -15,6 +15,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from app.api.tunnel import TOKEN_KEY
+from reconcilers.gateway import envoy
 from reconcilers.gateway.kinds import CONTROLLER_NAME
 from tests.chart.helm import Helm, Rendered
 from tests.fixtures.envoy import envoy_binary
@@ -105,8 +106,16 @@ def test_the_manager_serves_xds_with_the_token(on: Rendered) -> None:
     token = base64.b64decode(secret["data"]["token"]).decode()
     assert len(token) == 40
     bootstrap = json.loads(base64.b64decode(secret["data"]["bootstrap.json"]))
-    assert bootstrap["node"]["metadata"]["kflare-token"] == token
-    address = bootstrap["static_resources"]["clusters"][0]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
+    # The bootstrap the controller's code makes, the token in the stream's metadata (not in the node's).
+    ours = envoy.bootstrap(
+        node_id="x", xds_host="kflare-xds.kflare-system.svc", xds_port=18000, token=token, admin_port=1
+    )
+    assert bootstrap["dynamic_resources"] == ours["dynamic_resources"]
+    assert "metadata" not in bootstrap["node"]
+    (xds, *_) = bootstrap["static_resources"]["clusters"]
+    expected = ours["static_resources"]["clusters"][0]
+    assert xds["typed_extension_protocol_options"] == expected["typed_extension_protocol_options"]
+    address = xds["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
     assert address["endpoint"]["address"]["socket_address"] == {
         "address": "kflare-xds.kflare-system.svc",
         "port_value": 18000,
@@ -155,6 +164,7 @@ def test_envoy_dials_xds_over_mutual_tls(on: Rendered) -> None:
     tls = socket["typed_config"]
     assert tls["sni"] == "kflare-xds.kflare-system.svc"
     context = tls["common_tls_context"]
+    assert context["alpn_protocols"] == ["h2"]
     assert context["validation_context"]["trusted_ca"] == {"filename": "/etc/envoy/ca.crt"}
     assert context["validation_context"]["match_typed_subject_alt_names"] == [
         {"san_type": "DNS", "matcher": {"exact": "kflare-xds.kflare-system.svc"}}

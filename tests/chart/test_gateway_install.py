@@ -5,22 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import ssl
 from pathlib import Path
 from typing import Any
 
-import httpx
+import grpc
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 
 from app.api.tunnel import TOKEN_KEY
 from app.controlplane import ControlPlane, free_port
-from reconcilers.gateway import envoy
 from reconcilers.gateway.kinds import GATEWAY_EXISTS_FINALIZER, GATEWAY_GROUP
 from tests.chart.test_install import Release, can_i, read, release, sa_kubeconfig  # noqa: F401 (the fixture)
 from tests.fixtures.controller import controller_process
 from tests.fixtures.emulator import EmulatorProcess
+from tests.fixtures.xds import Delta, channel
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
@@ -133,19 +132,23 @@ async def test_the_class_runs_with_the_charts_rbac(
 
 
 async def the_chart_certificates_authenticate(xds: Path, port: int, host: str) -> None:
-    """The listener, serving the chart's certificate, answers Envoy's client certificate (200, or 503 on a standby)
-    and refuses a client without one in the handshake."""
-    context = ssl.create_default_context(cafile=str(xds / "ca.crt"))
-    bare = ssl.create_default_context(cafile=str(xds / "ca.crt"))
-    context.load_cert_chain(xds / "client.crt", xds / "client.key")
-    body = {"node": {"id": "envoy", "metadata": {envoy.TOKEN_METADATA: (xds / "token").read_text()}}}
-    url = f"https://127.0.0.1:{port}/v3/discovery:clusters"
-    async with httpx.AsyncClient(verify=context, timeout=10) as http:
-        reply = await http.post(url, json=body, extensions={"sni_hostname": host})
-        assert reply.status_code in (200, 503)
-    async with httpx.AsyncClient(verify=bare, timeout=10) as http:
-        with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
-            await http.post(url, json=body, extensions={"sni_hostname": host})
+    """The listener, serving the chart's certificate, takes Envoy's client certificate and token (a response, or
+    UNAVAILABLE from a standby) and refuses a client without a certificate in the handshake."""
+    ca = (xds / "ca.crt").read_bytes()
+    token = (xds / "token").read_text()
+    envoys = grpc.ssl_channel_credentials(ca, (xds / "client.key").read_bytes(), (xds / "client.crt").read_bytes())
+    async with channel(port, envoys, host=host) as ch:
+        stream = Delta(ch, token)
+        await stream.send("clusters")
+        answer = await stream.outcome()
+        if isinstance(answer, grpc.aio.AioRpcError):
+            assert (answer.code(), answer.details()) == (grpc.StatusCode.UNAVAILABLE, "no configuration to serve here")
+    async with channel(port, grpc.ssl_channel_credentials(ca), host=host) as ch:
+        stream = Delta(ch, token)
+        await stream.send("clusters")
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stream.receive()
+        assert refused.value.details() != "no configuration to serve here"
 
 
 async def test_the_data_plane_reads_the_secret_its_tunnel_names(

@@ -38,7 +38,7 @@ async def test_grpc_method_and_header_matches_reach_h2c_backends(dataplane: Data
     ]
     ports = {name: dataplane.backend_ports[name] for name in ("grpc-a", "grpc-b")}
     w = world([], ports, grpc=[grpc_route("rpc", ["rpc.example.com"], rules)])
-    dataplane.publish(translate(w, refresh=dataplane.refresh).resources)
+    dataplane.publish(translate(w).resources)
 
     async def routed() -> bool:
         return (await call(dataplane, "rpc.example.com", "/echo.Echo/Say"))[0] == "grpc-a"

@@ -347,7 +347,7 @@ async def test_a_configuration_envoy_refuses_is_reported_and_the_last_one_kept(d
         return await served_by(dataplane, host) == "alpha"
 
     await eventually(routed, what="the good configuration")
-    resources = translate(good, refresh=dataplane.refresh).resources
+    resources = translate(good).resources
     bad = resources["routes"][0]
     bad["virtual_hosts"][0]["routes"][0]["match"] = {"safe_regex": {"regex": "("}}
     dataplane.publish(resources)

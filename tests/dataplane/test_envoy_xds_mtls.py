@@ -38,7 +38,7 @@ def mtls_xds(tmp_path: Path) -> Iterator[tuple[int, int, CA, Path]]:
     store = SnapshotStore()
     store.publish(
         {
-            "listeners": [envoy.ingress_listener("127.0.0.1", ingress, 0.5)],
+            "listeners": [envoy.ingress_listener("127.0.0.1", ingress)],
             "routes": [
                 {
                     "@type": envoy.ROUTE_CONFIGURATION,

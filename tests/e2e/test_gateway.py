@@ -101,7 +101,7 @@ def test_a_route_of_the_examples_reaches_its_backend_pods(
     answered: set[str] = set()
     for pod in data_plane:
         reply = None
-        for _ in deadline(60):  # Envoy takes the route and the endpoints at its next xDS poll
+        for _ in deadline(60):  # Envoy takes the route and the endpoints once its xDS stream is open
             reply = gateway_release.visit(pod, "hello.example.com", "/greet?x=1")
             if reply.status_code == 200:
                 break

@@ -69,7 +69,6 @@ def gateway_plane(
         f"--gateway-data-plane-address=127.0.0.1:{envoy_port}",
         f"--gateway-data-plane-tls-port={free_port()}",
         f"--gateway-origin-tls-dir={origin_tls}",
-        "--gateway-xds-refresh=200ms",
         f"--gateway-namespace-label={TENANCY_LABEL}",
     )
     bootstrap = envoy.bootstrap(
@@ -78,7 +77,6 @@ def gateway_plane(
         xds_port=xds_port,
         token=token.read_text(),
         admin_port=free_port(),
-        refresh=0.2,
         ca_file=str(workdir / "ca.crt"),
     )
     try:

@@ -1,24 +1,26 @@
-"""The xDS listener of every replica answers correctly: the leader with the configuration, a standby with 503
-(Envoy keeps what it has and asks again), and the new leader after a failover with the same versions."""
+"""The xDS listener of every replica answers correctly: the leader with the configuration, a standby with
+UNAVAILABLE (Envoy keeps what it has and tries again), and the new leader after a failover with the same
+versions."""
 
 from __future__ import annotations
 
 import uuid
 from pathlib import Path
 
-import httpx
+import grpc
 import pytest
 
 from app.controlplane import ControlPlane, free_port
 from reconcilers.gateway import envoy
 from tests.fixtures.controller import ControllerProcess
 from tests.fixtures.emulator import EmulatorProcess
+from tests.fixtures.xds import Delta, channel
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
 
 
-async def test_standby_answers_503_and_takes_over_with_the_same_configuration(
+async def test_standby_refuses_the_stream_and_takes_over_with_the_same_configuration(
     control_plane: ControlPlane, emulator: EmulatorProcess, kflare_crds: None, gateway_api: Path, tmp_path: Path
 ) -> None:
     token = tmp_path / "token"
@@ -41,35 +43,35 @@ async def test_standby_answers_503_and_takes_over_with_the_same_configuration(
             f"--gateway-xds-token-file={token}",
         ).start()
         replicas.append((proc, port))
-    body = {"node": {"id": "t", "metadata": {envoy.TOKEN_METADATA: token.read_text()}}}
     try:
         for proc, _ in replicas:
             proc.wait_ready()
 
-        async with httpx.AsyncClient(timeout=5) as http:
+        async def routes(port: int) -> tuple[str, str | None]:
+            """How the replica answers a routes subscription: ok and the version, or the error status."""
+            async with channel(port) as ch:
+                stream = Delta(ch, token.read_text())
+                await stream.send("routes", [envoy.INGRESS])
+                answer = await stream.outcome()
+            if isinstance(answer, grpc.aio.AioRpcError):
+                return answer.code().name, None
+            return "OK", answer.system_version_info
 
-            async def answers() -> list[tuple[int, str | None]]:
-                out = []
-                for _, port in replicas:
-                    reply = await http.post(f"http://127.0.0.1:{port}/v3/discovery:routes", json=body)
-                    out.append((reply.status_code, reply.json()["version_info"] if reply.status_code == 200 else None))
-                return out
+        async def one_leader() -> list[tuple[str, str | None]] | None:
+            found = [await routes(port) for _, port in replicas]
+            return found if sorted(code for code, _ in found) == ["OK", "UNAVAILABLE"] else None
 
-            async def one_leader() -> list[tuple[int, str | None]] | None:
-                found = await answers()
-                return found if sorted(code for code, _ in found) == [200, 503] else None
+        found = await eventually(one_leader, what="the leader to serve xDS and the standby to refuse")
+        leader = next(i for i, (code, _) in enumerate(found) if code == "OK")
+        version = found[leader][1]
+        replicas[leader][0].kill()
+        survivor = replicas[1 - leader][1]
 
-            found = await eventually(one_leader, what="the leader to serve xDS and the standby to refuse")
-            leader = next(i for i, (code, _) in enumerate(found) if code == 200)
-            version = found[leader][1]
-            replicas[leader][0].kill()
-            survivor = replicas[1 - leader][1]
+        async def taken_over() -> str | None:
+            code, answered = await routes(survivor)
+            return answered if code == "OK" else None
 
-            async def taken_over() -> str | None:
-                reply = await http.post(f"http://127.0.0.1:{survivor}/v3/discovery:routes", json=body)
-                return str(reply.json()["version_info"]) if reply.status_code == 200 else None
-
-            assert await eventually(taken_over, what="the standby to take over", timeout=30) == version
+        assert await eventually(taken_over, what="the standby to take over", timeout=30) == version
     finally:
         for proc, _ in replicas:
             proc.stop()

@@ -1,124 +1,262 @@
-"""The xDS listener: Envoy's token checked, nothing served by a process that may not answer, 304 for a current
-version, routes and endpoints answered by name."""
+"""The xDS listener's delta ADS stream: Envoy's token checked on each stream, nothing served by a process that may
+not serve, resources pushed on change and only those that changed, Envoy's refusals held until it takes a later
+configuration."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import httpx
+import grpc
 import pytest
+from envoy.config.route.v3 import route_pb2
+from google.protobuf import json_format
 
-from app.xds import TokenFile, xds_app
+from app.xds import Encoder, TokenFile
 from reconcilers.gateway import envoy
 from reconcilers.gateway.snapshot import SnapshotStore
+from reconcilers.gateway.translate import translate
+from tests.dataplane.world import backend, http_route, world
+from tests.fixtures.xds import Delta, channel, listening, names
+from tests.helpers import eventually
 
 TOKEN = "s3cret-token"
 
 
-def request(token: str | None = TOKEN, **extra: Any) -> dict[str, Any]:
-    node: dict[str, Any] = {"id": "envoy-1"}
-    if token is not None:
-        node["metadata"] = {envoy.TOKEN_METADATA: token}
-    return {"node": node, **extra}
+def resources() -> dict[str, list[dict[str, Any]]]:
+    return {
+        "listeners": [envoy.ingress_listener("127.0.0.1", 8080)],
+        "clusters": [envoy.eds_cluster("a", http2=False), envoy.eds_cluster("b", http2=True)],
+        "endpoints": [envoy.load_assignment("a", [("10.0.0.1", 80)]), envoy.load_assignment("b", [])],
+    }
 
 
 def store(serving: bool = True) -> SnapshotStore:
     s = SnapshotStore(serving=lambda: serving)
-    s.publish(
-        {
-            "listeners": [envoy.ingress_listener("127.0.0.1", 8080, 0.5)],
-            "clusters": [
-                envoy.eds_cluster("a", http2=False, refresh=0.5),
-                envoy.eds_cluster("b", http2=True, refresh=0.5),
-            ],
-            "endpoints": [envoy.load_assignment("a", [("10.0.0.1", 80)]), envoy.load_assignment("b", [])],
-        }
-    )
+    s.publish(resources())
     return s
 
 
-async def post(s: SnapshotStore, type_key: str, body: dict[str, Any]) -> httpx.Response:
-    transport = httpx.ASGITransport(app=xds_app(s, lambda: TOKEN))
-    async with httpx.AsyncClient(transport=transport, base_url="http://xds") as client:
-        return await client.post(f"/v3/discovery:{type_key}", json=body)
+def routes_world(count: int, prefix: str = "/") -> dict[str, list[dict[str, Any]]]:
+    """`count` HTTPRoutes, one hostname each; the first one matches paths under `prefix`."""
+    routes = [
+        http_route(
+            f"r{i}",
+            [f"app{i}.example.com"],
+            [
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": prefix if i == 0 else "/"}}],
+                    "backendRefs": [backend("alpha")],
+                }
+            ],
+        )
+        for i in range(count)
+    ]
+    out = translate(world(routes, {"alpha": 8001})).resources
+    return {**out, "listeners": [envoy.ingress_listener("127.0.0.1", 8080)]}
+
+
+async def subscribe_all(stream: Delta) -> dict[str, int]:
+    """Subscribes as Envoy does (wildcard clusters and listeners, then the endpoints and routes they name), acks
+    every response, and returns the bytes each type's first response took."""
+    sizes: dict[str, int] = {}
+    clusters: list[str] = []
+    for key in ("clusters", "listeners", "endpoints", "routes"):
+        await stream.send(key, {"clusters": [], "listeners": [], "endpoints": clusters, "routes": [envoy.INGRESS]}[key])
+        reply = await stream.receive()
+        clusters = clusters or names(reply)
+        sizes[key] = reply.ByteSize()
+        await stream.ack(reply)
+    return sizes
 
 
 async def test_a_wrong_or_missing_token_is_refused_and_never_echoed() -> None:
-    for token in (None, "", "guess"):
-        reply = await post(store(), "clusters", request(token))
-        assert reply.status_code == 401
-        assert TOKEN not in reply.text
+    async with listening(store(), TOKEN) as (_, port), channel(port) as ch:
+        for token in (None, "", "guess", f"{TOKEN}x"):
+            stream = Delta(ch, token)
+            await stream.send("clusters")
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stream.receive()
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert TOKEN not in (refused.value.details() or "")
 
 
-async def test_a_standby_answers_nothing_rather_than_stale_configuration() -> None:
-    assert (await post(store(serving=False), "clusters", request())).status_code == 503
-    assert (await post(SnapshotStore(), "clusters", request())).status_code == 503
+async def test_a_standby_answers_an_error_status_rather_than_stale_configuration() -> None:
+    for s in (store(serving=False), SnapshotStore()):
+        async with listening(s, TOKEN) as (_, port), channel(port) as ch:
+            stream = Delta(ch, TOKEN)
+            await stream.send("clusters")
+            assert await stream.status() == grpc.StatusCode.UNAVAILABLE
 
 
-async def test_versions_and_names() -> None:
+async def test_subscriptions_wildcard_and_by_name() -> None:
+    async with listening(store(), TOKEN) as (_, port), channel(port) as ch:
+        stream = Delta(ch, TOKEN)
+        await stream.send("clusters")
+        clusters = await stream.receive()
+        assert names(clusters) == ["a", "b"]
+        assert clusters.type_url == envoy.CLUSTER
+        await stream.ack(clusters)
+        await stream.send("endpoints", ["b", "missing"])
+        endpoints = await stream.receive()
+        assert names(endpoints) == ["b"]
+        # A name the snapshot does not hold is said removed, so that Envoy does not wait for it.
+        assert list(endpoints.removed_resources) == ["missing"]
+        await stream.ack(endpoints)
+        await stream.send("endpoints", unsubscribe=["b"])
+        await stream.send("endpoints", ["a"])
+        assert names(await stream.receive()) == ["a"]
+
+
+async def test_a_change_to_one_route_pushes_that_route_configuration_only() -> None:
+    s = SnapshotStore()
+    s.publish(routes_world(50))
+    async with listening(s, TOKEN) as (server, port), channel(port) as ch:
+        stream = Delta(ch, TOKEN)
+        first = await subscribe_all(stream)
+        encoder = server.service.encoder
+        parsed: list[str] = []
+        real = encoder._route_configuration
+
+        def counting(resource: dict[str, Any], hosts: Any) -> bytes:
+            parsed.append(resource["name"])
+            return real(resource, hosts)
+
+        encoder._route_configuration = counting  # type: ignore[method-assign]
+        s.publish(routes_world(50, prefix="/v2"))
+        reply = await stream.receive()
+        assert (reply.type_url, names(reply), list(reply.removed_resources)) == (
+            envoy.ROUTE_CONFIGURATION,
+            [envoy.INGRESS],
+            [],
+        )
+        assert reply.ByteSize() <= first["routes"] + 16, "no more than the route configuration itself"
+        assert parsed == [envoy.INGRESS]
+        await stream.ack(reply)
+        # Nothing else follows: the next response is the one for the next change.
+        s.publish(routes_world(50, prefix="/v3"))
+        assert names(await stream.receive()) == [envoy.INGRESS]
+
+
+async def test_the_route_configuration_encoded_by_virtual_host_is_the_one_encoded_whole() -> None:
+    snapshot = routes_world(5)
+    configuration = snapshot["routes"][0]
+    encoder = Encoder()
+    first = encoder.encode(1, {"routes": {envoy.INGRESS: configuration}}).types["routes"].resources[envoy.INGRESS]
+    whole = route_pb2.RouteConfiguration()
+    json_format.ParseDict({k: v for k, v in configuration.items() if k != "@type"}, whole)
+    pushed = route_pb2.RouteConfiguration.FromString(first.message.resource.value)
+    assert pushed == whole
+    assert len(pushed.virtual_hosts) == 5
+    # A copy of the same configuration keeps its version: versions are the content's, not the snapshot's.
+    again = Encoder().encode(2, {"routes": {envoy.INGRESS: routes_world(5)["routes"][0]}})
+    assert again.types["routes"].resources[envoy.INGRESS].version == first.version
+
+
+async def test_an_envoy_that_reconnects_is_sent_only_what_it_does_not_hold() -> None:
     s = store()
-    reply = await post(s, "clusters", request())
-    assert reply.status_code == 200
-    body = reply.json()
-    assert [c["name"] for c in body["resources"]] == ["a", "b"]
-    assert body["type_url"] == envoy.CLUSTER
-    assert (await post(s, "clusters", request(version_info=body["version_info"]))).status_code == 304
-    endpoints = (await post(s, "endpoints", request(resource_names=["b"]))).json()
-    assert [e["cluster_name"] for e in endpoints["resources"]] == ["b"]
-    # A NACK (error_detail) is answered in full again, not with a 304.
-    nack = request(version_info=body["version_info"], error_detail={"message": "bad"})
-    assert (await post(s, "clusters", nack)).status_code == 200
+    async with listening(s, TOKEN) as (_, port), channel(port) as ch:
+        stream = Delta(ch, TOKEN)
+        await stream.send("clusters")
+        clusters = await stream.receive()
+        held = {r.name: r.version for r in clusters.resources}
+        stream.call.cancel()
 
+        s.publish({**resources(), "clusters": [*resources()["clusters"], envoy.eds_cluster("c", http2=False)]})
+        again = Delta(ch, TOKEN)
+        await again.send("clusters", held=held)
+        assert names(await again.receive()) == ["c"]
 
-async def test_an_identical_snapshot_keeps_its_version() -> None:
-    first, second = store(), store()
-    a = (await post(first, "clusters", request())).json()["version_info"]
-    b = (await post(second, "clusters", request())).json()["version_info"]
-    assert a == b
+        held["gone"] = "0"
+        later = Delta(ch, TOKEN)
+        await later.send("clusters", held=held)
+        reply = await later.receive()
+        assert (names(reply), list(reply.removed_resources)) == (["c"], ["gone"])
 
 
 async def test_a_refusal_is_held_until_envoy_takes_a_later_configuration() -> None:
     s = store()
-    transport = httpx.ASGITransport(app=xds_app(s, lambda: TOKEN))
-    async with httpx.AsyncClient(transport=transport, base_url="http://xds") as http:
+    async with listening(s, TOKEN) as (_, port), channel(port) as ch:
+        stream = Delta(ch, TOKEN, node="envoy-7")
+        await stream.send("clusters")
+        await stream.ack(await stream.receive())
+        s.publish({**resources(), "clusters": [envoy.eds_cluster("bad", http2=False)]})
+        bad = await stream.receive()
+        assert names(bad) == ["bad"]
+        assert list(bad.removed_resources) == ["a", "b"]
+        await stream.send("clusters", nonce=bad.nonce, error="cluster bad: invalid")
 
-        async def poll(**extra: Any) -> httpx.Response:
-            return await http.post("/v3/discovery:clusters", json=request(**extra))
+        async def refusing() -> bool:
+            return s.refusal() is not None
 
-        first = (await poll()).json()["version_info"]
-        s.publish({"clusters": [envoy.eds_cluster("bad", http2=False, refresh=0.5)]})
-        assert (await poll(version_info=first)).status_code == 200
-        await poll(version_info=first, error_detail={"message": "cluster bad: invalid"})
+        await eventually(refusing, what="the refusal to be held")
+        assert "Envoy envoy-7 refused its clusters configuration: cluster bad: invalid" in str(s.refusal())
+        s.publish({**resources(), "clusters": [envoy.eds_cluster("good", http2=False)]})
+        good = await stream.receive()
+        assert (names(good), list(good.removed_resources)) == (["good"], ["bad"])
+        assert s.refusal() is not None, "held until Envoy takes the later configuration"
+        await stream.ack(good)
+
+        async def cleared() -> bool:
+            return s.refusal() is None
+
+        await eventually(cleared, what="the refusal to clear")
+
+
+async def test_losing_leadership_ends_the_stream_with_an_error_status() -> None:
+    serving = [True]
+    s = SnapshotStore(serving=lambda: serving[0])
+    s.publish(resources())
+    async with listening(s, TOKEN) as (_, port), channel(port) as ch:
+        stream = Delta(ch, TOKEN)
+        await stream.send("clusters")
+        await stream.receive()
+        serving[0] = False
+        s.clear()
+        assert await stream.status() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_a_resource_that_does_not_encode_is_reported_and_left_alone() -> None:
+    s = store()
+    async with listening(s, TOKEN) as (_, port), channel(port) as ch:
+        stream = Delta(ch, TOKEN)
+        await stream.send("clusters")
+        await stream.ack(await stream.receive())
+        broken = {**envoy.eds_cluster("a", http2=False), "no_such_field": 1}
+        s.publish({**resources(), "clusters": [broken, envoy.eds_cluster("c", http2=False)]})
+        reply = await stream.receive()
+        assert (names(reply), list(reply.removed_resources)) == (["c"], ["b"])
         refusal = s.refusal()
         assert refusal is not None
-        assert "refused its clusters configuration: cluster bad: invalid" in refusal
-        await poll(version_info=first)  # still on the old one
-        assert s.refusal() is not None
-        s.publish({"clusters": [envoy.eds_cluster("good", http2=False, refresh=0.5)]})
-        taken = (await poll(version_info=first)).json()["version_info"]
-        assert (await poll(version_info=taken)).status_code == 304
-        assert s.refusal() is None
+        assert "a does not encode" in refusal
 
 
 async def test_a_rotated_token_is_asked_for_without_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "token"
     path.write_text(TOKEN + "\n")
     token = TokenFile(path)
-    transport = httpx.ASGITransport(app=xds_app(store(), lambda: token.value))
-    async with httpx.AsyncClient(transport=transport, base_url="http://xds") as http:
+    s = store()
+    async with listening(s, lambda: token.value) as (_, port), channel(port) as ch:
 
-        async def status(presented: str) -> int:
-            return (await http.post("/v3/discovery:clusters", json=request(presented))).status_code
+        async def opens(presented: str) -> Delta:
+            stream = Delta(ch, presented)
+            await stream.send("clusters")
+            await stream.receive()
+            return stream
 
-        assert await status(TOKEN) == 200
+        held = await opens(TOKEN)
         path.write_text("")  # the Secret half updated: the current token stays
         assert not token.reload()
-        assert await status(TOKEN) == 200
+        await opens(TOKEN)
         path.write_text("rotated-token")
         assert token.reload()
-        assert await status("rotated-token") == 200
-        assert await status(TOKEN) == 401, "the old token no longer admits"
+        await opens("rotated-token")
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await opens(TOKEN)
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        # A stream opened with the old token is ended the next time it wakes.
+        s.publish({**resources(), "clusters": [envoy.eds_cluster("c", http2=False)]})
+        assert await held.status() == grpc.StatusCode.UNAUTHENTICATED
 
 
 def test_a_token_file_that_holds_nothing_is_refused_at_start(tmp_path: Path) -> None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
+import grpc
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -20,8 +19,9 @@ from app.controlplane import free_port
 from app.server import Runtime, Served, xds_listener
 from app.settings import Settings
 from app.tls import TLSError
+from tests.fixtures.xds import Delta, channel, names
 from tests.helpers import serving
-from tests.unit.gateway.test_xds import TOKEN, request, store
+from tests.unit.gateway.test_xds import TOKEN, store
 
 HOST = "kflare-xds.kflare-system.svc"
 
@@ -96,36 +96,35 @@ def settings(tmp_path: Path, ca: CA) -> Settings:
     )
 
 
-async def clusters(served: Served, context: ssl.SSLContext) -> httpx.Response:
-    # The server's certificate names the Service host: connect to loopback, asking for (and checking) that name.
-    async with httpx.AsyncClient(verify=context, timeout=10) as client:
-        return await client.post(
-            f"https://127.0.0.1:{served.port}/v3/discovery:clusters",
-            json=request(),
-            extensions={"sni_hostname": HOST},
-        )
+async def clusters(served: Served, credentials: grpc.ChannelCredentials) -> list[str]:
+    """The clusters the listener sends; the stream's error status when it refuses (a failed handshake is
+    UNAVAILABLE). The server's certificate names the Service host: connect to loopback, asking for (and checking)
+    that name."""
+    async with channel(served.port, credentials, host=HOST) as ch:
+        stream = Delta(ch, TOKEN)
+        await stream.send("clusters")
+        return names(await stream.receive())
 
 
-def client_context(ca: CA, cert: tuple[Path, Path] | None) -> ssl.SSLContext:
-    context = ssl.create_default_context(cadata=ca.pem.decode())
-    if cert is not None:
-        context.load_cert_chain(*cert)
-    return context
+def client_context(ca: CA, cert: tuple[Path, Path] | None) -> grpc.ChannelCredentials:
+    if cert is None:
+        return grpc.ssl_channel_credentials(root_certificates=ca.pem)
+    return grpc.ssl_channel_credentials(
+        root_certificates=ca.pem, private_key=cert[1].read_bytes(), certificate_chain=cert[0].read_bytes()
+    )
 
 
 async def test_a_client_without_a_certificate_signed_by_the_ca_is_refused(tmp_path: Path) -> None:
     ca, other = CA("kflare-xds-ca"), CA("someone-else")
     async with listening(settings(tmp_path, ca)) as served:
-        with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+        with pytest.raises(grpc.aio.AioRpcError):
             await clusters(served, client_context(ca, None))
         stranger = other.issue(tmp_path / "stranger", "envoy", server=False)
-        with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+        with pytest.raises(grpc.aio.AioRpcError):
             await clusters(served, client_context(ca, stranger))
 
         envoy = ca.issue(tmp_path / "envoy", "envoy", server=False)
-        reply = await clusters(served, client_context(ca, envoy))
-        assert reply.status_code == 200
-        assert {c["name"] for c in reply.json()["resources"]} == {"a", "b"}
+        assert await clusters(served, client_context(ca, envoy)) == ["a", "b"]
 
 
 def test_the_client_ca_needs_tls_and_a_readable_file(tmp_path: Path) -> None:
@@ -145,21 +144,21 @@ async def test_a_rotated_ca_is_trusted_and_the_old_one_no_longer_without_a_resta
     new_envoy = rotated.issue(tmp_path / "new", "envoy", server=False)
     async with listening(settings(tmp_path, ca)) as served:
         assert served.tls is not None
-        assert (await clusters(served, client_context(ca, old_envoy))).status_code == 200
+        assert (await clusters(served, client_context(ca, old_envoy))) == ["a", "b"]
 
         (tmp_path / "ca.crt").write_text("half written")
         assert not served.tls.reload(), "a CA that does not load keeps the current one"
-        assert (await clusters(served, client_context(ca, old_envoy))).status_code == 200
+        assert (await clusters(served, client_context(ca, old_envoy))) == ["a", "b"]
 
         (tmp_path / "ca.crt").write_bytes(rotated.pem)
         assert served.tls.reload()
         # The server's own certificate is still the first CA's: the clients check it against that one.
-        assert (await clusters(served, client_context(ca, new_envoy))).status_code == 200
-        with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+        assert (await clusters(served, client_context(ca, new_envoy))) == ["a", "b"]
+        with pytest.raises(grpc.aio.AioRpcError):
             await clusters(served, client_context(ca, old_envoy))
 
         rotated.issue(tmp_path / "server", HOST, server=True)  # the serving pair rotated too
         assert served.tls.reload()
-        assert (await clusters(served, client_context(rotated, new_envoy))).status_code == 200
-        with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+        assert (await clusters(served, client_context(rotated, new_envoy))) == ["a", "b"]
+        with pytest.raises(grpc.aio.AioRpcError):
             await clusters(served, client_context(rotated, old_envoy))
