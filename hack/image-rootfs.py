@@ -18,6 +18,7 @@ looks at the sources' timestamps, which the copies between stages need not keep,
 from __future__ import annotations
 
 import compileall
+import json
 import os
 import py_compile
 import re
@@ -60,6 +61,13 @@ EXTENSIONS_PRUNED = re.compile(
 VENV_PRUNED_DIRS = {"tests", "test"}
 VENV_PRUNED_SUFFIXES = (".pyi", ".pyx", ".pxd", ".pxi", ".c", ".h", ".cpp")
 OWN_PACKAGES = {"app", "webhooks", "reconcilers"}  # kflare's: kept whole
+MESSAGE_PACKAGES = {"envoy", "udpa", "xds", "validate"}
+"""xds-protos's: a module for every message of Envoy's API (about 18 MiB), of which the process loads a few dozen
+(those it encodes and what they import). Only the modules that importing the process loads are kept."""
+PROCESS_MODULES = ("app.cli", "app.server", "app.xds")
+NOT_PRECOMPILED = re.compile(r"/kubernetes_asyncio/client/(api|models)/")
+"""kubernetes-asyncio's generated API and models (20 MiB of bytecode) load only for a kubeconfig kflare's own reader
+cannot take (an exec plugin, say), never in a pod: that rare start compiles them in memory instead."""
 VENV_PROGRAMS = re.compile(r"^(python[\d.]*|kflare)$")
 
 PASSWD = "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"
@@ -222,8 +230,29 @@ def compile_bytecode(root: Path, paths: list[str]) -> None:
             stripdir=str(root),
             prependdir="/",
             invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+            rx=NOT_PRECOMPILED,
         )
         assert ok, f"{path}: some modules do not compile"
+
+
+def _parents(path: str) -> list[str]:
+    out = []
+    while (parent := os.path.dirname(path)) != path:
+        out.append(parent)
+        path = parent
+    return out
+
+
+def loaded_files(modules: tuple[str, ...]) -> set[str]:
+    """The real paths of every module file the venv's interpreter loads when it imports `modules`."""
+    code = (
+        "import json, os, sys\n"
+        f"for name in {list(modules)!r}: __import__(name)\n"
+        "print(json.dumps(sorted({os.path.realpath(f) for m in list(sys.modules.values())"
+        " if (f := getattr(m, '__file__', None))})))"
+    )
+    done = subprocess.run([sys.executable, "-I", "-c", code], check=True, capture_output=True, text=True, timeout=120)
+    return set(json.loads(done.stdout))
 
 
 def main(rootdir: str) -> None:
@@ -250,14 +279,22 @@ def main(rootdir: str) -> None:
 
     # The venv: its interpreter links, kflare's program, and its packages less tests, sources and caches.
     programs = os.path.join(venv, "bin")
+    loaded = loaded_files(PROCESS_MODULES)
+    loaded_dirs = {os.path.dirname(f) for f in loaded}
+    loaded_dirs |= {d for f in loaded_dirs for d in _parents(f)}
 
     def venv_keeps(top: str, name: str) -> bool:
         if top == programs:
             return bool(VENV_PROGRAMS.match(name))
         if name == "__pycache__":
             return False
-        if Path(top, name).relative_to(venv).parts[3:4] in [(own,) for own in OWN_PACKAGES]:
+        package = Path(top, name).relative_to(venv).parts[3:4]
+        if package in [(own,) for own in OWN_PACKAGES]:
             return True
+        inside = Path(top, name).relative_to(venv).parts
+        if package in [(messages,) for messages in MESSAGE_PACKAGES] and len(inside) > 4:
+            path = os.path.realpath(os.path.join(top, name))
+            return path in loaded_dirs if os.path.isdir(path) else path in loaded
         if name in VENV_PRUNED_DIRS and os.path.isdir(os.path.join(top, name)):
             return False
         return not name.endswith(VENV_PRUNED_SUFFIXES)
