@@ -251,7 +251,8 @@ def loaded_files(modules: tuple[str, ...]) -> set[str]:
         "print(json.dumps(sorted({os.path.realpath(f) for m in list(sys.modules.values())"
         " if (f := getattr(m, '__file__', None))})))"
     )
-    done = subprocess.run([sys.executable, "-I", "-c", code], check=True, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, f"importing {', '.join(modules)} failed:\n{done.stderr}"
     return set(json.loads(done.stdout))
 
 

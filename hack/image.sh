@@ -67,8 +67,9 @@ make_base() {
     done
   fi
   log "making $ref from Debian $suite"
+  # libstdc++6: grpcio's extension links it (the official python:3.X-slim has it too).
   mmdebstrap --quiet --variant=essential \
-    --include=ca-certificates,python3,python3-venv,python3-pip \
+    --include=ca-certificates,python3,python3-venv,python3-pip,libstdc++6 \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
     --customize-hook='cp /usr/local/share/ca-certificates/*.crt "$1/usr/local/share/ca-certificates/" 2>/dev/null || true' \
