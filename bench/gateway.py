@@ -24,7 +24,6 @@ import asyncio
 import base64
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,15 +35,13 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.api.crds import render_crds
 from app.controlplane import ControlPlane, free_port
-from app.dev import default_bin_dir
+from bench.harness import Controller, bin_dir, cluster, kubectl
 from reconcilers.gateway import envoy
 from reconcilers.gateway.kinds import CONTROLLER_NAME, GATEWAY_GROUP
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.gateway.translate import translate
 from tests.dataplane.world import backend, endpoint_slice, http_route, service, world
-from tests.fixtures.controller import ControllerProcess
 from tests.fixtures.emulator import EmulatorProcess
 from tests.fixtures.envoy import _Thread, echo_app, running_envoy
 from tests.fixtures.gateway import gateway_api_dir
@@ -88,37 +85,17 @@ def bench_translation(routes: int, repeat: int) -> None:
     print(f"  snapshot {store.size() / 1024:.0f} KiB (routes {rds / 1024:.0f} KiB), {len(result.hostnames)} hostnames")
 
 
-def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
-    done = subprocess.run(
-        [str(plane.binary("kubectl")), f"--kubeconfig={plane.kubeconfig_path}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    return done.stdout
-
-
 async def bench_change(changes: int, refresh: float, seconds: float, concurrency: int, routes: int) -> None:
-    bins = default_bin_dir()
-    if bins is None:
-        sys.exit("no kube-apiserver: run `make test-bins` first")
     workdir = Path(tempfile.mkdtemp(prefix="kflare-bench-gateway-"))
-    plane = ControlPlane.in_tempdir(bins)
-    plane.start()
-    emulator = EmulatorProcess(workdir=workdir / "emulator")
-    emulator.start()
+    plane, emulator = cluster(bin_dir(), workdir)
     servers = _Thread()
     ports = {"alpha": free_port(), "beta": free_port()}
     for name, port in ports.items():
         servers.serve(echo_app(name, []), port)
     try:
-        kubectl(plane, "apply", "--server-side", "-f", "-", stdin="\n---\n".join(render_crds(helm=False).values()))
         crds = sorted(p for p in (gateway_api_dir() / "standard").glob("*.yaml") if "vap" not in p.name)
         kubectl(plane, "apply", "--server-side", *(f"--filename={c}" for c in crds))
         kubectl(plane, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-        kubectl(plane, "create", "namespace", "kflare-system")
         kubectl(plane, "create", "namespace", "apps")
         token = workdir / "token"
         token.write_text(uuid.uuid4().hex)
@@ -151,18 +128,17 @@ async def bench_change(changes: int, refresh: float, seconds: float, concurrency
         route["metadata"] = {"name": "bench", "namespace": "apps"}
         docs.append({"apiVersion": f"{GATEWAY_GROUP}/v1", **route})
         kubectl(plane, "apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in docs))
-        controller = ControllerProcess(
+        controller = Controller(
             plane,
             emulator,
-            workdir,
+            workdir / "controller.log",
             "--gateway-enabled=true",
             f"--gateway-xds-bind-address=127.0.0.1:{xds_port}",
             f"--gateway-xds-token-file={token}",
             f"--gateway-data-plane-address=127.0.0.1:{envoy_port}",
             f"--gateway-xds-refresh={int(refresh * 1000)}ms",
             "--log-level=info",
-        ).start()
-        controller.wait_ready()
+        )
         bootstrap = envoy.bootstrap(
             node_id="bench",
             xds_host="127.0.0.1",

@@ -14,7 +14,7 @@ from app.controlplane import ControlPlane, bin_dir_from_env
 from tests.chaos.figures import FIGURES, SCALE, Figures
 from tests.chaos.secrets_audit import AuditLog, audit_args
 
-REPORT = Path("build") / "chaos" / f"figures-{SCALE}.json"
+REPORT = Path(os.environ.get("KFLARE_CHAOS_REPORT") or Path("build") / "chaos" / f"figures-{SCALE}.json")
 
 
 @pytest.fixture(scope="session")
