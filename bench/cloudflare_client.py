@@ -24,6 +24,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.cloudflare import BudgetConfig, CloudflareSession, HttpConfig
+from bench.harness import stop_on_sigterm
 from tests.fixtures.emulator import EmulatorProcess
 
 Call = Callable[[], Awaitable[object]]
@@ -179,6 +180,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3, help="medians of this many interleaved runs")
     args = parser.parse_args()
+    stop_on_sigterm()
     with EmulatorProcess(rate_limit=(10**9, 300.0)) as emu:
         over_network, in_process = asyncio.run(bench(emu, args.calls, args.concurrency, args.rounds))
     print(f"{args.calls} calls per line, {args.concurrency} concurrent callers, median of {args.rounds} rounds")

@@ -28,149 +28,30 @@ import argparse
 import base64
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.api.crds import render_crds
-from app.controlplane import ControlPlane, free_port
-from app.dev import default_bin_dir
-from tests.fixtures.emulator import EmulatorProcess
+from app.controlplane import ControlPlane
+from bench.harness import (
+    NS,
+    Controller,
+    account_docs,
+    apply,
+    bin_dir,
+    cluster,
+    cpu_seconds,
+    items,
+    kubectl,
+    rss_mib,
+    wait_ready,
+)
 
 CLOUDFLARE_SUSTAINED = 1200 / 300  # calls per second Cloudflare allows a token
-NS = "bench"
-
-
-def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
-    done = subprocess.run(
-        [str(plane.binary("kubectl")), "--kubeconfig", str(plane.kubeconfig_path), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    return done.stdout
-
-
-def apply(plane: ControlPlane, docs: list[dict[str, Any]]) -> None:
-    """One `kubectl apply` of everything, as a user applies a directory (it sends the objects one by one)."""
-    kubectl(plane, "apply", "--server-side", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in docs))
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-class Controller:
-    """`kflare run` with plain-HTTP metrics (this benchmark reads them)."""
-
-    def __init__(self, plane: ControlPlane, emulator: EmulatorProcess, log: Path, *extra: str) -> None:
-        self.metrics_port, probe_port = free_port(), free_port()
-        argv = [
-            str(Path(sys.executable).with_name("kflare")),
-            "run",
-            f"--kubeconfig={plane.kubeconfig_path}",
-            f"--cloudflare-api-url={emulator.base_url}",
-            f"--health-probe-bind-address=127.0.0.1:{probe_port}",
-            f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
-            "--metrics-secure=false",
-            "--webhook-port=0",
-            "--namespace=kflare-system",
-            "--log-level=warning",
-            *extra,
-        ]
-        self.proc = subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{probe_port}/readyz", timeout=1) as reply:
-                    if reply.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.2)
-        raise RuntimeError(f"controller not ready: {log.read_text()[-2000:]}")
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-    def scrape(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-        from prometheus_client.parser import text_string_to_metric_families
-
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as reply:
-            text = reply.read().decode()
-        return {
-            (sample.name, frozenset(sample.labels.items())): sample.value
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-        }
-
-    def reconciled_all(self, objects: dict[str, int]) -> dict[str, int] | None:
-        """Reconciles per controller once every object of each kind has been reconciled by this process (its
-        counters cover every object, nothing queued or running), else None."""
-        series = self.scrape()
-
-        def total(name: str, controller: str) -> float:
-            return sum(v for (n, labels), v in series.items() if n == name and ("controller", controller) in labels)
-
-        done = {c: int(total("controller_runtime_reconcile_total", c)) for c in objects}
-        idle = all(
-            total("workqueue_depth", c) == 0 and total("controller_runtime_active_workers", c) == 0 for c in objects
-        )
-        return done if idle and all(done[c] >= n for c, n in objects.items()) else None
-
-    def wait_reconciled(self, objects: dict[str, int], timeout: float) -> dict[str, int]:
-        deadline = time.monotonic() + timeout
-        while (done := self.reconciled_all(objects)) is None:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"not every object reconciled after {timeout}s: {objects}")
-            time.sleep(0.5)
-        return done
-
-
-def items(plane: ControlPlane, plural: str) -> list[dict[str, Any]]:
-    return list(json.loads(kubectl(plane, "get", plural, "-A", "-o", "json"))["items"])
-
-
-def ready_count(plane: ControlPlane, plural: str) -> int:
-    return sum(
-        1
-        for item in items(plane, plural)
-        for c in (item.get("status") or {}).get("conditions") or []
-        if c["type"] == "Ready" and c["status"] == "True"
-    )
-
-
-def wait_ready(plane: ControlPlane, plural: str, count: int, timeout: float) -> float:
-    started = time.monotonic()
-    while ready_count(plane, plural) < count:
-        if time.monotonic() - started > timeout:
-            raise RuntimeError(f"only {ready_count(plane, plural)} of {count} {plural} Ready after {timeout}s")
-        time.sleep(0.5)
-    return time.monotonic() - started
 
 
 def zone_docs(first: int, count: int) -> list[dict[str, Any]]:
@@ -204,36 +85,6 @@ def record_docs(first_zone: int, zones: int, per_zone: int, tag: str = "") -> li
     ]
 
 
-def account_docs(emulator: EmulatorProcess) -> list[dict[str, Any]]:
-    token = base64.b64encode(emulator.token.encode()).decode()
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "cf", "namespace": NS},
-            "data": {"CF_API_TOKEN": token},
-        },
-        {
-            "apiVersion": "kflare.dev/v1alpha1",
-            "kind": "CloudflareAccount",
-            "metadata": {"name": "bench"},
-            "spec": {"accountID": emulator.account_id, "tokenSecretRef": {"name": "cf", "namespace": NS}},
-        },
-    ]
-
-
-def cluster(bins: Path, work: Path) -> tuple[ControlPlane, EmulatorProcess]:
-    plane = ControlPlane.in_tempdir(bins)
-    plane.start()
-    emulator = EmulatorProcess(workdir=work).start()
-    kubectl(plane, "apply", "--server-side", "-f", "-", stdin="\n---\n".join(render_crds(helm=False).values()))
-    for crd in ("cloudflareaccounts", "zones", "dnsrecords"):
-        kubectl(plane, "wait", "--for=condition=Established", f"crd/{crd}.kflare.dev", "--timeout=60s")
-    kubectl(plane, "create", "namespace", "kflare-system")
-    kubectl(plane, "create", "namespace", NS)
-    return plane, emulator
-
-
 def counts(calls: list[dict[str, Any]]) -> tuple[int, int, int, int]:
     """All calls, those for records, writes, 429s."""
     records = sum("/dns_records" in c["path"] for c in calls)
@@ -243,9 +94,8 @@ def counts(calls: list[dict[str, Any]]) -> tuple[int, int, int, int]:
 
 def baseline(bins: Path, work: Path, records: int, zones: int) -> tuple[int, int, float]:
     """The same apply with each write sent alone: calls, of which for records, and wall time (rate limit lifted)."""
-    plane, emulator = cluster(bins, work)
+    plane, emulator = cluster(bins, work, unlimited=True)
     try:
-        emulator.set_rate_limit(1_000_000, 300, 1)
         controller = Controller(plane, emulator, work / "baseline.log", "--dns-batch-size=1")
         started = time.monotonic()
         apply(plane, account_docs(emulator) + zone_docs(0, zones) + record_docs(0, zones, records // zones))
@@ -288,9 +138,7 @@ def main() -> int:
     parser.add_argument("--no-baseline", action="store_true")
     args = parser.parse_args()
     scales = [tuple(int(n) for n in s.split(":")) for s in args.scales.split(",")]
-    bins = default_bin_dir()
-    if bins is None:
-        raise SystemExit("no kube-apiserver: run `make test-bins`")
+    bins = bin_dir()
     work = Path(tempfile.mkdtemp(prefix="kflare-bench-"))
     rows: list[tuple[str, str, str]] = []
     plane, emulator = cluster(bins, work)
@@ -322,9 +170,7 @@ def main() -> int:
 
             controller.stop()
             restarted = time.time()
-            controller = Controller(
-                plane, emulator, work / f"controller-{n}.log", f"--drift-check-interval={args.drift}s"
-            )
+            controller = Controller(plane, emulator, work / f"controller-{n}.log", drift=args.drift)
             reconciles = controller.wait_reconciled({"cloudflareaccount": 1, "zone": zones, "dnsrecord": records}, 900)
             restart_total, _, restart_writes, _ = counts(emulator.calls(since=restarted))
             rows.append(

@@ -42,16 +42,14 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.api.crds import render_crds
 from app.controlplane import ControlPlane, free_port
-from app.dev import default_bin_dir
 from app.xds import XdsServer
+from bench.harness import Controller, bin_dir, cluster, kubectl, rss_mib
 from reconcilers.gateway import envoy
 from reconcilers.gateway.kinds import CONTROLLER_NAME, GATEWAY_GROUP
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.gateway.translate import translate
 from tests.dataplane.world import backend, endpoint_slice, http_route, service, world
-from tests.fixtures.controller import ControllerProcess
 from tests.fixtures.emulator import EmulatorProcess
 from tests.fixtures.envoy import _Thread, echo_app, running_envoy
 from tests.fixtures.gateway import gateway_api_dir
@@ -93,25 +91,6 @@ def bench_translation(routes: int, repeat: int) -> None:
         f" worst {max(times) * 1000:.0f} ms"
     )
     print(f"  snapshot {store.size() / 1024:.0f} KiB (routes {rds / 1024:.0f} KiB), {len(result.hostnames)} hostnames")
-
-
-def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
-    done = subprocess.run(
-        [str(plane.binary("kubectl")), f"--kubeconfig={plane.kubeconfig_path}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    return done.stdout
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def envoy_stats(http: httpx.Client, admin: int) -> dict[str, int]:
@@ -208,24 +187,16 @@ def filler_routes(count: int) -> list[dict[str, Any]]:
 
 
 async def bench_change(changes: int, seconds: float, concurrency: int, routes: int) -> None:
-    bins = default_bin_dir()
-    if bins is None:
-        sys.exit("no kube-apiserver: run `make test-bins` first")
     workdir = Path(tempfile.mkdtemp(prefix="kflare-bench-gateway-"))
-    plane = ControlPlane.in_tempdir(bins)
-    plane.start()
-    emulator = EmulatorProcess(workdir=workdir / "emulator")
-    emulator.start()
+    plane, emulator = cluster(bin_dir(), workdir / "emulator")
     servers = _Thread()
     ports = {"alpha": free_port(), "beta": free_port()}
     for name, port in ports.items():
         servers.serve(echo_app(name, []), port)
     try:
-        kubectl(plane, "apply", "--server-side", "-f", "-", stdin="\n---\n".join(render_crds(helm=False).values()))
         crds = sorted(p for p in (gateway_api_dir() / "standard").glob("*.yaml") if "vap" not in p.name)
         kubectl(plane, "apply", "--server-side", *(f"--filename={c}" for c in crds))
         kubectl(plane, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-        kubectl(plane, "create", "namespace", "kflare-system")
         kubectl(plane, "create", "namespace", "apps")
         token = workdir / "token"
         token.write_text(uuid.uuid4().hex)
@@ -259,17 +230,15 @@ async def bench_change(changes: int, seconds: float, concurrency: int, routes: i
         docs.append({"apiVersion": f"{GATEWAY_GROUP}/v1", **route})
         docs += filler_routes(routes - 1)
         kubectl(plane, "apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in docs))
-        controller = ControllerProcess(
+        controller = Controller(
             plane,
             emulator,
-            workdir,
+            workdir / "controller.log",
             "--gateway-enabled=true",
             f"--gateway-xds-bind-address=127.0.0.1:{xds_port}",
             f"--gateway-xds-token-file={token}",
             f"--gateway-data-plane-address=127.0.0.1:{envoy_port}",
-            "--log-level=info",
-        ).start()
-        controller.wait_ready()
+        )
         bootstrap = envoy.bootstrap(
             node_id="bench",
             xds_host="127.0.0.1",
@@ -329,8 +298,7 @@ async def bench_change(changes: int, seconds: float, concurrency: int, routes: i
                         f" most {max(wire) / 1024:.1f} KiB; updates over the {changes} changes: "
                         + ", ".join(f"{key} {count}" for key, count in updates.items())
                     )
-                    assert controller.process is not None
-                    rss = rss_mib(controller.process.pid)
+                    rss = rss_mib(controller.pid)
                     print(f"controller resident memory with {routes} HTTPRoutes: {rss:.0f} MiB")
                     via = await rps(
                         f"http://127.0.0.1:{envoy_port}/", {"Host": "bench.example.com"}, seconds, concurrency

@@ -16,7 +16,6 @@ Runs the real stack on this machine (the test control plane, the emulator with i
 from __future__ import annotations
 
 import argparse
-import base64
 import sys
 import tempfile
 import time
@@ -26,13 +25,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.api.crds import render_crds
-from app.controlplane import ControlPlane
-from app.dev import default_bin_dir
-from bench.converge import apply, kubectl, start_controller, stop, wait_ready
-from tests.fixtures.emulator import EmulatorProcess
+from bench.harness import API, NS, Controller, account_docs, apply, bin_dir, cluster, drift_round, wait_ready
 
-API = "kflare.dev/v1alpha1"
 SHARES = (  # kind, share of the rules, spec beside zoneRef/expression/priority, phases it writes
     ("WAFCustomRule", 35, {"action": "block"}),
     ("RateLimitRule", 5, {"ratelimit": {"characteristics": ["cf.colo.id", "ip.src"], "requestsPerPeriod": 100}}),
@@ -59,7 +53,7 @@ def rules(total: int) -> list[dict[str, Any]]:
                 {
                     "apiVersion": API,
                     "kind": kind,
-                    "metadata": {"name": f"{kind.lower()}-{i}", "namespace": "bench"},
+                    "metadata": {"name": f"{kind.lower()}-{i}", "namespace": NS},
                     "spec": {
                         "zoneRef": {"name": "zone"},
                         "expression": f'http.request.uri.path eq "/{kind.lower()}/{i}"',
@@ -77,40 +71,18 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=10000)
     parser.add_argument("--drift", type=int, default=20, help="drift check interval in seconds")
     args = parser.parse_args()
-    bins = default_bin_dir()
-    if bins is None:
-        raise SystemExit("no kube-apiserver: run `make test-bins`")
     work = Path(tempfile.mkdtemp(prefix="kflare-bench-rules-"))
-    plane = ControlPlane.in_tempdir(bins)
-    plane.start()
-    emulator = EmulatorProcess(workdir=work).start()
+    plane, emulator = cluster(bin_dir(), work, unlimited=True)
+    controller = None
     try:
-        emulator.set_rate_limit(1_000_000, 300, 1)
-        kubectl(plane, "apply", "--server-side", "-f", "-", stdin="\n---\n".join(render_crds(helm=False).values()))
-        kubectl(plane, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-        kubectl(plane, "create", "namespace", "kflare-system")
-        kubectl(plane, "create", "namespace", "bench")
-        token = base64.b64encode(emulator.token.encode()).decode()
-        secret = {"name": "cf", "namespace": "bench"}
-        apply(
-            plane,
-            [
-                {"apiVersion": "v1", "kind": "Secret", "metadata": secret, "data": {"CF_API_TOKEN": token}},
-                {
-                    "apiVersion": API,
-                    "kind": "CloudflareAccount",
-                    "metadata": {"name": "bench"},
-                    "spec": {"accountID": emulator.account_id, "tokenSecretRef": secret},
-                },
-                {
-                    "apiVersion": API,
-                    "kind": "Zone",
-                    "metadata": {"name": "zone", "namespace": "bench"},
-                    "spec": {"name": "rules.example", "accountRef": {"name": "bench"}, "plan": "business"},
-                },
-            ],
-        )
-        controller = start_controller(plane, emulator, args.drift, work / "controller.log")
+        zone = {
+            "apiVersion": API,
+            "kind": "Zone",
+            "metadata": {"name": "zone", "namespace": NS},
+            "spec": {"name": "rules.example", "accountRef": {"name": "bench"}, "plan": "business"},
+        }
+        apply(plane, [*account_docs(emulator), zone])
+        controller = Controller(plane, emulator, work / "controller.log", drift=args.drift, unlimited=True)
         wait_ready(plane, "zones.kflare.dev", 1, 120)
 
         documents = rules(args.rules)
@@ -126,7 +98,7 @@ def main() -> int:
         by_method = Counter(c["method"] for c in rule_calls)
 
         emulator.clear_calls()
-        time.sleep(args.drift * 1.25)
+        drift_round(args.drift)
         round_calls = [c for c in emulator.calls() if "/rulesets" in c["path"]]
         round_reads = sum(1 for c in round_calls if c["method"] == "GET")
         round_writes = sum(1 for c in round_calls if c["method"] != "GET")
@@ -135,7 +107,7 @@ def main() -> int:
         ip_list = {
             "apiVersion": API,
             "kind": "IPList",
-            "metadata": {"name": "big", "namespace": "bench"},
+            "metadata": {"name": "big", "namespace": NS},
             "spec": {"accountRef": {"name": "bench"}, "name": "big", "items": items},
         }
         emulator.clear_calls()
@@ -145,9 +117,8 @@ def main() -> int:
         list_seconds = time.monotonic() - started
         list_calls = [c for c in emulator.calls() if "/rules/lists" in c["path"]]
         emulator.clear_calls()
-        time.sleep(args.drift * 1.25)
+        drift_round(args.drift)
         list_round = [c for c in emulator.calls() if "/rules/lists" in c["path"]]
-        stop(controller)
 
         expected_list_round = 2 + max(0, (args.items - 500 + 499) // 500)
         print(
@@ -161,6 +132,8 @@ def main() -> int:
         print(f"  converge the list: {len(list_calls)} calls in {list_seconds:.1f}s")
         print(f"  drift round of the list: {len(list_round)} calls (deploy guide: {expected_list_round})")
     finally:
+        if controller is not None:
+            controller.stop()
         emulator.stop()
         plane.stop()
     return 0

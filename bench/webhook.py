@@ -51,6 +51,7 @@ from fastapi.responses import Response
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.controlplane import free_port
+from bench.harness import stop_on_sigterm
 
 TARGETS = ("baseline", "webhook", "webhook + metrics")
 HOSTILE_TARGET = "kflare run's webhook listener"
@@ -424,6 +425,7 @@ def main() -> int:
     if args.serve:
         _serve(args.serve, args.port, args.cpu, args.cert_dir)
         return 0
+    stop_on_sigterm()
     args.reviews = max(1, min(args.reviews, 100_000))
     args.rounds = max(1, min(args.rounds, 10))
     cores = sorted(os.sched_getaffinity(0))

@@ -25,14 +25,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from converge import apply, kubectl, start_controller, stop, wait_ready, wait_reconciled
-
-from app.api.crds import render_crds
-from app.controlplane import ControlPlane, free_port
-from app.dev import default_bin_dir
-from tests.fixtures.emulator import ACCOUNT_ID, DEFAULT_STATE, EmulatorProcess
+from bench.harness import API, NS, Controller, account_docs, apply, bin_dir, cluster, drift_round, wait_ready
+from tests.fixtures.emulator import ACCOUNT_ID, DEFAULT_STATE
 
 SECOND_ACCOUNT = "abcdef0123456789abcdef0123456789"
 KV_PER_ACCOUNT, R2_PER_ACCOUNT = 10, 2
@@ -47,77 +42,54 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=200)
     parser.add_argument("--drift", type=int, default=20, help="drift check interval in seconds")
     args = parser.parse_args()
-    bins = default_bin_dir()
-    if bins is None:
-        raise SystemExit("no kube-apiserver: run `make test-bins`")
-    work = Path(tempfile.mkdtemp(prefix="kflare-bench-"))
-    plane = ControlPlane.in_tempdir(bins)
-    plane.start()
+    work = Path(tempfile.mkdtemp(prefix="kflare-bench-workers-"))
     state = {**DEFAULT_STATE, "accounts": [*DEFAULT_STATE["accounts"], {"id": SECOND_ACCOUNT, "name": "second"}]}
-    emulator = EmulatorProcess(state, workdir=work).start()
+    plane, emulator = cluster(bin_dir(), work, state, unlimited=True)
+    controller = None
     try:
-        emulator.set_rate_limit(1_000_000, 300, 1)
-        kubectl(plane, "apply", "--server-side", "-f", "-", stdin="\n---\n".join(render_crds(helm=False).values()))
-        for crd in ("cloudflareaccounts", "kvnamespaces", "r2buckets", "d1databases", "workerscripts"):
-            kubectl(plane, "wait", "--for=condition=Established", f"crd/{crd}.kflare.dev", "--timeout=60s")
-        kubectl(plane, "create", "namespace", "kflare-system")
-        kubectl(plane, "create", "namespace", "bench")
-        token = base64.b64encode(emulator.token.encode()).decode()
         secret = base64.b64encode(b"bench-secret-value").decode()
         accounts = {"a": ACCOUNT_ID, "b": SECOND_ACCOUNT}
         docs: list[dict[str, Any]] = [
+            *account_docs(emulator, "acct-a", ACCOUNT_ID),
             {
                 "apiVersion": "v1",
                 "kind": "Secret",
-                "metadata": {"name": "cf", "namespace": "bench"},
-                "data": {"CF_API_TOKEN": token},
-            },
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": "app", "namespace": "bench"},
+                "metadata": {"name": "app", "namespace": NS},
                 "data": {"key": secret},
             },
         ]
-        kind = "kflare.dev/v1alpha1"
         for short, account_id in accounts.items():
             ref = {"name": f"acct-{short}"}
-            docs.append(
-                {
-                    "apiVersion": kind,
-                    "kind": "CloudflareAccount",
-                    "metadata": {"name": f"acct-{short}"},
-                    "spec": {"accountID": account_id, "tokenSecretRef": {"name": "cf", "namespace": "bench"}},
-                }
-            )
+            if short != "a":
+                docs.append(account_docs(emulator, f"acct-{short}", account_id)[1])
             for k in range(KV_PER_ACCOUNT):
                 docs.append(
                     {
-                        "apiVersion": kind,
+                        "apiVersion": API,
                         "kind": "KVNamespace",
-                        "metadata": {"name": f"kv-{short}{k}", "namespace": "bench"},
+                        "metadata": {"name": f"kv-{short}{k}", "namespace": NS},
                         "spec": {"accountRef": ref, "title": f"kv-{short}{k}"},
                     }
                 )
             for r in range(R2_PER_ACCOUNT):
                 docs.append(
                     {
-                        "apiVersion": kind,
+                        "apiVersion": API,
                         "kind": "R2Bucket",
-                        "metadata": {"name": f"r2-{short}{r}", "namespace": "bench"},
+                        "metadata": {"name": f"r2-{short}{r}", "namespace": NS},
                         "spec": {"accountRef": ref, "name": f"bucket-{short}{r}"},
                     }
                 )
             docs.append(
                 {
-                    "apiVersion": kind,
+                    "apiVersion": API,
                     "kind": "D1Database",
-                    "metadata": {"name": f"d1-{short}", "namespace": "bench"},
+                    "metadata": {"name": f"d1-{short}", "namespace": NS},
                     "spec": {"accountRef": ref, "name": f"db-{short}"},
                 }
             )
         apply(plane, docs)
-        controller = start_controller(plane, emulator, args.drift, work / "controller.log")
+        controller = Controller(plane, emulator, work / "controller.log", drift=args.drift, unlimited=True)
         storage = len(accounts) * (KV_PER_ACCOUNT + R2_PER_ACCOUNT + 1)
         wait_ready(plane, "kvnamespaces.kflare.dev", len(accounts) * KV_PER_ACCOUNT, 120)
         wait_ready(plane, "r2buckets.kflare.dev", len(accounts) * R2_PER_ACCOUNT, 120)
@@ -129,9 +101,9 @@ def main() -> int:
             short = shorts[i % len(shorts)]
             workers.append(
                 {
-                    "apiVersion": kind,
+                    "apiVersion": API,
                     "kind": "WorkerScript",
-                    "metadata": {"name": f"w{i}", "namespace": "bench"},
+                    "metadata": {"name": f"w{i}", "namespace": NS},
                     "spec": {
                         "accountRef": {"name": f"acct-{short}"},
                         "name": f"worker-{i}",
@@ -156,14 +128,13 @@ def main() -> int:
         converge_uploads = sum(1 for c in converge_calls if is_upload(c))
 
         emulator.clear_calls()
-        time.sleep(args.drift * 1.25)
+        drift_round(args.drift)
         round_calls = emulator.calls()
         round_uploads = sum(1 for c in round_calls if is_upload(c))
-        stop(controller)
+        controller.stop()
 
         restarted = time.time()
-        metrics_port = free_port()
-        controller = start_controller(plane, emulator, args.drift, work / "controller-2.log", metrics_port)
+        controller = Controller(plane, emulator, work / "controller-2.log", drift=args.drift, unlimited=True)
         objects = {
             "cloudflareaccount": len(accounts),
             "kvnamespace": len(accounts) * KV_PER_ACCOUNT,
@@ -171,10 +142,9 @@ def main() -> int:
             "d1database": len(accounts),
             "workerscript": len(workers),
         }
-        wait_reconciled(metrics_port, objects, 600)
+        controller.wait_reconciled(objects, 600)
         restart_calls = emulator.calls(since=restarted)
         restart_uploads = sum(1 for c in restart_calls if is_upload(c))
-        stop(controller)
 
         objects_total = len(workers) + storage
         rows = [
@@ -197,6 +167,8 @@ def main() -> int:
             print(f"  {label:<42} {value:>8}  {note}")
         return 0 if restart_uploads == 0 and round_uploads == 0 else 1
     finally:
+        if controller is not None:
+            controller.stop()
         emulator.stop()
         plane.stop()
 

@@ -6,14 +6,21 @@ another Tunnel claims are skipped, and the Event of an adoption says which one w
 `deleted_at` set counts as gone: its resource creates a new one.
 
 Reads come from one listing of the account's live tunnels (`Collections`): observing, adoption, crash recovery and
-drift checks of all the account's tunnels share it. The token is read once per reconcile (Cloudflare has no way to
-list tokens), so a drift check costs about one call per tunnel beside its share of the listing.
+drift checks of all the account's tunnels share it, so a drift check of a tunnel costs its share of the listing.
 
 The token goes into the Secret `credentialsSecretRef` names, under `TUNNEL_TOKEN`, created with a controller
 ownerReference to the Tunnel (garbage-collected with it). A Secret of that name the Tunnel does not control is never
 touched (`CredentialsSecretConflict`); an owned one edited or deleted by hand is restored (it is watched: it is one of
 the Tunnel's parents). When `credentialsSecretRef` moves to another Secret, the token is removed from the old one,
 which the garbage collector deletes with the Tunnel (kflare may create and update Secrets, never delete them).
+
+Cloudflare derives a tunnel's token from its ID and its secret, which kflare sets at creation and never changes, so
+the token cannot drift and is not read on every drift check (Cloudflare cannot list tokens: that would be one call
+per tunnel and round). The Secret carries `kflare.dev/token-digest`, a SHA-256 of the tunnel ID and the token it
+holds; the token is read again only when the Secret is missing, or holds something else than what kflare wrote for
+that tunnel (edited by hand, or the tunnel recreated with a new ID). The digest sits beside the token it digests, so
+it tells whoever can read it nothing new; a new process reads no token for Secrets that are as kflare left them.
+Deleting the Secret makes kflare read the token again and write it anew.
 
 Renaming is in place (PATCH). Deletion, unless retained: the connectors are disconnected first, then the tunnel is
 deleted (Cloudflare keeps it, soft-deleted). A Tunnel waits for its TunnelConfigurations and for the DNSRecords that
@@ -25,7 +32,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import secrets
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -36,11 +42,10 @@ from app.cloudflare.models import Tunnel as CloudflareTunnel
 from app.kube.client import JSON, SECRETS, KubeError
 from app.kube.index import Ref
 from reconcilers.account_members import AccountMember, AccountScope, account_parents
-from reconcilers.collections import OBSERVE_TTL
-from reconcilers.context import Context
 from reconcilers.lifecycle import RETRY_PARENT, NotReady
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kflare"}
+TOKEN_DIGEST_ANNOTATION = "kflare.dev/token-digest"
 
 
 def controlled_by(secret: JSON, owner_uid: str) -> bool:
@@ -52,12 +57,6 @@ def controlled_by(secret: JSON, owner_uid: str) -> bool:
 class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
     model = Tunnel
     claim_label = TUNNEL_ID_LABEL
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        # Tunnel ID -> (digest of the token last read, when): a Secret that still holds it needs no new read until
-        # the next drift round, so the reconcile its own Secret write triggers costs no call.
-        self.tokens: dict[str, tuple[str, float]] = {}
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
@@ -135,7 +134,6 @@ class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
         else:
             await client.delete_tunnel(account_id, object_id)
         self.listings.drop(link.collection, object_id)
-        self.tokens.pop(object_id, None)
 
     def record(self, obj: Tunnel, observed: CloudflareTunnel | None, link: Any) -> None:
         if observed is None:
@@ -147,29 +145,27 @@ class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
 
     async def after_sync(self, link: AccountScope, obj: Tunnel, observed: CloudflareTunnel) -> None:
         namespace, name = obj.namespace or "", obj.spec.credentials_secret_ref.name
-        if not self._token_current(link, observed.id, namespace, name, obj.metadata.uid or ""):
+        await self.ctx.secrets.wait_synced((namespace, name))
+        if not self._token_current(observed.id, namespace, name, obj.metadata.uid or ""):
             token = await link.account.client.get_tunnel_token(link.account.account_id, observed.id)
             encoded = base64.b64encode(token.reveal().encode()).decode()
-            await self._write_secret(obj, namespace, name, encoded)
-            self.tokens[observed.id] = (_digest(encoded), time.monotonic())
+            await self._write_secret(obj, namespace, name, encoded, token_digest(observed.id, encoded))
         previous = obj.status.credentials_secret_name
         if previous and previous != name:
             await self._strip_old_secret(obj, namespace, previous)
         obj.status.credentials_secret_name = name
 
-    def _token_current(self, link: AccountScope, tunnel_id: str, namespace: str, name: str, uid: str) -> bool:
-        """Whether the Secret holds the token read from Cloudflare since the drift round began (or a minute)."""
-        known = self.tokens.get(tunnel_id)
+    def _token_current(self, tunnel_id: str, namespace: str, name: str, uid: str) -> bool:
+        """Whether the Secret, as cached, holds what kflare wrote there for this tunnel and is this Tunnel's."""
         secret = self.ctx.secrets.get((namespace, name))
-        if known is None or secret is None or not controlled_by(secret, uid):
+        if secret is None or not controlled_by(secret, uid):
             return False
-        fresh_after = max(self.listings.rounds.get(link.collection, 0.0), time.monotonic() - OBSERVE_TTL)
         held = (secret.get("data") or {}).get(TOKEN_KEY)
-        return held is not None and _digest(held) == known[0] and known[1] >= fresh_after
+        digest = (secret["metadata"].get("annotations") or {}).get(TOKEN_DIGEST_ANNOTATION)
+        return held is not None and digest == token_digest(tunnel_id, held)
 
-    async def _write_secret(self, obj: Tunnel, namespace: str, name: str, encoded: str) -> None:
+    async def _write_secret(self, obj: Tunnel, namespace: str, name: str, encoded: str, digest: str) -> None:
         uid = obj.metadata.uid or ""
-        await self.ctx.secrets.wait_synced((namespace, name))
         current = self.ctx.secrets.get((namespace, name))
         if current is None:
             body: JSON = {
@@ -179,6 +175,7 @@ class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
                     "name": name,
                     "namespace": namespace,
                     "labels": MANAGED_BY,
+                    "annotations": {TOKEN_DIGEST_ANNOTATION: digest},
                     "ownerReferences": [self._owner_reference(obj)],
                 },
                 "type": "Opaque",
@@ -201,16 +198,23 @@ class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
                 "it, or point credentialsSecretRef at another name",
                 requeue_after=RETRY_PARENT,
             )
-        if (current.get("data") or {}).get(TOKEN_KEY) != encoded or current.get("type", "Opaque") != "Opaque":
-            patch = {"data": {TOKEN_KEY: encoded}}
+        held = (current.get("data") or {}).get(TOKEN_KEY)
+        annotations = current["metadata"].get("annotations") or {}
+        if held != encoded or current.get("type", "Opaque") != "Opaque":
+            patch: JSON = {"metadata": {"annotations": {TOKEN_DIGEST_ANNOTATION: digest}}, "data": {TOKEN_KEY: encoded}}
             await self.ctx.kube.patch(SECRETS, name, patch, namespace)
             self._log((namespace, obj.name)).info("restored the tunnel token in Secret %s", name)
+        elif annotations.get(TOKEN_DIGEST_ANNOTATION) != digest:
+            # The right token without its digest (written by an older kflare, or the annotation edited away).
+            patch = {"metadata": {"annotations": {TOKEN_DIGEST_ANNOTATION: digest}}}
+            await self.ctx.kube.patch(SECRETS, name, patch, namespace)
 
     async def _strip_old_secret(self, obj: Tunnel, namespace: str, name: str) -> None:
         await self.ctx.secrets.wait_synced((namespace, name))
         old = self.ctx.secrets.get((namespace, name))
         if old is not None and controlled_by(old, obj.metadata.uid or "") and TOKEN_KEY in (old.get("data") or {}):
-            await self.ctx.kube.patch(SECRETS, name, {"data": {TOKEN_KEY: None}}, namespace)
+            patch = {"metadata": {"annotations": {TOKEN_DIGEST_ANNOTATION: None}}, "data": {TOKEN_KEY: None}}
+            await self.ctx.kube.patch(SECRETS, name, patch, namespace)
 
     def _owner_reference(self, obj: Tunnel) -> JSON:
         return {
@@ -223,5 +227,6 @@ class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
         }
 
 
-def _digest(value: str) -> str:
-    return hashlib.sha256(value.encode()).hexdigest()
+def token_digest(tunnel_id: str, encoded: str) -> str:
+    """What `kflare.dev/token-digest` says of a Secret holding `encoded` (the token, base64) for the tunnel."""
+    return "sha256:" + hashlib.sha256(f"{tunnel_id}\n{encoded}".encode()).hexdigest()

@@ -15,7 +15,7 @@ from tests.chaos.figures import FIGURES, SCALE, Figures
 from tests.chaos.secrets_audit import AuditLog, audit_args
 from tests.fixtures.kube import leaked
 
-REPORT = Path("build") / "chaos" / f"figures-{SCALE}.json"
+REPORT = Path(os.environ.get("KFLARE_CHAOS_REPORT") or Path("build") / "chaos" / f"figures-{SCALE}.json")
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from app.controlplane import ControlPlane
-from tests.fixtures.controller import ControllerProcess, Kflare
+from tests.fixtures.controller import ControllerProcess, Kflare, controller_process
 from tests.fixtures.emulator import EmulatorProcess
 from tests.helpers import eventually
 from tests.kinds import cf
@@ -381,3 +381,108 @@ async def test_admission_refuses_what_cloudflare_would(kflare: Kflare, kflare_cr
         await kflare.apply({"kind": "TunnelConfiguration", "metadata": {"name": "bad"}, "spec": spec})
     assert refused.value.status == 422
     assert "ingress" in str(refused.value.body)
+
+
+async def test_drift_rounds_read_no_token_and_a_secret_deleted_or_edited_gets_it_back(
+    controller: ControllerProcess, kflare: Kflare, fresh_emulator: EmulatorProcess
+) -> None:
+    await kflare.token_secret()
+    await kflare.make_account()
+    tunnel_id = await make_tunnel(kflare)
+    await make_config(kflare, "config")
+    await kflare.ready("TunnelConfiguration", "config")
+    listing = rf"/accounts/{fresh_emulator.account_id}/cfd_tunnel$"
+    token_path = rf"/cfd_tunnel/{tunnel_id}/token$"
+
+    async def holds_the_token() -> client.V1Secret:
+        secret = await kflare.core.read_namespaced_secret("tok", kflare.namespace)
+        assert token_payload(secret)["t"] == tunnel_id
+        assert secret.metadata.owner_references[0].name == "tunnel"
+        assert (secret.metadata.annotations or {}).get("kflare.dev/token-digest", "").startswith("sha256:")
+        return secret
+
+    before = await eventually(holds_the_token, what="the token Secret")
+    await kflare.ready("Tunnel", "tunnel", reason="Synced")
+
+    # Drift rounds (every 2 s): the tunnel's share of the account's listing and its configuration's GET, no token.
+    fresh_emulator.clear_calls()
+
+    async def rounds(count: int) -> bool:
+        return len(fresh_emulator.calls(method="GET", path=listing)) >= count
+
+    await eventually(lambda: rounds(4), timeout=30, what="four drift rounds of the tunnel")
+    seen = fresh_emulator.calls()
+    done = sum(1 for c in seen if c["method"] == "GET" and c["path"].endswith("/cfd_tunnel"))
+    about_the_tunnel = [f"{c['method']} {c['path']}" for c in seen if f"/cfd_tunnel/{tunnel_id}" in c["path"]]
+    assert not [c for c in about_the_tunnel if c.endswith("/token")], about_the_tunnel
+    assert all(c.startswith("GET ") and c.endswith("/configurations") for c in about_the_tunnel), about_the_tunnel
+    assert len(about_the_tunnel) <= done + 1, about_the_tunnel  # one configuration GET a round
+    assert [c for c in seen if c["method"] != "GET"] == []
+    unchanged = await kflare.core.read_namespaced_secret("tok", kflare.namespace)
+    assert unchanged.metadata.resource_version == before.metadata.resource_version
+
+    # Deleted: made again with the token, read from Cloudflare once more.
+    fresh_emulator.clear_calls()
+    await kflare.core.delete_namespaced_secret("tok", kflare.namespace)
+    restored = await eventually(holds_the_token, timeout=30, what="the deleted token Secret to be made again")
+    assert restored.metadata.uid != before.metadata.uid
+    assert restored.data == before.data
+    assert fresh_emulator.calls(method="GET", path=token_path)
+
+    # Edited by hand: the token is put back.
+    await kflare.core.patch_namespaced_secret("tok", kflare.namespace, {"data": {"TUNNEL_TOKEN": "ZWRpdGVk"}})
+
+    async def put_back() -> bool:
+        secret = await holds_the_token()
+        assert secret.data == before.data
+        return True
+
+    await eventually(put_back, timeout=30, what="the edited token to be put back")
+
+    # Its digest edited away: written again beside the same token.
+    await kflare.core.patch_namespaced_secret(
+        "tok", kflare.namespace, {"metadata": {"annotations": {"kflare.dev/token-digest": None}}}
+    )
+    await eventually(put_back, timeout=30, what="the digest to be written again")
+
+    # The token is a credential: not in the Tunnel's status, the namespace's Events or the controller's log.
+    encoded = before.data["TUNNEL_TOKEN"]
+    token = base64.b64decode(encoded).decode()
+    tunnel = json.dumps(await kflare.get("Tunnel", "tunnel"))
+    listed = await kflare.core.list_namespaced_event(kflare.namespace)
+    events = json.dumps(kflare.api.sanitize_for_serialization(listed))
+    for where, text in (("status", tunnel), ("Events", events), ("log", controller.log())):
+        assert token not in text, where
+        assert encoded not in text, where
+
+
+async def test_a_new_process_reads_no_token_for_a_secret_as_kflare_left_it(
+    control_plane: ControlPlane,
+    controller: ControllerProcess,
+    kflare: Kflare,
+    fresh_emulator: EmulatorProcess,
+    tmp_path: Path,
+) -> None:
+    await kflare.token_secret()
+    await kflare.make_account()
+    tunnel_id = await make_tunnel(kflare)
+
+    async def holds_the_token() -> client.V1Secret:
+        secret = await kflare.core.read_namespaced_secret("tok", kflare.namespace)
+        assert token_payload(secret)["t"] == tunnel_id
+        return secret
+
+    before = await eventually(holds_the_token, what="the token Secret")
+    controller.stop()
+    fresh_emulator.clear_calls()
+    with controller_process(control_plane, fresh_emulator, tmp_path, "--drift-check-interval=2s"):
+        listing = rf"/accounts/{fresh_emulator.account_id}/cfd_tunnel$"
+
+        async def rounds(count: int) -> bool:
+            return len(fresh_emulator.calls(method="GET", path=listing)) >= count
+
+        # The first listing is the new process's reconcile of the Tunnel; the next ones its drift checks.
+        await eventually(lambda: rounds(3), timeout=30, what="the new process to reconcile and check the tunnel")
+        assert fresh_emulator.calls(path=rf"/cfd_tunnel/{tunnel_id}/token$") == []
+    after = await kflare.core.read_namespaced_secret("tok", kflare.namespace)
+    assert after.metadata.resource_version == before.metadata.resource_version

@@ -1,0 +1,239 @@
+"""What the benchmarks share: the test control plane with kflare's CRDs, the emulator, `kflare run` as its own
+process (with plain-HTTP metrics the benchmarks read), kubectl, and waiting for objects to be Ready.
+
+Not a benchmark itself; the scripts beside it import it as `bench.harness`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from app.api.crds import render_crds
+from app.controlplane import ControlPlane, free_port
+from app.dev import default_bin_dir
+from tests.fixtures.emulator import EmulatorProcess
+
+API = "kflare.dev/v1alpha1"
+NS = "bench"
+UNLIMITED = 1_000_000
+"""Calls per window for the emulator and the controller when a benchmark counts calls, not waits for them."""
+
+
+def bin_dir() -> Path:
+    bins = default_bin_dir()
+    if bins is None:
+        raise SystemExit("no kube-apiserver: run `make test-bins`")
+    return bins
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (a timeout, a test run stopping) unwinds as an exception does, so the benchmark's `finally` stops the
+    processes it started instead of leaving them running."""
+
+    def unwind(signum: int, _: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, unwind)
+
+
+def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
+    done = subprocess.run(
+        [str(plane.binary("kubectl")), "--kubeconfig", str(plane.kubeconfig_path), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    return done.stdout
+
+
+def apply(plane: ControlPlane, docs: list[dict[str, Any]]) -> None:
+    """One `kubectl apply` of everything, as a user applies a directory (it sends the objects one by one)."""
+    kubectl(plane, "apply", "--server-side", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in docs))
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def cluster(
+    bins: Path, work: Path, state: Mapping[str, Any] | None = None, *, unlimited: bool = False
+) -> tuple[ControlPlane, EmulatorProcess]:
+    """A started control plane with every kflare CRD established and the namespaces `kflare-system` and `bench`,
+    and a started emulator (seeded with `state`; its rate limit lifted when `unlimited`)."""
+    stop_on_sigterm()
+    plane = ControlPlane.in_tempdir(bins)
+    plane.start()
+    try:
+        emulator = EmulatorProcess(state, workdir=work).start()
+    except BaseException:
+        plane.stop()
+        raise
+    try:
+        if unlimited:
+            emulator.set_rate_limit(UNLIMITED, 300, 1)
+        kubectl(plane, "apply", "--server-side", "-f", "-", stdin="\n---\n".join(render_crds(helm=False).values()))
+        kubectl(plane, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        kubectl(plane, "create", "namespace", "kflare-system")
+        kubectl(plane, "create", "namespace", NS)
+    except BaseException:
+        emulator.stop()
+        plane.stop()
+        raise
+    return plane, emulator
+
+
+def account_docs(emulator: EmulatorProcess, name: str = "bench", account_id: str | None = None) -> list[dict[str, Any]]:
+    """The API token Secret `cf` in the bench namespace and a CloudflareAccount `name` reading it."""
+    token = base64.b64encode(emulator.token.encode()).decode()
+    secret = {"name": "cf", "namespace": NS}
+    return [
+        {"apiVersion": "v1", "kind": "Secret", "metadata": secret, "data": {"CF_API_TOKEN": token}},
+        {
+            "apiVersion": API,
+            "kind": "CloudflareAccount",
+            "metadata": {"name": name},
+            "spec": {"accountID": account_id or emulator.account_id, "tokenSecretRef": secret},
+        },
+    ]
+
+
+class Controller:
+    """`kflare run` with plain-HTTP metrics (the benchmarks read them), ready when started.
+
+    `drift` turns drift checks on at that interval (seconds); `unlimited` lifts the controller's own call budget, for
+    benchmarks that lift the emulator's rate limit to count calls without waiting minutes for them."""
+
+    def __init__(
+        self,
+        plane: ControlPlane,
+        emulator: EmulatorProcess,
+        log: Path,
+        *extra: str,
+        drift: int | None = None,
+        unlimited: bool = False,
+    ) -> None:
+        self.metrics_port, probe_port = free_port(), free_port()
+        self.log = log
+        argv = [
+            str(Path(sys.executable).with_name("kflare")),
+            "run",
+            f"--kubeconfig={plane.kubeconfig_path}",
+            f"--cloudflare-api-url={emulator.base_url}",
+            f"--health-probe-bind-address=127.0.0.1:{probe_port}",
+            f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
+            "--metrics-secure=false",
+            "--webhook-port=0",
+            "--namespace=kflare-system",
+            "--log-level=warning",
+            *([f"--drift-check-interval={drift}s"] if drift else []),
+            *([f"--cloudflare-rate-limit={UNLIMITED}"] if unlimited else []),
+            *extra,
+        ]
+        self.proc = subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"controller exited with {self.proc.returncode}: {log.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{probe_port}/readyz", timeout=1) as reply:
+                    if reply.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"controller not ready: {log.read_text()[-2000:]}")
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> None:
+        if self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def scrape(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as reply:
+            text = reply.read().decode()
+        return {
+            (sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+        }
+
+    def reconciled_all(self, objects: dict[str, int]) -> dict[str, int] | None:
+        """Reconciles per controller once every object of each kind has been reconciled by this process (its
+        counters cover every object, nothing queued or running), else None."""
+        series = self.scrape()
+
+        def total(name: str, controller: str) -> float:
+            return sum(v for (n, labels), v in series.items() if n == name and ("controller", controller) in labels)
+
+        done = {c: int(total("controller_runtime_reconcile_total", c)) for c in objects}
+        idle = all(
+            total("workqueue_depth", c) == 0 and total("controller_runtime_active_workers", c) == 0 for c in objects
+        )
+        return done if idle and all(done[c] >= n for c, n in objects.items()) else None
+
+    def wait_reconciled(self, objects: dict[str, int], timeout: float) -> dict[str, int]:
+        deadline = time.monotonic() + timeout
+        while (done := self.reconciled_all(objects)) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"not every object reconciled after {timeout}s: {objects}")
+            time.sleep(0.5)
+        return done
+
+
+def items(plane: ControlPlane, plural: str) -> list[dict[str, Any]]:
+    return list(json.loads(kubectl(plane, "get", plural, "-A", "-o", "json"))["items"])
+
+
+def ready_count(plane: ControlPlane, plural: str) -> int:
+    return sum(
+        1
+        for item in items(plane, plural)
+        for c in (item.get("status") or {}).get("conditions") or []
+        if c["type"] == "Ready" and c["status"] == "True"
+    )
+
+
+def wait_ready(plane: ControlPlane, plural: str, count: int, timeout: float) -> float:
+    """Seconds until `count` objects of `plural` are Ready."""
+    started = time.monotonic()
+    while ready_count(plane, plural) < count:
+        if time.monotonic() - started > timeout:
+            raise RuntimeError(f"only {ready_count(plane, plural)} of {count} {plural} Ready after {timeout}s")
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def drift_round(drift: int) -> None:
+    """Wait one drift round: every object's check falls due within the interval +- 10 % of its last reconcile."""
+    time.sleep(drift * 1.25)
