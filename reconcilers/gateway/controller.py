@@ -158,6 +158,21 @@ def _stamp(status: Mapping[str, Any], old: JSON, now: str) -> JSON:
     return out
 
 
+def _stamped(current: list[JSON], ours: list[JSON], ref: str, now: str) -> list[JSON] | None:
+    """A status list shared with other controllers (a route's parents, a policy's ancestors) with this controller's
+    entries replaced by `ours` (keyed by `ref`; each condition keeps its transition time while its status holds),
+    or None when ours are already what it holds."""
+    theirs = [e for e in current if e.get("controllerName") != CONTROLLER_NAME]
+    mine_before = [e for e in current if e.get("controllerName") == CONTROLLER_NAME]
+    stamped = []
+    for entry in ours:
+        prior: JSON = next((e for e in mine_before if _same_parent(e.get(ref) or {}, entry[ref])), {})
+        stamped.append(
+            {**entry, "conditions": merge_conditions(prior.get("conditions") or [], entry["conditions"], now)}
+        )
+    return None if stamped == mine_before else [*theirs, *stamped]
+
+
 def _same_parent(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     keys = ("group", "kind", "namespace", "name", "sectionName", "port")
     return all(a.get(k) == b.get(k) for k in keys)
@@ -364,21 +379,11 @@ class GatewayClassReconciler:
     async def _write_route(self, kind: str, route: Route, result: Translation, now: str) -> bool:
         meta = route["metadata"]
         ours = result.route_parents.get((kind, meta.get("namespace", ""), meta["name"]), [])
-        current = list((route.get("status") or {}).get("parents") or [])
-        controller = CONTROLLER_NAME
-        theirs = [p for p in current if p.get("controllerName") != controller]
-        mine_before = [p for p in current if p.get("controllerName") == controller]
-        stamped = []
-        for entry in ours:
-            prior: JSON = next(
-                (p for p in mine_before if _same_parent(p.get("parentRef") or {}, entry["parentRef"])), {}
-            )
-            stamped.append(
-                {**entry, "conditions": merge_conditions(prior.get("conditions") or [], entry["conditions"], now)}
-            )
-        if stamped == mine_before:
+        current = cast(list[JSON], (route.get("status") or {}).get("parents") or [])
+        entries = _stamped(current, cast(list[JSON], ours), "parentRef", now)
+        if entries is None:
             return True
-        return await self._write_status(ROUTE_TYPES[kind], route, {"parents": [*theirs, *stamped]})
+        return await self._write_status(ROUTE_TYPES[kind], route, {"parents": entries})
 
     async def _write_policy(self, policy: BackendTLSPolicy, result: Translation, now: str) -> bool:
         """This controller's status.ancestors entries of a BackendTLSPolicy, keyed by ancestorRef as the spec
@@ -386,19 +391,10 @@ class GatewayClassReconciler:
         meta = policy["metadata"]
         ours = result.policy_ancestors.get((meta.get("namespace", ""), meta["name"]), [])
         current = cast(list[JSON], (policy.get("status") or {}).get("ancestors") or [])
-        theirs = [a for a in current if a.get("controllerName") != CONTROLLER_NAME]
-        mine_before = [a for a in current if a.get("controllerName") == CONTROLLER_NAME]
-        stamped = []
-        for entry in ours:
-            prior: JSON = next(
-                (a for a in mine_before if _same_parent(a.get("ancestorRef") or {}, entry["ancestorRef"])), {}
-            )
-            stamped.append(
-                {**entry, "conditions": merge_conditions(prior.get("conditions") or [], entry["conditions"], now)}
-            )
-        if stamped == mine_before:
+        entries = _stamped(current, cast(list[JSON], ours), "ancestorRef", now)
+        if entries is None:
             return True
-        return await self._write_status(BACKEND_TLS_POLICIES, policy, {"ancestors": [*theirs, *stamped]})
+        return await self._write_status(BACKEND_TLS_POLICIES, policy, {"ancestors": entries})
 
 
 def register_gateway(
