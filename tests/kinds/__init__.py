@@ -79,7 +79,7 @@ class ZoneSample(Sample):
         await kflare.token_secret()
         await kflare.make_account()
         await kflare.ready("CloudflareAccount", kflare.account)
-        return {"domain": f"{label}.example", "account_id": kflare.emulator.account_id}
+        return {"domain": f"{label}.example", "account_id": kflare.account_id}
 
     def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
         return {"name": ctx["domain"], "accountRef": {"name": "acct"}, "type": "full"}
@@ -121,7 +121,7 @@ async def ready_account(kflare: Driver) -> dict[str, Any]:
     await kflare.token_secret()
     await kflare.make_account()
     await kflare.ready("CloudflareAccount", kflare.account)
-    account_id = kflare.emulator.account_id
+    account_id = kflare.account_id
     return {
         "account": kflare.account,
         "account_id": account_id,
@@ -292,7 +292,7 @@ class TunnelSample(Sample):
         await kflare.token_secret()
         await kflare.make_account()
         await kflare.ready("CloudflareAccount", kflare.account)
-        return {"name": f"{label}-tunnel", "account": kflare.account, "account_id": kflare.emulator.account_id}
+        return {"name": f"{label}-tunnel", "account": kflare.account, "account_id": kflare.account_id}
 
     def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
         return {"name": ctx["name"], "accountRef": {"name": ctx["account"]}, "credentialsSecretRef": {"name": "tok"}}
@@ -313,7 +313,7 @@ class TunnelConfigurationSample(Sample):
     async def parents(self, kflare: Driver, label: str) -> dict[str, Any]:
         # The zone covers the rule's host name (else Ready says HostnameNotCovered).
         await kflare.ready_zone(f"{label}.example")
-        ctx = {"name": f"{label}-tunnel", "account": kflare.account, "account_id": kflare.emulator.account_id}
+        ctx = {"name": f"{label}-tunnel", "account": kflare.account, "account_id": kflare.account_id}
         await kflare.apply({"kind": "Tunnel", "metadata": {"name": "tunnel"}, "spec": TunnelSample().spec(ctx)})
         tunnel = await kflare.ready("Tunnel", "tunnel")
         return {**ctx, "tunnel_id": tunnel["status"]["cloudflareMetadata"]["tunnelID"], "host": f"app.{label}.example"}
@@ -493,7 +493,7 @@ class IPListSample(Sample):
         await kflare.token_secret()
         await kflare.make_account()
         await kflare.ready("CloudflareAccount", kflare.account)
-        return {"account": kflare.account, "account_id": kflare.emulator.account_id, "name": f"{label}_list"}
+        return {"account": kflare.account, "account_id": kflare.account_id, "name": f"{label}_list"}
 
     def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
         items = [{"ip": "192.0.2.0/24", "comment": "office"}, {"ip": "198.51.100.7"}]

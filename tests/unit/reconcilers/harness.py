@@ -401,6 +401,7 @@ class MemoryKflare(Driver):
         self, served: EmulatorServer, *, namespace: str = "matrix", default_deletion_policy: str = "delete"
     ) -> None:
         self.namespace, self.account, self.emulator = namespace, f"acct-{namespace}", served
+        self.account_id = served.account_id
         self.kube = MemoryKube()
         self.cloudflare = Cloudflare(served=served)
         self.runtime = Runtime(self.kube, self.cloudflare, REGISTERED, KubeSecrets(self.kube), default_deletion_policy)
