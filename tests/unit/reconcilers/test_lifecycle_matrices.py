@@ -12,9 +12,10 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from app.api.registry import KINDS
+from app.kube.controller import Outcome
 from reconcilers import registry
 from tests.kinds import SAMPLES
-from tests.unit.reconcilers.harness import EmulatorServer, MemoryKflare, emulator_state
+from tests.unit.reconcilers.harness import SETTLE_PASSES, EmulatorServer, MemoryKflare, emulator_state
 
 
 def test_every_kind_that_creates_has_a_sample() -> None:
@@ -129,3 +130,23 @@ async def test_deletion_matrix(
     await kflare.delete(kind, sample.name)
     await kflare.gone(kind, sample.name)
     assert bool(sample.held(served, ctx)) is kept
+
+
+async def test_a_world_that_never_settles_fails_the_case(kflare: MemoryKflare, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reconciler that writes on every pass would make `ready` and `gone` wait for ever: the harness says so."""
+    await kflare.token_secret()
+    await kflare.make_account()
+    account = kflare.runtime.reconcilers["CloudflareAccount"]
+    reconcile, passes = account.reconcile, []
+
+    async def restless(key: tuple[str, str]) -> Outcome:
+        outcome = await reconcile(key)
+        passes.append(key)
+        patch = {"metadata": {"annotations": {"example.com/pass": str(len(passes))}}}
+        await kflare.kube.patch(account.resource_type(), key[1], patch, key[0] or None)
+        return outcome
+
+    monkeypatch.setattr(account, "reconcile", restless)
+    with pytest.raises(AssertionError, match="still writing"):
+        await kflare.ready("CloudflareAccount", kflare.account)
+    assert len(passes) == SETTLE_PASSES
