@@ -24,9 +24,9 @@ import httpx
 from reconcilers.rulesets import ref_for
 from tests.fixtures.driver import CloudflareEndpoint, Driver
 
-HTTP = httpx.Client(timeout=10)
+HTTP = httpx.Client(timeout=10, trust_env=False)
 """One client for every call of the tests to the emulator: a client per call would build a TLS context each time,
-which costs more than the call."""
+which costs more than the call. The emulator is always local: no proxy of the environment applies."""
 
 
 def cf(emulator: CloudflareEndpoint, method: str, path: str, **kwargs: Any) -> Any:

@@ -38,7 +38,7 @@ from reconcilers import registry
 from reconcilers.context import Context
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.lifecycle import ManagedKind, merge_patch
-from tests.fixtures.driver import Driver, token_data
+from tests.fixtures.driver import Driver, is_ready, token_data
 
 TOKEN = "harness-token-0123456789abcdef"
 ACCOUNT_ID = "a" * 32
@@ -205,7 +205,7 @@ class Cloudflare:
             return
         self.app = served.app
         self.session = CloudflareSession(HttpConfig(base_url=served.base_url, verify=TLS))
-        self.http = httpx.AsyncClient(base_url=served.base_url, verify=TLS)
+        self.http = httpx.AsyncClient(base_url=served.base_url, verify=TLS, trust_env=False)
 
     async def get(self, path: str, **params: Any) -> Any:
         reply = await self.http.get(path, params=params, headers={"Authorization": f"Bearer {TOKEN}"})
@@ -309,13 +309,21 @@ class Runtime:
         reconcilers are idempotent, so a world still changing after `passes` is a bug, not slowness."""
         for _ in range(passes):
             before = (self.kube.writes, self.cloudflare.writes())
+            versions = {key: obj["metadata"]["resourceVersion"] for key, obj in self.kube.objects.items()}
             for kind in self.reconcilers:
                 self.sync(kind)
                 for namespace, name in sorted(self.informers[kind].cache):
                     await self.reconcile(kind, name, namespace)
             if (self.kube.writes, self.cloudflare.writes()) == before:
                 return
-        raise AssertionError(f"still writing after {passes} passes over every object")
+        changed = sorted(
+            f"{kind} {namespace}/{name}".replace(" /", " ")
+            for (kind, namespace, name), obj in self.kube.objects.items()
+            if versions.get((kind, namespace, name)) != obj["metadata"]["resourceVersion"]
+        )
+        raise AssertionError(
+            f"still writing after {passes} passes over every object; the last changed {changed or 'only Cloudflare'}"
+        )
 
 
 def ready(obj: JSON, **status: Any) -> JSON:
@@ -369,7 +377,7 @@ class EmulatorServer:
         if not self._server.listening.wait(timeout) or not self._server.started:
             raise RuntimeError("the emulator did not listen")
         self.port = self._server.servers[0].sockets[0].getsockname()[1]
-        self._admin = httpx.Client(base_url=f"http://127.0.0.1:{self.port}/__emulator", timeout=10)
+        self._admin = httpx.Client(base_url=f"http://127.0.0.1:{self.port}/__emulator", timeout=10, trust_env=False)
         return self
 
     def stop(self) -> None:
@@ -449,15 +457,9 @@ class MemoryKflare(Driver):
         await self.runtime.settle()
         obj = self.kube.get(kind, name, self._where(kind))
         assert obj is not None, f"{kind} {name} does not exist"
-        conditions = (obj.get("status") or {}).get("conditions") or []
-        for cond in conditions:
-            if (
-                cond["type"] == "Ready"
-                and cond["status"] == status
-                and (reason is None or cond["reason"] == reason)
-                and cond.get("observedGeneration") == obj["metadata"]["generation"]
-            ):
-                return obj
+        if is_ready(obj, status, reason):
+            return obj
+        conditions = (obj.get("status") or {}).get("conditions")
         raise AssertionError(f"{kind} {name} settled without Ready={status} {reason or ''}: {conditions}")
 
     async def delete(self, kind: str, name: str) -> None:
