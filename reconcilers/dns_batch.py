@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from app.cloudflare.budget import Clock, MonotonicClock
 from app.cloudflare.client import CloudflareClient
 from app.cloudflare.errors import (
     CloudflareError,
@@ -64,7 +65,7 @@ class _Op:
     sending: asyncio.Task[None] | None = None
     alone: bool = False
     latest: float = float("inf")
-    """When the batch must go for this operation's reconcile to be there for the answer (the loop's clock)."""
+    """When the batch must go for this operation's reconcile to be there for the answer (the batcher's clock)."""
 
 
 Applied = Callable[[OpKind, Mapping[str, Any], DNSRecord | None], None]
@@ -86,6 +87,7 @@ class ZoneBatcher:
     calls: int = 0
     expected: Callable[[], int] = lambda: 0
     """How many reconciles of the zone have begun and may still submit an operation."""
+    clock: Clock = field(default_factory=MonotonicClock)
     _flusher: asyncio.Task[None] | None = None
     _wake: asyncio.Event | None = None
     _sends: set[asyncio.Task[None]] = field(default_factory=set)
@@ -113,10 +115,10 @@ class ZoneBatcher:
     async def _submit(self, kind: OpKind, body: Mapping[str, Any], owner: str) -> DNSRecord | None:
         loop = asyncio.get_running_loop()
         op = _Op(kind, body, owner, loop.create_future())
-        now = loop.time()
+        now = self.clock.now()
         deadline = reconcile_deadline()
-        if deadline is not None:
-            op.latest = now + max(0.0, deadline - now) / 2
+        if deadline is not None:  # in the loop's clock: what is left of it is a span on any clock
+            op.latest = now + max(0.0, deadline - loop.time()) / 2
         self.pending.append(op)
         self._arrived = now
         taking_part = _TAKING_PART.get()
@@ -154,12 +156,11 @@ class ZoneBatcher:
                 del self.inflight[op.owner]
 
     async def _flush(self) -> None:
-        loop = asyncio.get_running_loop()
-        first = loop.time()
-        self._wake = asyncio.Event()
+        first = self.clock.now()
+        self._wake = wake = asyncio.Event()
         try:
             while len(self.pending) < self.limit:
-                now = loop.time()
+                now = self.clock.now()
                 latest = min([first + self.hold, *(op.latest for op in self.pending)])
                 if now >= latest:
                     break
@@ -168,9 +169,8 @@ class ZoneBatcher:
                 if quiet and self.expected() <= 0:
                     break
                 due = latest if quiet else min(latest, self._arrived + spell)
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), max(0.0, due - now))
+                wake.clear()
+                await self._woken_or_due(wake, due - now)
         finally:
             self._wake = None
         while self.pending:
@@ -181,6 +181,17 @@ class ZoneBatcher:
                 op.sending, op.alone = task, len(ops) == 1
             self._sends.add(task)
             task.add_done_callback(self._sends.discard)
+
+    async def _woken_or_due(self, wake: asyncio.Event, seconds: float) -> None:
+        """Returns when `wake` is set or `seconds` have passed on the batcher's clock, whichever is first."""
+        woken = asyncio.ensure_future(wake.wait())
+        due = asyncio.ensure_future(self.clock.sleep(seconds))
+        try:
+            await asyncio.wait((woken, due), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            woken.cancel()
+            due.cancel()
+            await asyncio.gather(woken, due, return_exceptions=True)
 
     def _quiet_spell(self) -> float:
         """A lone edit goes out after QUIET. A batch that keeps growing is a bulk apply, whose next member may be
@@ -302,6 +313,8 @@ class Batches:
     waiting_of: Callable[[str], set[str]] = lambda zone_id: set()
     capacity: int = 256
     """Reconciles of records that run at once: with all of them busy, a queued record cannot join a batch."""
+    clock: Clock = field(default_factory=MonotonicClock)
+    """Time for the batchers' spells and holds (tests drive it)."""
     batchers: dict[tuple[str, str], ZoneBatcher] = field(default_factory=dict)
     unsubmitted: dict[str, int] = field(default_factory=dict)
     active: dict[str, set[str]] = field(default_factory=dict)
@@ -348,7 +361,7 @@ class Batches:
                 self.applied(zone_id, kind, body, record)
 
             batcher = self.batchers[key] = ZoneBatcher(
-                client, zone_id, applied, expected=lambda: self.expected(zone_id)
+                client, zone_id, applied, expected=lambda: self.expected(zone_id), clock=self.clock
             )
         batcher.client = client  # the newest client of the token (the session may have been renewed)
         batcher.limit = min(size, ops_per_call(plan)) if size else ops_per_call(plan)

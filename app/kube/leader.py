@@ -18,14 +18,33 @@ import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from app.kube.client import JSON, LEASES, KubeClient, KubeError
 
 log = logging.getLogger(__name__)
 
 EXPIRY_MARGIN = 0.01  # seconds past the expiry to try at, so that the try finds the lease expired
+
+T = TypeVar("T")
+
+
+class Clock(Protocol):
+    """Monotonic seconds and a way to wait for them to pass (the shape of the Cloudflare budget's clock)."""
+
+    def now(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class MonotonicClock:
+    def now(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
 
 def _micro_time(moment: dt.datetime) -> str:
@@ -41,6 +60,8 @@ class LeaderElector:
     lease_duration: float = 12.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    clock: Clock = field(default_factory=MonotonicClock)
+    """The durations, deadlines and periods above are kept on it (tests drive it)."""
 
     _observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
     _observed_at: float = 0.0
@@ -61,8 +82,7 @@ class LeaderElector:
                     break
                 self._seen.clear()
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._until_next_try()):
-                        await self._seen.wait()
+                    await self._within(self._seen.wait(), self._until_next_try())
         finally:
             following.cancel()
             await asyncio.gather(following, return_exceptions=True)
@@ -85,7 +105,7 @@ class LeaderElector:
         holder = self._observed[0] if self._observed is not None else ""
         if not holder or holder == self.identity:
             return self.retry_period
-        expires_in = self._observed_at + self._observed_duration - time.monotonic() + EXPIRY_MARGIN
+        expires_in = self._observed_at + self._observed_duration - self.clock.now() + EXPIRY_MARGIN
         if expires_in <= 0:
             return self.retry_period  # expired already and still not ours: the try failed, retry at the usual pace
         return min(self.retry_period, expires_in)
@@ -96,7 +116,7 @@ class LeaderElector:
         record = (spec.get("holderIdentity") or "", spec.get("renewTime") or "")
         self._observed_duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
         if record != self._observed:
-            self._observed, self._observed_at = record, time.monotonic()
+            self._observed, self._observed_at = record, self.clock.now()
             self._seen.set()
 
     async def _follow(self) -> None:
@@ -123,19 +143,34 @@ class LeaderElector:
                 raise
             except Exception as exc:  # the polls carry on without the watch, which only makes them quicker
                 log.debug("watching the leader lease failed: %r", exc)
-                await asyncio.sleep(self.retry_period)
+                await self.clock.sleep(self.retry_period)
+
+    async def _within(self, work: Awaitable[T], seconds: float) -> T:
+        """What `work` comes to, unless `seconds` pass first on the elector's clock: then it is cancelled and this
+        raises TimeoutError."""
+        doing = asyncio.ensure_future(work)
+        timer = asyncio.ensure_future(self.clock.sleep(seconds))
+        try:
+            await asyncio.wait((doing, timer), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            doing.cancel()  # a no-op once it is done
+            await asyncio.gather(doing, timer, return_exceptions=True)
+        if doing.cancelled():
+            raise TimeoutError
+        return doing.result()
 
     async def _renew_loop(self) -> None:
-        last_renew = time.monotonic()
+        last_renew = self.clock.now()
         while True:
-            await asyncio.sleep(self.retry_period)
+            await self.clock.sleep(self.retry_period)
             try:
-                renewed = await asyncio.wait_for(self._try_acquire_or_renew(), timeout=self.renew_deadline)
+                renewed = await self._within(self._try_acquire_or_renew(), self.renew_deadline)
             except TimeoutError:
                 renewed = False
             if renewed:
-                last_renew = time.monotonic()
-            elif time.monotonic() - last_renew > self.renew_deadline:
+                last_renew = self.clock.now()
+            elif self.clock.now() - last_renew > self.renew_deadline:
                 return
 
     async def _try_acquire_or_renew(self) -> bool:
@@ -154,7 +189,7 @@ class LeaderElector:
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
         duration = self._observed_duration
-        if holder and holder != self.identity and time.monotonic() - self._observed_at < duration:
+        if holder and holder != self.identity and self.clock.now() - self._observed_at < duration:
             return False
         transitions = int(spec.get("leaseTransitions") or 0)
         if holder != self.identity:
@@ -204,7 +239,7 @@ class LeaderElector:
     def _remember(self, lease: JSON) -> None:
         spec = lease.get("spec") or {}
         self._observed = (spec.get("holderIdentity") or "", spec.get("renewTime") or "")
-        self._observed_at = time.monotonic()
+        self._observed_at = self.clock.now()
 
     async def release(self) -> None:
         """Give the Lease up so that a standby takes over at once."""

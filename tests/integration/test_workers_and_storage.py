@@ -1,7 +1,7 @@
 """WorkerScript, WorkerRoute, KVNamespace, R2Bucket and D1Database against a real API server, the emulator and the
 controller process (drift checks every 2 s): a Worker bound to every kind of storage and a Secret, uploads only when
 what is uploaded changes, drift, pause, deletion in any order, and secret values kept out of everything kflare writes.
-(The adoption and deletion matrices of these kinds are in test_lifecycle_matrices.py.)"""
+(The adoption and deletion matrices of these kinds are in tests/unit/reconcilers/test_lifecycle_matrices.py.)"""
 
 from __future__ import annotations
 

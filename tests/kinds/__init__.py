@@ -2,8 +2,10 @@
 manifest, an object of the same key made outside kflare, and how to read what Cloudflare holds of it.
 
 Every kind the controller registers (but CloudflareAccount, which creates nothing) has a Sample here, and the
-lifecycle matrices (`tests/integration/test_lifecycle_matrices.py`) run over all of them: a new kind gets the
-adoption and deletion matrices by adding its Sample (a test fails until it does).
+lifecycle matrices (`tests/unit/reconcilers/test_lifecycle_matrices.py`, in process) run over all of them, as does
+one smoke test per kind through `kflare run` (`tests/integration/test_lifecycle_matrices.py`): a new kind gets the
+adoption and deletion matrices by adding its Sample (a test fails until it does). A Sample drives kflare through a
+`tests.fixtures.driver.Driver`, so the same description serves both.
 
 Rules are never adopted: kflare finds its rule by the ref it derives from the resource, so a rule "that exists" is
 one kflare made (before a move to a new cluster, say) and is taken as the resource's own, whatever the adoption
@@ -20,15 +22,16 @@ from typing import Any
 import httpx
 
 from reconcilers.rulesets import ref_for
-from tests.fixtures.controller import Kflare
-from tests.fixtures.emulator import EmulatorProcess
+from tests.fixtures.driver import CloudflareEndpoint, Driver
+
+HTTP = httpx.Client(timeout=10, trust_env=False)
+"""One client for every call of the tests to the emulator: a client per call would build a TLS context each time,
+which costs more than the call. The emulator is always local: no proxy of the environment applies."""
 
 
-def cf(emulator: EmulatorProcess, method: str, path: str, **kwargs: Any) -> Any:
+def cf(emulator: CloudflareEndpoint, method: str, path: str, **kwargs: Any) -> Any:
     """A call to the emulator as a Cloudflare user would make it (the test's token), its result unwrapped."""
-    reply = httpx.request(
-        method, emulator.base_url + path, headers={"Authorization": f"Bearer {emulator.token}"}, timeout=10, **kwargs
-    )
+    reply = cf_raw(emulator, method, path, **kwargs)
     body = reply.json()
     assert body["success"], body
     return body["result"]
@@ -43,7 +46,7 @@ class Sample(ABC):
     """False for kinds whose key marks kflare's own objects (rules): found means ours, never adopted."""
 
     @abstractmethod
-    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+    async def parents(self, kflare: Driver, label: str) -> dict[str, Any]:
         """Make the resource's parents Ready (in a Cloudflare namespace of their own, `label`)."""
 
     @abstractmethod
@@ -51,19 +54,19 @@ class Sample(ABC):
         """The resource's spec."""
 
     @abstractmethod
-    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+    def make_existing(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> str:
         """An object of the resource's key, made in Cloudflare outside kflare, different from the spec where the
         kind has anything to correct; returns its ID."""
 
     @abstractmethod
-    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    def held(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> list[dict[str, Any]]:
         """What Cloudflare holds of the resource's key, each with its `id`."""
 
     def matches_spec(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
         """Whether a held object is as the spec says (after adoption, drift is corrected)."""
         return True
 
-    async def apply(self, kflare: Kflare, ctx: dict[str, Any], annotations: dict[str, str]) -> None:
+    async def apply(self, kflare: Driver, ctx: dict[str, Any], annotations: dict[str, str]) -> None:
         await kflare.apply(
             {"kind": self.kind, "metadata": {"name": self.name, "annotations": annotations}, "spec": self.spec(ctx)}
         )
@@ -72,41 +75,41 @@ class Sample(ABC):
 class ZoneSample(Sample):
     kind = "Zone"
 
-    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+    async def parents(self, kflare: Driver, label: str) -> dict[str, Any]:
         await kflare.token_secret()
         await kflare.make_account()
         await kflare.ready("CloudflareAccount", kflare.account)
-        return {"domain": f"{label}.example", "account_id": kflare.emulator.account_id}
+        return {"domain": f"{label}.example", "account_id": kflare.account_id}
 
     def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
         return {"name": ctx["domain"], "accountRef": {"name": "acct"}, "type": "full"}
 
-    async def apply(self, kflare: Kflare, ctx: dict[str, Any], annotations: dict[str, str]) -> None:
+    async def apply(self, kflare: Driver, ctx: dict[str, Any], annotations: dict[str, str]) -> None:
         await kflare.make_zone(self.name, ctx["domain"], annotations)
 
-    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+    def make_existing(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> str:
         body = {"name": ctx["domain"], "account": {"id": ctx["account_id"]}, "type": "full"}
         return str(cf(emulator, "POST", "/zones", json=body)["id"])
 
-    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    def held(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> list[dict[str, Any]]:
         return list(cf(emulator, "GET", "/zones", params={"name": ctx["domain"]}))
 
 
 class DNSRecordSample(Sample):
     kind = "DNSRecord"
 
-    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+    async def parents(self, kflare: Driver, label: str) -> dict[str, Any]:
         domain = f"{label}.example"
         return {"zone_id": await kflare.ready_zone(domain), "host": f"app.{domain}"}
 
     def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
         return {"zoneRef": {"name": "zone"}, "name": ctx["host"], "type": "CNAME", "content": "new.example.net"}
 
-    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+    def make_existing(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> str:
         body = {"type": "CNAME", "name": ctx["host"], "content": "old.example.net", "ttl": 1}
         return str(cf(emulator, "POST", f"/zones/{ctx['zone_id']}/dns_records", json=body)["id"])
 
-    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    def held(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> list[dict[str, Any]]:
         params = {"type": "CNAME", "name": ctx["host"]}
         return list(cf(emulator, "GET", f"/zones/{ctx['zone_id']}/dns_records", params=params))
 
@@ -114,11 +117,11 @@ class DNSRecordSample(Sample):
         return bool(held.get("content") == "new.example.net")
 
 
-async def ready_account(kflare: Kflare) -> dict[str, Any]:
+async def ready_account(kflare: Driver) -> dict[str, Any]:
     await kflare.token_secret()
     await kflare.make_account()
     await kflare.ready("CloudflareAccount", kflare.account)
-    account_id = kflare.emulator.account_id
+    account_id = kflare.account_id
     return {
         "account": kflare.account,
         "account_id": account_id,
@@ -130,17 +133,17 @@ async def ready_account(kflare: Kflare) -> dict[str, Any]:
 class KVNamespaceSample(Sample):
     kind = "KVNamespace"
 
-    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+    async def parents(self, kflare: Driver, label: str) -> dict[str, Any]:
         return {**await ready_account(kflare), "title": f"{label}-cache"}
 
     def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
         return {"accountRef": {"name": ctx["account"]}, "title": ctx["title"]}
 
-    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+    def make_existing(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> str:
         path = f"{ctx['base']}/storage/kv/namespaces"
         return str(cf(emulator, "POST", path, json={"title": ctx["title"]})["id"])
 
-    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    def held(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> list[dict[str, Any]]:
         found = cf(emulator, "GET", f"{ctx['base']}/storage/kv/namespaces", params={"per_page": 1000})
         return [n for n in found if n["title"] == ctx["title"]]
 
@@ -148,16 +151,16 @@ class KVNamespaceSample(Sample):
 class R2BucketSample(Sample):
     kind = "R2Bucket"
 
-    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+    async def parents(self, kflare: Driver, label: str) -> dict[str, Any]:
         return {**await ready_account(kflare), "bucket": f"{label}-bucket"}
 
     def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
         return {"accountRef": {"name": ctx["account"]}, "name": ctx["bucket"], "locationHint": "weur"}
 
-    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+    def make_existing(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> str:
         return str(cf(emulator, "POST", f"{ctx['base']}/r2/buckets", json={"name": ctx["bucket"]})["name"])
 
-    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    def held(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> list[dict[str, Any]]:
         found = cf(emulator, "GET", f"{ctx['base']}/r2/buckets", params={"per_page": 1000})["buckets"]
         return [{**b, "id": b["name"]} for b in found if b["name"] == ctx["bucket"]]
 
@@ -165,32 +168,31 @@ class R2BucketSample(Sample):
 class D1DatabaseSample(Sample):
     kind = "D1Database"
 
-    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+    async def parents(self, kflare: Driver, label: str) -> dict[str, Any]:
         return {**await ready_account(kflare), "database": f"{label}-db"}
 
     def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
         return {"accountRef": {"name": ctx["account"]}, "name": ctx["database"]}
 
-    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+    def make_existing(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> str:
         return str(cf(emulator, "POST", f"{ctx['base']}/d1/database", json={"name": ctx["database"]})["uuid"])
 
-    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    def held(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> list[dict[str, Any]]:
         found = cf(emulator, "GET", f"{ctx['base']}/d1/database")
         return [{**d, "id": d["uuid"]} for d in found if d["name"] == ctx["database"]]
 
 
-def r2_buckets(emulator: EmulatorProcess, jurisdiction: str = "default") -> list[dict[str, Any]]:
+def r2_buckets(emulator: CloudflareEndpoint, jurisdiction: str = "default") -> list[dict[str, Any]]:
     """The account's buckets of one jurisdiction."""
-    reply = httpx.get(
+    reply = HTTP.get(
         f"{emulator.base_url}/accounts/{emulator.account_id}/r2/buckets",
         headers={"Authorization": f"Bearer {emulator.token}", "cf-r2-jurisdiction": jurisdiction},
-        timeout=10,
     )
     buckets: list[dict[str, Any]] = reply.json()["result"]["buckets"]
     return buckets
 
 
-def upload_worker(emulator: EmulatorProcess, account_id: str, name: str, code: str) -> dict[str, Any]:
+def upload_worker(emulator: CloudflareEndpoint, account_id: str, name: str, code: str) -> dict[str, Any]:
     """A Worker uploaded as a user would (wrangler's multipart form), outside kflare."""
     metadata = json.dumps({"main_module": "index.js", "bindings": []})
     files = {
@@ -201,17 +203,16 @@ def upload_worker(emulator: EmulatorProcess, account_id: str, name: str, code: s
     return result
 
 
-def worker_code(emulator: EmulatorProcess, account_id: str, name: str) -> str:
-    reply = httpx.get(
+def worker_code(emulator: CloudflareEndpoint, account_id: str, name: str) -> str:
+    reply = HTTP.get(
         f"{emulator.base_url}/accounts/{account_id}/workers/scripts/{name}",
         headers={"Authorization": f"Bearer {emulator.token}"},
-        timeout=10,
     )
     reply.raise_for_status()
     return reply.text
 
 
-def workers(emulator: EmulatorProcess, account_id: str) -> dict[str, dict[str, Any]]:
+def workers(emulator: CloudflareEndpoint, account_id: str) -> dict[str, dict[str, Any]]:
     return {w["id"]: w for w in cf(emulator, "GET", f"/accounts/{account_id}/workers/scripts")}
 
 
@@ -221,17 +222,17 @@ NEW_CODE = "export default { fetch() { return new Response('kflare'); } };"
 class WorkerScriptSample(Sample):
     kind = "WorkerScript"
 
-    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+    async def parents(self, kflare: Driver, label: str) -> dict[str, Any]:
         return {**await ready_account(kflare), "worker": f"{label}-worker"}
 
     def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
         return {"accountRef": {"name": ctx["account"]}, "name": ctx["worker"], "script": NEW_CODE}
 
-    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+    def make_existing(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> str:
         code = "export default { fetch() { return new Response('dashboard'); } };"
         return str(upload_worker(emulator, ctx["account_id"], ctx["worker"], code)["id"])
 
-    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    def held(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> list[dict[str, Any]]:
         found = workers(emulator, ctx["account_id"]).get(ctx["worker"])
         return [] if found is None else [found]
 
@@ -242,7 +243,7 @@ class WorkerScriptSample(Sample):
 class WorkerRouteSample(Sample):
     kind = "WorkerRoute"
 
-    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+    async def parents(self, kflare: Driver, label: str) -> dict[str, Any]:
         domain = f"{label}.example"
         zone_id = await kflare.ready_zone(domain)
         await kflare.apply(
@@ -258,11 +259,11 @@ class WorkerRouteSample(Sample):
     def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
         return {"zoneRef": {"name": "zone"}, "pattern": ctx["pattern"], "workerScriptRef": {"name": "worker"}}
 
-    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+    def make_existing(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> str:
         path = f"/zones/{ctx['zone_id']}/workers/routes"
         return str(cf(emulator, "POST", path, json={"pattern": ctx["pattern"]})["id"])
 
-    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    def held(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> list[dict[str, Any]]:
         found = cf(emulator, "GET", f"/zones/{ctx['zone_id']}/workers/routes")
         return [r for r in found if r["pattern"] == ctx["pattern"]]
 
@@ -287,20 +288,20 @@ SAMPLES: dict[str, Sample] = {
 class TunnelSample(Sample):
     kind = "Tunnel"
 
-    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+    async def parents(self, kflare: Driver, label: str) -> dict[str, Any]:
         await kflare.token_secret()
         await kflare.make_account()
         await kflare.ready("CloudflareAccount", kflare.account)
-        return {"name": f"{label}-tunnel", "account": kflare.account, "account_id": kflare.emulator.account_id}
+        return {"name": f"{label}-tunnel", "account": kflare.account, "account_id": kflare.account_id}
 
     def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
         return {"name": ctx["name"], "accountRef": {"name": ctx["account"]}, "credentialsSecretRef": {"name": "tok"}}
 
-    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+    def make_existing(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> str:
         body = {"name": ctx["name"], "config_src": "cloudflare"}
         return str(cf(emulator, "POST", f"/accounts/{ctx['account_id']}/cfd_tunnel", json=body)["id"])
 
-    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    def held(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> list[dict[str, Any]]:
         params = {"name": ctx["name"], "is_deleted": "false"}
         return list(cf(emulator, "GET", f"/accounts/{ctx['account_id']}/cfd_tunnel", params=params))
 
@@ -309,10 +310,10 @@ class TunnelConfigurationSample(Sample):
     kind = "TunnelConfiguration"
     service = "http://web.default.svc:80"
 
-    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+    async def parents(self, kflare: Driver, label: str) -> dict[str, Any]:
         # The zone covers the rule's host name (else Ready says HostnameNotCovered).
         await kflare.ready_zone(f"{label}.example")
-        ctx = {"name": f"{label}-tunnel", "account": kflare.account, "account_id": kflare.emulator.account_id}
+        ctx = {"name": f"{label}-tunnel", "account": kflare.account, "account_id": kflare.account_id}
         await kflare.apply({"kind": "Tunnel", "metadata": {"name": "tunnel"}, "spec": TunnelSample().spec(ctx)})
         tunnel = await kflare.ready("Tunnel", "tunnel")
         return {**ctx, "tunnel_id": tunnel["status"]["cloudflareMetadata"]["tunnelID"], "host": f"app.{label}.example"}
@@ -323,12 +324,12 @@ class TunnelConfigurationSample(Sample):
     def _path(self, ctx: dict[str, Any]) -> str:
         return f"/accounts/{ctx['account_id']}/cfd_tunnel/{ctx['tunnel_id']}/configurations"
 
-    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+    def make_existing(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> str:
         rules = [{"hostname": ctx["host"], "service": "http://old.default.svc:80"}, {"service": "http_status:404"}]
         cf(emulator, "PUT", self._path(ctx), json={"config": {"ingress": rules}})
         return str(ctx["tunnel_id"])
 
-    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    def held(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> list[dict[str, Any]]:
         """The tunnel's configuration, unless it is nothing or the single catch-all a reset leaves."""
         held = cf(emulator, "GET", self._path(ctx))
         rules = (held.get("config") or {}).get("ingress") or []
@@ -353,7 +354,7 @@ class RuleSample(Sample):
         self.extras = extras
         """The rest of the rule made outside kflare, in Cloudflare's form."""
 
-    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+    async def parents(self, kflare: Driver, label: str) -> dict[str, Any]:
         zone_id = await kflare.ready_zone(f"{label}.example")
         return {"zone_id": zone_id, "ref": ref_for(self.kind, kflare.namespace, self.name)}
 
@@ -363,7 +364,7 @@ class RuleSample(Sample):
     def _entrypoint(self, ctx: dict[str, Any]) -> str:
         return f"/zones/{ctx['zone_id']}/rulesets/phases/{self.phase}/entrypoint"
 
-    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+    def make_existing(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> str:
         # The resource's own rule, left by an earlier cluster, edited since (its expression differs).
         rule = {"ref": ctx["ref"], "action": self.action, "expression": 'http.host eq "old.example"'}
         reply = cf_raw(emulator, "GET", self._entrypoint(ctx))
@@ -382,7 +383,7 @@ class RuleSample(Sample):
         )
         return str(next(r["id"] for r in result["rules"] if r["ref"] == ctx["ref"]))
 
-    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    def held(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> list[dict[str, Any]]:
         reply = cf_raw(emulator, "GET", self._entrypoint(ctx))
         if reply.status_code == 404:
             return []
@@ -392,9 +393,9 @@ class RuleSample(Sample):
         return bool(held.get("expression") == self._spec["expression"])
 
 
-def cf_raw(emulator: EmulatorProcess, method: str, path: str, **kwargs: Any) -> httpx.Response:
-    return httpx.request(
-        method, emulator.base_url + path, headers={"Authorization": f"Bearer {emulator.token}"}, timeout=10, **kwargs
+def cf_raw(emulator: CloudflareEndpoint, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    return HTTP.request(
+        method, emulator.base_url + path, headers={"Authorization": f"Bearer {emulator.token}"}, **kwargs
     )
 
 
@@ -462,18 +463,18 @@ class ManagedTransformSample(Sample):
 
     kind = "ManagedTransform"
 
-    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+    async def parents(self, kflare: Driver, label: str) -> dict[str, Any]:
         return {"zone_id": await kflare.ready_zone(f"{label}.example")}
 
     def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
         return {"zoneRef": {"name": "zone"}, "managedResponseHeaders": [{"id": "add_security_headers"}]}
 
-    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+    def make_existing(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> str:
         switch = {"id": "add_visitor_location_headers", "enabled": True}
         cf(emulator, "PATCH", f"/zones/{ctx['zone_id']}/managed_headers", json={"managed_request_headers": [switch]})
         return str(ctx["zone_id"])
 
-    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    def held(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> list[dict[str, Any]]:
         document = cf(emulator, "GET", f"/zones/{ctx['zone_id']}/managed_headers")
         switches = [*document["managed_request_headers"], *document["managed_response_headers"]]
         on = sorted(t["id"] for t in switches if t["enabled"])
@@ -488,21 +489,21 @@ class IPListSample(Sample):
 
     kind = "IPList"
 
-    async def parents(self, kflare: Kflare, label: str) -> dict[str, Any]:
+    async def parents(self, kflare: Driver, label: str) -> dict[str, Any]:
         await kflare.token_secret()
         await kflare.make_account()
         await kflare.ready("CloudflareAccount", kflare.account)
-        return {"account": kflare.account, "account_id": kflare.emulator.account_id, "name": f"{label}_list"}
+        return {"account": kflare.account, "account_id": kflare.account_id, "name": f"{label}_list"}
 
     def spec(self, ctx: dict[str, Any]) -> dict[str, Any]:
         items = [{"ip": "192.0.2.0/24", "comment": "office"}, {"ip": "198.51.100.7"}]
         return {"accountRef": {"name": ctx["account"]}, "name": ctx["name"], "description": "kflare", "items": items}
 
-    def make_existing(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> str:
+    def make_existing(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> str:
         body = {"name": ctx["name"], "kind": "ip", "description": "made by hand"}
         return str(cf(emulator, "POST", f"/accounts/{ctx['account_id']}/rules/lists", json=body)["id"])
 
-    def held(self, emulator: EmulatorProcess, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    def held(self, emulator: CloudflareEndpoint, ctx: dict[str, Any]) -> list[dict[str, Any]]:
         lists = cf(emulator, "GET", f"/accounts/{ctx['account_id']}/rules/lists")
         return [found for found in lists if found["name"] == ctx["name"]]
 

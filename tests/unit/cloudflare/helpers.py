@@ -36,6 +36,12 @@ async def eventually(condition: Callable[[], bool], *, rounds: int = 10_000) -> 
     raise AssertionError("condition never became true")
 
 
+async def idle(rounds: int = 50) -> None:
+    """Let every task run as far as it can without any clock moving."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
 class FakeClock:
     """A `Clock` that moves only when told to."""
 

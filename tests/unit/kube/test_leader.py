@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime as dt
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from app.kube.client import JSON, KubeError, ResourceType
-from app.kube.leader import LeaderElector
+from app.kube.client import JSON, LEASES, KubeError, ResourceType
+from app.kube.leader import EXPIRY_MARGIN, LeaderElector
+from tests.unit.cloudflare.helpers import FakeClock, idle
+from tests.unit.cloudflare.helpers import eventually as until
 
 
 class FakeLeases:
@@ -21,7 +22,7 @@ class FakeLeases:
         self.lease: JSON | None = None
         self.version = 0
         self.changed = asyncio.Condition()
-        self.gets: list[float] = []
+        self.gets: list[str] = []
 
     async def _store(self, lease: JSON) -> JSON:
         self.version += 1
@@ -33,7 +34,7 @@ class FakeLeases:
         return copy.deepcopy(lease)
 
     async def get(self, rt: ResourceType, name: str, namespace: str | None = None) -> JSON:
-        self.gets.append(time.monotonic())
+        self.gets.append(name)
         if self.lease is None:
             raise KubeError(404, "NotFound", name)
         return copy.deepcopy(self.lease)
@@ -60,37 +61,54 @@ class FakeLeases:
 
 
 async def test_a_standby_takes_over_a_lease_duration_after_the_last_renewal() -> None:
+    # On a virtual clock: the takeover's moment is exact, whatever the machine's load.
+    clock = FakeClock()
     kube = FakeLeases()
-    duration = 1.0
-    now = dt.datetime.now(dt.UTC).isoformat()
-    await kube.create(
-        ResourceType("coordination.k8s.io", "v1", "leases", "Lease"),
-        {"metadata": {"name": "l"}, "spec": {"holderIdentity": "old", "leaseDurationSeconds": 1, "renewTime": now}},
+    duration, retry_period = 1.0, 0.6
+    await kube.create(LEASES, {"metadata": {"name": "l"}, "spec": {**renewal(clock, "old"), "leaseDurationSeconds": 1}})
+    standby = LeaderElector(
+        kube,  # type: ignore[arg-type]
+        "ns",
+        "l",
+        "new",
+        lease_duration=duration,
+        renew_deadline=0.8,
+        retry_period=retry_period,
+        clock=clock,
     )
-    standby = LeaderElector(kube, "ns", "l", "new", lease_duration=duration, renew_deadline=0.8, retry_period=0.6)  # type: ignore[arg-type]
-    elected = asyncio.Event()
+    elected_at: list[float] = []
 
     async def lead() -> None:
-        elected.set()
-        await asyncio.sleep(3600)
+        elected_at.append(clock.now())
+        await asyncio.Event().wait()
 
     running = asyncio.create_task(standby.run(lead))
     try:
         # The old leader renews every 0.05 s, and dies at its first renewal after one of the standby's polls: the
         # worst moment for a standby that only polls (it learns of that renewal a whole retry period late).
+        await until(lambda: len(kube.gets) > 0)
         polls = len(kube.gets)
-        while len(kube.gets) < polls + 2:
+        while True:
             assert kube.lease is not None
             lease = copy.deepcopy(kube.lease)
-            lease["spec"]["renewTime"] = dt.datetime.now(dt.UTC).isoformat()
-            await kube.replace(ResourceType("coordination.k8s.io", "v1", "leases", "Lease"), lease)
-            last_renewal = time.monotonic()
-            await asyncio.sleep(0.05)
-        await asyncio.wait_for(elected.wait(), 5)
-        took = time.monotonic() - last_renewal
+            lease["spec"].update(renewal(clock, "old"))
+            await kube.replace(LEASES, lease)
+            last_renewal = clock.now()
+            await idle()
+            if len(kube.gets) >= polls + 2:
+                break
+            clock.advance(0.05)
+            await idle()  # a poll due now runs before the next renewal
+        await clock.run([asyncio.create_task(until(lambda: bool(elected_at)))])
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
     assert kube.lease is not None
     assert kube.lease["spec"]["holderIdentity"] == "new"
-    assert duration <= took < duration + 0.15, f"took over {took:.2f} s after the last renewal"
+    took = elected_at[0] - last_renewal
+    assert duration <= took <= duration + EXPIRY_MARGIN + 1e-9, f"took {took:.3f} s after the last renewal"
+
+
+def renewal(clock: FakeClock, holder: str) -> dict[str, Any]:
+    """A renewal's record, stamped from the virtual clock so that each one differs from the last."""
+    return {"holderIdentity": holder, "renewTime": dt.datetime.fromtimestamp(clock.now(), dt.UTC).isoformat()}

@@ -3,29 +3,49 @@ Kubernetes API held in memory that can "crash" the controller at any write, as a
 
 A crash is `Crash`, a BaseException, so no `except Exception` in the code under test can swallow it. After a crash
 the test builds a new Runtime from what the API server stored, exactly as a restarted Pod starts from its LIST.
+
+`MemoryKflare` drives every registered kind the way `kflare run` would be driven (the Samples of tests/kinds take
+either): what a test applies is reconciled, object by object, until nothing more is written (`Runtime.settle`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 import datetime as dt
-from collections.abc import Callable
+import socket
+import ssl
+import threading
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import uvicorn
 
+from app.api.base import GROUP, VERSION
 from app.cloudflare.http import HttpConfig
 from app.cloudflare.session import CloudflareSession
 from app.emulator import create_app
+from app.emulator.app import EmulatorApp
+from app.emulator.context import Emulator
 from app.kube.client import JSON, JSON_PATCH, KubeError, ResourceType
 from app.kube.index import DependencyIndex, Ref
 from app.kube.informer import Informer, key_of
+from reconcilers import registry
 from reconcilers.context import Context
+from reconcilers.dns_record import DNSRecordKind
 from reconcilers.lifecycle import ManagedKind, merge_patch
+from tests.fixtures.driver import Driver, is_ready, token_data
 
 TOKEN = "harness-token-0123456789abcdef"
 ACCOUNT_ID = "a" * 32
+SETTLE_PASSES = 8
+TLS = ssl.create_default_context()
+"""One TLS context for every client of the process: each would load the CA bundle anew, which costs more than a
+case of the matrices (they speak plain HTTP on loopback, so it is never used)."""
 
 
 class Crash(BaseException):
@@ -96,7 +116,9 @@ class MemoryKube:
         if crash and not self.crash_after_apply:
             raise Crash
         key = (rt.kind, namespace or "", name)
-        obj = self.objects[key]
+        obj = self.objects.get(key)
+        if obj is None:
+            raise KubeError(404, "NotFound", f"{rt.plural} {name!r} not found")
         if content_type == JSON_PATCH:
             for op in patch:
                 if op["op"] == "remove" and op["path"].startswith("/metadata/finalizers/"):
@@ -119,6 +141,18 @@ class MemoryKube:
         if crash:
             raise Crash
         return copy.deepcopy(obj)
+
+    def delete(self, kind: str, name: str, namespace: str = "") -> None:
+        """A user's DELETE: the object is marked for deletion while finalizers hold it, else removed at once."""
+        key = (kind, namespace, name)
+        obj = self.objects[key]
+        if not obj["metadata"].get("finalizers"):
+            del self.objects[key]
+            return
+        if not obj["metadata"].get("deletionTimestamp"):
+            obj["metadata"]["deletionTimestamp"] = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            self.version += 1
+            obj["metadata"]["resourceVersion"] = str(self.version)
 
 
 class NoEvents:
@@ -159,13 +193,19 @@ def emulator_state(zones: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 class Cloudflare:
-    """The emulator in process and a session whose clients reach it."""
+    """The emulator in process and a session whose clients reach it: behind httpx's ASGI transport, or `served` on
+    a loopback port (where the Samples' synchronous calls reach it too)."""
 
-    def __init__(self, state: dict[str, Any]) -> None:
-        self.app = create_app(state)
-        transport = httpx.ASGITransport(app=self.app)
-        self.session = CloudflareSession(HttpConfig(base_url="http://emulator/client/v4"), transport=transport)
-        self.http = httpx.AsyncClient(transport=transport, base_url="http://emulator/client/v4")
+    def __init__(self, state: dict[str, Any] | None = None, *, served: EmulatorServer | None = None) -> None:
+        if served is None:
+            self.app = create_app(state)
+            transport = httpx.ASGITransport(app=self.app)
+            self.session = CloudflareSession(HttpConfig(base_url="http://emulator/client/v4"), transport=transport)
+            self.http = httpx.AsyncClient(transport=transport, base_url="http://emulator/client/v4")
+            return
+        self.app = served.app
+        self.session = CloudflareSession(HttpConfig(base_url=served.base_url, verify=TLS))
+        self.http = httpx.AsyncClient(base_url=served.base_url, verify=TLS, trust_env=False)
 
     async def get(self, path: str, **params: Any) -> Any:
         reply = await self.http.get(path, params=params, headers={"Authorization": f"Bearer {TOKEN}"})
@@ -173,9 +213,33 @@ class Cloudflare:
         assert body["success"], body
         return body["result"]
 
+    def writes(self) -> int:
+        """The calls that may have changed something in Cloudflare, so far."""
+        return sum(1 for call in self.emulator.calls.select() if call.method != "GET")
+
+    @property
+    def emulator(self) -> Emulator:
+        assert isinstance(self.app, EmulatorApp)
+        return self.app.emulator
+
     async def aclose(self) -> None:
         await self.http.aclose()
         await self.session.aclose()
+
+
+class SkippingClock:
+    """Time that passes the moment it is waited for. Reconciles run one at a time here, so nothing a DNS batch
+    waits for (another record joining it) can happen while it waits: waiting in real time would only be slower."""
+
+    def __init__(self) -> None:
+        self.time = 0.0
+
+    def now(self) -> float:
+        return self.time
+
+    async def sleep(self, seconds: float) -> None:
+        self.time += max(0.0, seconds)
+        await asyncio.sleep(0)
 
 
 @dataclass
@@ -184,22 +248,28 @@ class Runtime:
 
     kube: MemoryKube
     cloudflare: Cloudflare
-    kinds: list[type[ManagedKind]]  # type: ignore[type-arg]
+    kinds: Sequence[type[ManagedKind]]  # type: ignore[type-arg]
     secrets: MemorySecrets | KubeSecrets
+    default_deletion_policy: str = "delete"
+    """As `--default-deletion-policy` gives it to the kinds (app.server: the Context's field)."""
     informers: dict[str, Informer] = field(default_factory=dict)
     reconcilers: dict[str, ManagedKind] = field(default_factory=dict)  # type: ignore[type-arg]
     enqueued: list[Ref] = field(default_factory=list)
+    index: DependencyIndex = field(default_factory=DependencyIndex)
 
     def __post_init__(self) -> None:
-        index = DependencyIndex()
         ctx = Context(
             kube=self.kube,  # type: ignore[arg-type]
             recorder=NoEvents(),  # type: ignore[arg-type]
             secrets=self.secrets,  # type: ignore[arg-type]
-            index=index,
+            index=self.index,
             cloudflare=lambda token: self.cloudflare.session.client(token),
+            default_deletion_policy=self.default_deletion_policy,
             informer_of=self.informers.get,
             enqueue=self.enqueued.append,
+            # Reconciles run one at a time here, so no other object is ever queued behind a busy worker: a DNS
+            # batch must not wait for records that cannot run before it goes.
+            queued=lambda _: False,
         )
         for kind in self.kinds:
             rt = kind.resource_type()
@@ -210,11 +280,13 @@ class Runtime:
                 if stored_kind == rt.kind:
                     informer.put(copy.deepcopy(obj))
             self.informers[rt.kind] = informer
-            self.reconcilers[rt.kind] = kind(ctx)
+            self.reconcilers[rt.kind] = reconciler = kind(ctx)
+            if isinstance(reconciler, DNSRecordKind):
+                reconciler.batches.clock = SkippingClock()
         for (stored_kind, namespace, name), obj in self.kube.objects.items():
             reconciler = self.reconcilers.get(stored_kind)
             if reconciler is not None:
-                index.set_parents(Ref(stored_kind, namespace, name), reconciler.parents_of(obj))
+                self.index.set_parents(Ref(stored_kind, namespace, name), reconciler.parents_of(obj))
 
     def sync(self, kind: str) -> None:
         """What the watch would deliver: the informer catches up with the API server."""
@@ -222,13 +294,36 @@ class Runtime:
         for key in list(informer.cache):
             if self.kube.get(kind, key[1], key[0]) is None:
                 informer.pop(key)
-        for (stored_kind, _, _), obj in self.kube.objects.items():
+        for (stored_kind, namespace, name), obj in self.kube.objects.items():
             if stored_kind == kind:
                 informer.put(copy.deepcopy(obj))
+                self.index.set_parents(Ref(kind, namespace, name), self.reconcilers[kind].parents_of(obj))
 
     async def reconcile(self, kind: str, name: str, namespace: str = "") -> Any:
         self.sync(kind)
         return await self.reconcilers[kind].reconcile((namespace, name))
+
+    async def settle(self, passes: int = SETTLE_PASSES) -> None:
+        """Reconcile every object, kind by kind in the order given (parents first), until a whole pass writes
+        nothing to Kubernetes or Cloudflare: what the controller's queues come to once every event is handled. The
+        reconcilers are idempotent, so a world still changing after `passes` is a bug, not slowness."""
+        for _ in range(passes):
+            before = (self.kube.writes, self.cloudflare.writes())
+            versions = {key: obj["metadata"]["resourceVersion"] for key, obj in self.kube.objects.items()}
+            for kind in self.reconcilers:
+                self.sync(kind)
+                for namespace, name in sorted(self.informers[kind].cache):
+                    await self.reconcile(kind, name, namespace)
+            if (self.kube.writes, self.cloudflare.writes()) == before:
+                return
+        changed = sorted(
+            f"{kind} {namespace}/{name}".replace(" /", " ")
+            for (kind, namespace, name), obj in self.kube.objects.items()
+            if versions.get((kind, namespace, name)) != obj["metadata"]["resourceVersion"]
+        )
+        raise AssertionError(
+            f"still writing after {passes} passes over every object; the last changed {changed or 'only Cloudflare'}"
+        )
 
 
 def ready(obj: JSON, **status: Any) -> JSON:
@@ -251,6 +346,143 @@ def ready(obj: JSON, **status: Any) -> JSON:
 def mark_deleted(kube: MemoryKube, kind: str, name: str, namespace: str = "") -> None:
     obj = kube.objects[(kind, namespace, name)]
     obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = threading.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().startup(sockets=sockets)
+        finally:
+            self.listening.set()
+
+
+class EmulatorServer:
+    """The emulator app served by uvicorn on a loopback port, from a thread whose event loop alone touches its
+    state: the Samples' synchronous calls (`tests.kinds.cf`) and the reconcilers' reach the same Cloudflare."""
+
+    def __init__(self, state: dict[str, Any] | None = None) -> None:
+        self.app = create_app(state)
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+        self._server = _Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="emulator", daemon=True)
+        self._admin: httpx.Client | None = None
+        self.port = 0
+
+    def start(self, timeout: float = 10.0) -> EmulatorServer:
+        self._thread.start()
+        if not self._server.listening.wait(timeout) or not self._server.started:
+            raise RuntimeError("the emulator did not listen")
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        self._admin = httpx.Client(base_url=f"http://127.0.0.1:{self.port}/__emulator", timeout=10, trust_env=False)
+        return self
+
+    def stop(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+        self._server.should_exit = True
+        self._thread.join(10)
+
+    def __enter__(self) -> EmulatorServer:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def reset(self) -> None:
+        """Back to the starting state (asked of the server, so that its own loop changes it)."""
+        assert self._admin is not None
+        self._admin.post("/reset").raise_for_status()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/client/v4"
+
+    @property
+    def token(self) -> str:
+        return str(self._bootstrap["token"])
+
+    @property
+    def account_id(self) -> str:
+        return str(self._bootstrap["account_id"])
+
+    @property
+    def _bootstrap(self) -> dict[str, Any]:
+        assert isinstance(self.app, EmulatorApp)
+        return self.app.emulator.bootstrap
+
+
+REGISTERED = registry.KINDS
+CLUSTER_KINDS = {kind.model.info.kind for kind in REGISTERED if not kind.model.info.namespaced}
+
+
+class MemoryKflare(Driver):
+    """The Samples' driver over the harness: what a test applies goes into a MemoryKube, and every kind the
+    controller registers reconciles it until nothing more is written (`Runtime.settle`), against the emulator
+    served in process. `ready` and `gone` then say at once what `kflare run` would come to."""
+
+    def __init__(
+        self, served: EmulatorServer, *, namespace: str = "matrix", default_deletion_policy: str = "delete"
+    ) -> None:
+        self.namespace, self.account, self.emulator = namespace, f"acct-{namespace}", served
+        self.account_id = served.account_id
+        self.kube = MemoryKube()
+        self.cloudflare = Cloudflare(served=served)
+        self.runtime = Runtime(self.kube, self.cloudflare, REGISTERED, KubeSecrets(self.kube), default_deletion_policy)
+
+    def _where(self, kind: str) -> str:
+        return "" if kind in CLUSTER_KINDS else self.namespace
+
+    def _create(self, manifest: dict[str, Any]) -> JSON:
+        """A user's POST: refused if the name is taken, as the API server would."""
+        meta = manifest["metadata"]
+        if self.kube.get(manifest["kind"], meta["name"], meta.get("namespace") or "") is not None:
+            raise KubeError(409, "AlreadyExists", f"{manifest['kind']} {meta['name']!r} already exists")
+        meta.setdefault("uid", str(uuid.uuid4()))
+        return self.kube.add(manifest)
+
+    async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        manifest = copy.deepcopy(manifest)
+        manifest.setdefault("apiVersion", f"{GROUP}/{VERSION}")
+        if namespace := self._where(manifest["kind"]):
+            manifest["metadata"].setdefault("namespace", namespace)
+        return self._create(manifest)
+
+    async def ready(
+        self, kind: str, name: str, *, reason: str | None = None, status: str = "True", timeout: float = 30.0
+    ) -> dict[str, Any]:
+        await self.runtime.settle()
+        obj = self.kube.get(kind, name, self._where(kind))
+        assert obj is not None, f"{kind} {name} does not exist"
+        if is_ready(obj, status, reason):
+            return obj
+        conditions = (obj.get("status") or {}).get("conditions")
+        raise AssertionError(f"{kind} {name} settled without Ready={status} {reason or ''}: {conditions}")
+
+    async def delete(self, kind: str, name: str) -> None:
+        with contextlib.suppress(KeyError):
+            self.kube.delete(kind, name, self._where(kind))
+
+    async def gone(self, kind: str, name: str, timeout: float = 30.0) -> None:
+        await self.runtime.settle()
+        left = self.kube.get(kind, name, self._where(kind))
+        assert left is None, f"{kind} {name} settled undeleted: {left}"
+
+    async def token_secret(self, token: str | None = None, name: str = "cf-token") -> None:
+        self._create(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": name, "namespace": self.namespace},
+                "data": token_data(token or self.emulator.token),
+            }
+        )
+
+    async def aclose(self) -> None:
+        await self.cloudflare.aclose()
 
 
 Check = Callable[[Runtime], Any]

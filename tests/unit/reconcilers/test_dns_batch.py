@@ -14,6 +14,8 @@ from app.kube.controller import Outcome, Workers
 from app.kube.informer import Key
 from reconcilers.dns_batch import ZoneBatcher, ops_per_call
 from tests.helpers import eventually
+from tests.unit.cloudflare.helpers import FakeClock, idle
+from tests.unit.cloudflare.helpers import eventually as until
 from tests.unit.reconcilers.harness import TOKEN, Cloudflare, emulator_state
 
 ZONE_ID = "c" * 32
@@ -108,18 +110,26 @@ async def _submitted(zone: ZoneBatcher, n: int, start: int) -> list[asyncio.Task
 
 
 async def test_a_growing_batch_waits_out_a_pause_that_would_send_a_lone_edit(cloudflare: Cloudflare) -> None:
-    # The pause is simulated time between two bursts of a bulk apply, not a wait for the batcher.
-    zone = batcher(cloudflare, quiet=0.05, quiet_max=5.0)
+    # The pause between two bursts of a bulk apply is on the batcher's clock, which only the test moves.
+    clock = FakeClock()
+    zone = batcher(cloudflare, quiet=0.05, quiet_max=5.0, clock=clock)
     first = await _submitted(zone, 40, 0)
-    await asyncio.sleep(0.15)  # longer than a lone edit's spell (0.05 s), shorter than 40 operations' (0.25 s)
-    await asyncio.gather(*first, *await _submitted(zone, 40, 40))
+    clock.advance(0.15)  # longer than a lone edit's spell (0.075 s), shorter than 40 operations' (1.05 s)
+    await idle()
+    assert len(zone.pending) == 40, "the growing batch went out in the pause"
+    second = await _submitted(zone, 40, 40)
+    await clock.run([*first, *second])
     assert len(await calls(cloudflare)) == 1, "both bursts in one batch"
 
     await cloudflare.http.delete("http://emulator/__emulator/calls")
     lone = asyncio.create_task(zone.create("lone", a_record(90)))
-    await asyncio.sleep(0.15)
-    await asyncio.gather(lone, zone.create("next", a_record(91)))
-    assert len(await calls(cloudflare)) == 2, "a lone edit is not held for a bulk apply's spell"
+    await idle()
+    assert len(zone.pending) == 1
+    clock.advance(0.15)
+    await until(lone.done)  # with the clock standing still: its spell is over, or it waits for ever
+    assert len(await calls(cloudflare)) == 1, "a lone edit is not held for a bulk apply's spell"
+    await clock.run([asyncio.create_task(zone.create("next", a_record(91)))])
+    assert len(await calls(cloudflare)) == 2
 
 
 async def test_an_abandoned_wait_leaves_no_unretrieved_error_behind(cloudflare: Cloudflare) -> None:
