@@ -7,9 +7,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 PYTEST_ARGS ?=
 
-.PHONY: test venv test-bins node-bins lint types layers pytest chaos e2e conformance clean dev
+.PHONY: test check venv test-bins node-bins lint types layers pytest chaos e2e conformance clean dev
 
 test: lint types layers pytest
+
+# The quick loop: lint, types, layers and the unit tests (no API server, no subprocesses).
+check: lint types layers
+	$(BIN)/python -m pytest tests/unit -q $(PYTEST_ARGS)
 
 venv: $(STAMP)
 
