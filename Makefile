@@ -62,11 +62,12 @@ e2e: venv
 		$(BIN)/python -m pytest tests/e2e --ignore=tests/e2e/test_conformance.py $(PYTEST_ARGS)
 
 # The upstream Gateway API conformance suite against the class on the one-node cluster (tests/e2e/test_conformance.py);
-# its report is written to docs/conformance/. Not part of `make e2e`: the suite's setup cannot pass yet (see there).
+# its report is written to docs/conformance/. Not part of `make e2e`: 7 minutes more, and two core cases fail by the
+# class's design (docs/conformance/README.md says which and why).
 conformance: venv
 	bins=$$(PYTHON=$(abspath $(BIN)/python) bash hack/test-bins.sh | tail -n 1); \
 	node=$$(PYTHON=$(abspath $(BIN)/python) bash hack/test-bins.sh node | tail -n 1); \
-	gateway=$$(PYTHON=$(abspath $(BIN)/python) bash hack/gateway-e2e.sh | tail -n 1); \
+	gateway=$$(PYTHON=$(abspath $(BIN)/python) bash hack/gateway-e2e.sh suite | tail -n 1); \
 	K8S_TEST_BIN="$$bins" K8S_NODE_BIN="$$node" K8S_GATEWAY_BIN="$$gateway" \
 		CONFORMANCE_REPORT=$(abspath docs/conformance/kflare-report.yaml) \
 		$(BIN)/python -m pytest tests/e2e/test_conformance.py -s $(PYTEST_ARGS)
