@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from app.cloudflare.budget import Clock, MonotonicClock
+from app.clock import Clock, MonotonicClock
 from app.cloudflare.client import CloudflareClient
 from app.cloudflare.errors import (
     CloudflareError,

@@ -4,7 +4,8 @@ typed results and typed errors, a per-token call budget shared by every caller, 
 It knows nothing of Kubernetes. Start at `CloudflareSession` (once per process) and `CloudflareClient` (per token).
 """
 
-from app.cloudflare.budget import BudgetConfig, BudgetRegistry, BudgetStats, Clock, MonotonicClock, TokenBudget
+from app.clock import Clock, MonotonicClock
+from app.cloudflare.budget import BudgetConfig, BudgetRegistry, BudgetStats, TokenBudget
 from app.cloudflare.client import CloudflareClient
 from app.cloudflare.envelope import ApiResponse, RateLimitHeaders
 from app.cloudflare.errors import (

@@ -26,34 +26,17 @@ import asyncio
 import contextlib
 import logging
 import math
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
 
+from app.clock import Clock, MonotonicClock
 from app.cloudflare.errors import OUTCOMES, Outcome, RateLimited
 
 logger = logging.getLogger(__name__)
 
 CLOUDFLARE_LIMIT = 1200
 CLOUDFLARE_WINDOW = 300.0
-
-
-class Clock(Protocol):
-    """Monotonic time in seconds and a way to wait for it to pass."""
-
-    def now(self) -> float: ...
-
-    async def sleep(self, seconds: float) -> None: ...
-
-
-class MonotonicClock:
-    def now(self) -> float:
-        return time.monotonic()
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
 
 
 @dataclass(frozen=True, slots=True)

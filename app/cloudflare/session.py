@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import httpx
 
-from app.cloudflare.budget import BudgetConfig, BudgetRegistry, BudgetStats, Clock
+from app.clock import Clock
+from app.cloudflare.budget import BudgetConfig, BudgetRegistry, BudgetStats
 from app.cloudflare.client import CloudflareClient
 from app.cloudflare.http import CloudflareHTTP, HttpConfig
 from app.cloudflare.secret import Secret

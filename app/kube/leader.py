@@ -17,11 +17,11 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
+from app.clock import Clock, MonotonicClock
 from app.kube.client import JSON, LEASES, KubeClient, KubeError
 
 log = logging.getLogger(__name__)
@@ -29,22 +29,6 @@ log = logging.getLogger(__name__)
 EXPIRY_MARGIN = 0.01  # seconds past the expiry to try at, so that the try finds the lease expired
 
 T = TypeVar("T")
-
-
-class Clock(Protocol):
-    """Monotonic seconds and a way to wait for them to pass (the shape of the Cloudflare budget's clock)."""
-
-    def now(self) -> float: ...
-
-    async def sleep(self, seconds: float) -> None: ...
-
-
-class MonotonicClock:
-    def now(self) -> float:
-        return time.monotonic()
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
 
 
 def _micro_time(moment: dt.datetime) -> str:
