@@ -39,7 +39,7 @@ from reconcilers.gateway.kinds import (
     ORIGIN_SERVER_NAME,
 )
 from reconcilers.gateway.policies import config_map_refs
-from reconcilers.gateway.shapes import JSON, BackendTLSPolicy, ConfigMap, GatewayClass, ObjectKey, Route, Secret
+from reconcilers.gateway.shapes import JSON, BackendTLSPolicy, GatewayClass, ObjectKey, Route
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.gateway.status import TunnelState
 from reconcilers.gateway.translate import Translation, World, certificate_refs, translate
@@ -54,6 +54,7 @@ from reconcilers.gateway.tunnels import (
     TunnelPublisher,
     cached_tunnel,
     cached_world,
+    read_referenced,
     record_status_state,
     tunnel_status_state,
     tunnel_view,
@@ -284,16 +285,7 @@ class GatewayClassReconciler:
         for wait in waits:
             with contextlib.suppress(TimeoutError):
                 await wait
-        secrets = self.ctx.secrets
-        world.secret = lambda namespace, name: cast(Secret | None, secrets.get((namespace, name)))
-        if configmaps is not None:
-            world.config_map = lambda namespace, name: cast(ConfigMap | None, configmaps.get((namespace, name)))
-        if world.revision is not None:
-            world.revision = (
-                world.revision,
-                secrets.revision(keys),
-                configmaps.revision(ca_keys) if configmaps is not None else (),
-            )
+        read_referenced(self.ctx, world)
 
     async def reconcile(self, key: Key) -> Outcome:
         world = self.world(await self._installed_bundle())

@@ -416,16 +416,11 @@ _memo: dict[Hashable, Translation] = {}
 
 def translate(world: World) -> Translation:
     """The translation of `world`, remembered per cache revision: the statuses are the caller's own copy (callers
-    amend them), the rest is shared."""
+    amend them), the rest is shared. The classes' statuses are the caller's world's own: they alone depend on the
+    installed bundle, which only the class's reconcile reads, so the tunnels' reconcile shares the translation."""
     if world.revision is None:
         return _translate(world)
-    memo_key = (
-        world.revision,
-        world.installed_bundle,
-        world.installed_channel,
-        world.tenancy_label,
-        world.controller_name,
-    )
+    memo_key = (world.revision, world.tenancy_label, world.controller_name)
     found = _memo.get(memo_key)
     if found is None:
         found = _translate(world)
@@ -436,7 +431,7 @@ def translate(world: World) -> Translation:
         _memo[memo_key] = found
     return dataclasses.replace(
         found,
-        class_status=copy.deepcopy(found.class_status),
+        class_status=_class_statuses(world)[0],
         gateway_status=copy.deepcopy(found.gateway_status),
         route_parents=copy.deepcopy(found.route_parents),
         classes_in_use=set(found.classes_in_use),
@@ -445,14 +440,20 @@ def translate(world: World) -> Translation:
     )
 
 
-def _translate(world: World) -> Translation:
-    class_status_of: dict[str, ClassStatus] = {}
-    served_classes: dict[str, ServedClass | None] = {}
+def _class_statuses(world: World) -> tuple[dict[str, ClassStatus], dict[str, ServedClass | None]]:
+    """The status of each class of this controller, and what serving each takes (None: it is not accepted)."""
+    status_of: dict[str, ClassStatus] = {}
+    served: dict[str, ServedClass | None] = {}
     for cls in world.classes:
         if cls["spec"]["controllerName"] == world.controller_name:
-            class_status_of[shapes.name(cls)], served_classes[shapes.name(cls)] = class_status(
+            status_of[shapes.name(cls)], served[shapes.name(cls)] = class_status(
                 cls, world.tunnel, world.installed_bundle, world.installed_channel
             )
+    return status_of, served
+
+
+def _translate(world: World) -> Translation:
+    class_status_of, served_classes = _class_statuses(world)
 
     gateways: dict[ObjectKey, ServedGateway] = {}
     for gateway in world.gateways:

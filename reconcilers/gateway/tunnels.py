@@ -44,8 +44,10 @@ from reconcilers.gateway.kinds import (
     SERVICES,
     TUNNEL_KIND,
 )
+from reconcilers.gateway.policies import config_map_refs
 from reconcilers.gateway.shapes import (
     BackendTLSPolicy,
+    ConfigMap,
     EndpointSlice,
     Gateway,
     GatewayClass,
@@ -53,10 +55,11 @@ from reconcilers.gateway.shapes import (
     Namespace,
     ReferenceGrant,
     Route,
+    Secret,
     Service,
 )
 from reconcilers.gateway.status import TunnelLookup, TunnelState
-from reconcilers.gateway.translate import Hostname, World, translate
+from reconcilers.gateway.translate import Hostname, World, certificate_refs, translate
 from reconcilers.lifecycle import NotReady
 from reconcilers.tunnel import TunnelKind
 from reconcilers.tunnel_configuration import TunnelConfigurationKind
@@ -138,6 +141,26 @@ def cached_world(
         tenancy_label=tenancy_label,
         revision=revision,
     )
+
+
+def read_referenced(ctx: Context, world: World) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """Let the translation read the Secrets its listeners name as certificates and the ConfigMaps its
+    BackendTLSPolicies name as CAs, as the watches of them hold them (the class's reconcile keeps those watches),
+    with their revisions folded into the world's: the class's reconcile and the tunnels' then translate the same
+    inputs, and share one translation per revision. Returns the keys of both."""
+    keys = certificate_refs(world)
+    ca_keys = config_map_refs(world.backend_tls_policies)
+    secrets, configmaps = ctx.secrets, ctx.configmaps
+    world.secret = lambda namespace, name: cast(Secret | None, secrets.get((namespace, name)))
+    if configmaps is not None:
+        world.config_map = lambda namespace, name: cast(ConfigMap | None, configmaps.get((namespace, name)))
+    if world.revision is not None:
+        world.revision = (
+            world.revision,
+            secrets.revision(keys),
+            configmaps.revision(ca_keys) if configmaps is not None else (),
+        )
+    return keys, ca_keys
 
 
 def tunnel_status_state(raw: JSON) -> object:
@@ -283,6 +306,7 @@ class TunnelPublisher:
         hostnames: list[Hostname] = []
         if named:
             world = cached_world(self.ctx, cached_tunnel(self.ctx), self.options.tenancy_label)
+            read_referenced(self.ctx, world)
             hostnames = translate(world).hostnames
         view = self.view(tunnel_key, hostnames)
         if view.conflict is not None:

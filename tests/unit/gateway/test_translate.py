@@ -498,3 +498,35 @@ def test_a_service_whose_slices_hold_no_ports_or_endpoints_yet_has_no_healthy_ba
         for n, a in assignments.items()
         if "beta" in n
     )
+
+
+def test_the_tunnels_and_the_class_translate_the_same_certificates() -> None:
+    """The tunnels' reconcile reads the certificate Secrets the class's reconcile watches (read_referenced): a
+    route on an HTTPS listener whose certificate exists is published, exactly as the class serves it."""
+    from reconcilers.gateway.tunnels import read_referenced
+
+    class Referenced:
+        def __init__(self, objects: dict[tuple[str, str], Any]) -> None:
+            self.objects = objects
+
+        def get(self, key: tuple[str, str]) -> Any:
+            return self.objects.get(key)
+
+        def revision(self, keys: Any) -> tuple[int, ...]:
+            return tuple(1 for _ in keys)
+
+    class Ctx:
+        secrets = Referenced({(NS, "cert"): tls_secret("cert")})
+        configmaps = Referenced({})
+
+    listeners = [{"name": "tls", "protocol": "HTTPS", "port": 443, "tls": {"certificateRefs": [{"name": "cert"}]}}]
+    routes = [http_route("app", ["app.example.com"], one_rule())]
+
+    def published(read: bool) -> list[str]:
+        w = world(routes, BACKENDS, gateways=[gateway(listeners=listeners)])
+        if read:
+            read_referenced(Ctx(), w)  # type: ignore[arg-type]
+        return [h.hostname for h in translate(w).hostnames]
+
+    assert published(read=False) == []  # what the tunnels' reconcile published before: no certificate seen
+    assert published(read=True) == ["app.example.com"]
