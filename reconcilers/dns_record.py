@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.api import DNSRecord
-from app.api.constants import FINALIZER, RECORD_ID_LABEL, Reason
+from app.api.constants import FINALIZER, Reason
 from app.api.dnsrecord import DNSRecordMetadata
 from app.cloudflare.client import CloudflareClient
 from app.cloudflare.models import DNSRecord as CloudflareRecord
@@ -125,7 +125,6 @@ def _data_matches(wanted: dict[str, Any], actual: dict[str, Any] | None) -> bool
 
 class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
     model = DNSRecord
-    claim_label = RECORD_ID_LABEL
 
     # A reconcile mostly awaits its batch, holding its worker: with fewer workers than the records a bulk apply
     # brings to the zones it fills at once (200 a zone on Free), batches go out part full (256 made 14 calls of

@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from app.api.constants import IP_LIST_ID_LABEL, Reason
+from app.api.constants import Reason
 from app.api.iplist import IPList, IPListMetadata, normal_ip
 from app.cloudflare.errors import NotFound, Terminal
 from app.cloudflare.models import CustomList, ListItem
@@ -66,7 +66,6 @@ def _items_of(items: list[ListItem]) -> tuple[tuple[str, str], ...]:
 
 class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
     model = IPList
-    claim_label = IP_LIST_ID_LABEL
     in_use_reason = Reason.LIST_IN_USE
 
     def __init__(self, ctx: Context) -> None:

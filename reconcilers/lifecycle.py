@@ -125,9 +125,17 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     key_marks_ownership: ClassVar[bool] = False
     """True when the key itself says kflare made the object (a rule's ref): what `find` returns is then always this
     resource's own object, claimed as created, and adoption policies do not apply."""
-    claim_label: ClassVar[str] = "kflare.dev/cloudflare-id"
+    claim_label: ClassVar[str] = ""
     """A label recording the Cloudflare ID on the resource, so adoption skips objects other resources own and a
-    crash between the claim and the status write loses nothing."""
+    crash between the claim and the status write loses nothing: the model's `KindInfo.claim_label`."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        model = cls.__dict__.get("model")
+        if model is not None:
+            cls.claim_label = model.info.claim_label or ""
+            if cls.creates and not cls.claim_label:
+                raise TypeError(f"{model.info.kind} creates Cloudflare objects but declares no claim_label")
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -164,6 +172,8 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     def indexes(cls) -> dict[str, Indexer]:
         """Indexes the kind's cache keeps: by default the claim label, so "who owns this ID" is one lookup."""
         label = cls.claim_label
+        if not label:
+            return {}
 
         def claimed(raw: JSON) -> list[str]:
             value = (raw["metadata"].get("labels") or {}).get(label)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.api.constants import MANAGED_TRANSFORM_ZONE_LABEL, Reason
+from app.api.constants import Reason
 from app.api.managedtransform import ManagedTransform, ManagedTransformMetadata
 from app.cloudflare.models import ManagedHeaders
 from app.kube.client import JSON
@@ -25,7 +25,6 @@ from reconcilers.context import Context
 from reconcilers.credentials import ZoneLink, ready_zone
 from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady
 
-ZONE_LABEL = MANAGED_TRANSFORM_ZONE_LABEL
 DIRECTIONS = (("managed_request_headers", "request"), ("managed_response_headers", "response"))
 
 
@@ -41,7 +40,6 @@ class Observed:
 
 class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
     model = ManagedTransform
-    claim_label = ZONE_LABEL
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)

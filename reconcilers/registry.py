@@ -1,36 +1,71 @@
-"""Every kind kflare reconciles, wired into the manager: adding a kind is one line here."""
+"""Every kind kflare reconciles, wired into the manager.
+
+Nothing here lists the kinds: `app.api.registry.KINDS` does, once, and each kind's reconciler is the `ManagedKind`
+subclass in this package whose `model` is the kind's model. Every module of the package is imported to find them,
+so a new kind's reconciler module is found by being there; a kind without exactly one reconciler fails at import.
+"""
 
 from __future__ import annotations
 
-from app.kube.manager import Manager, Registration
-from reconcilers.cloudflare_account import CloudflareAccountKind
-from reconcilers.context import Context
-from reconcilers.dns_record import DNSRecordKind
-from reconcilers.ip_list import IPListKind
-from reconcilers.lifecycle import ManagedKind
-from reconcilers.managed_transform import ManagedTransformKind
-from reconcilers.rules import RULE_KINDS
-from reconcilers.storage import D1DatabaseKind, KVNamespaceKind, R2BucketKind
-from reconcilers.tunnel import TunnelKind
-from reconcilers.tunnel_configuration import TunnelConfigurationKind
-from reconcilers.workers import WorkerRouteKind, WorkerScriptKind
-from reconcilers.zone import ZoneKind
+import importlib
+import pkgutil
+from typing import Any, Final
 
-KINDS: tuple[type[ManagedKind], ...] = (  # type: ignore[type-arg]
-    CloudflareAccountKind,
-    ZoneKind,
-    DNSRecordKind,
-    KVNamespaceKind,
-    R2BucketKind,
-    D1DatabaseKind,
-    WorkerScriptKind,
-    WorkerRouteKind,
-    TunnelKind,
-    TunnelConfigurationKind,
-    IPListKind,
-    *RULE_KINDS,
-    ManagedTransformKind,
-)
+import reconcilers
+from app.api.registry import KINDS as MODELS
+from app.api.resource import ResourceClass
+from app.kube.manager import Manager, Registration
+from reconcilers.context import Context
+from reconcilers.lifecycle import ManagedKind
+
+Reconciler = type[ManagedKind[Any, Any, Any]]
+
+
+def _import_package() -> None:
+    for module in pkgutil.iter_modules(reconcilers.__path__):
+        if not module.ispkg and module.name != "registry":
+            importlib.import_module(f"{reconcilers.__name__}.{module.name}")
+
+
+def _subclasses(base: type) -> list[Reconciler]:
+    found: list[Reconciler] = []
+    sub: Reconciler
+    for sub in base.__subclasses__():
+        found += [sub, *_subclasses(sub)]
+    return found
+
+
+def _reconcilers() -> tuple[Reconciler, ...]:
+    _import_package()
+    by_model: dict[ResourceClass, list[Reconciler]] = {}
+    for sub in _subclasses(ManagedKind):
+        model = sub.__dict__.get("model")
+        if model is not None:
+            by_model.setdefault(model, []).append(sub)
+    unknown = sorted(model.info.kind for model in by_model.keys() - set(MODELS))
+    if unknown:
+        raise RuntimeError(f"reconcilers of kinds missing from app.api.registry.KINDS: {', '.join(unknown)}")
+    out: list[Reconciler] = []
+    for model in MODELS:
+        found = by_model.get(model, [])
+        if len(found) != 1:
+            names = ", ".join(sorted(f.__qualname__ for f in found)) or "none"
+            raise RuntimeError(f"{model.info.kind} needs exactly one reconciler in reconcilers/ (found: {names})")
+        out += found
+    return tuple(out)
+
+
+KINDS: Final[tuple[Reconciler, ...]] = _reconcilers()
+"""The reconciler of every kind, in `app.api.registry.KINDS`'s order (parents before children)."""
+
+
+def reconciler_of(kind: str | ResourceClass) -> Reconciler:
+    """A kind's reconciler, by kind name or model."""
+    name = kind if isinstance(kind, str) else kind.info.kind
+    for reconciler in KINDS:
+        if reconciler.model.info.kind == name:
+            return reconciler
+    raise LookupError(f"{name!r} is not a kflare kind")
 
 
 def register_all(manager: Manager, ctx: Context) -> None:

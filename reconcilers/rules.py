@@ -225,15 +225,3 @@ class OriginRuleKind(RuleKind[OriginRule]):
 
     def parameters(self, spec: OriginRuleSpec) -> dict[str, Any] | None:
         return {"origin": {"port": spec.origin.port}}
-
-
-RULE_KINDS: tuple[type[RuleKind[Any]], ...] = (
-    WAFCustomRuleKind,
-    RateLimitRuleKind,
-    ManagedRulesetKind,
-    TransformRuleKind,
-    RedirectRuleKind,
-    CacheRuleKind,
-    ConfigurationRuleKind,
-    OriginRuleKind,
-)

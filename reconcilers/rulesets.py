@@ -33,7 +33,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from app.api.constants import RULE_ID_LABEL, Reason
+from app.api.constants import Reason
 from app.api.resource import Resource
 from app.api.rules import RuleMetadata, RuleSpec
 from app.cloudflare.client import CloudflareClient
@@ -221,7 +221,6 @@ def _normal(value: Any) -> Any:
 class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
     """A rule kind: its model, and the action and parameters of its rule. The engine does the rest."""
 
-    claim_label = RULE_ID_LABEL
     key_marks_ownership = True
     concurrency = 16
     drops_empty_entrypoint: ClassVar[bool] = False

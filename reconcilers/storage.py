@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from app.api.constants import D1_DATABASE_ID_LABEL, KV_NAMESPACE_ID_LABEL, R2_BUCKET_NAME_LABEL, Reason
+from app.api.constants import Reason
 from app.api.storage import (
     D1Database,
     D1DatabaseMetadata,
@@ -47,7 +47,6 @@ BUCKET_NOT_EMPTY_CODE = 10008
 
 class KVNamespaceKind(AccountMember[KVNamespace, CloudflareNamespace]):
     model = KVNamespace
-    claim_label = KV_NAMESPACE_ID_LABEL
 
     def list_members(self, link: AccountScope) -> AsyncIterator[CloudflareNamespace]:
         return link.account.client.list_kv_namespaces(link.account.account_id)
@@ -105,7 +104,6 @@ class KVNamespaceKind(AccountMember[KVNamespace, CloudflareNamespace]):
 
 class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
     model = R2Bucket
-    claim_label = R2_BUCKET_NAME_LABEL
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
@@ -231,7 +229,6 @@ class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
 
 class D1DatabaseKind(AccountMember[D1Database, CloudflareDatabase]):
     model = D1Database
-    claim_label = D1_DATABASE_ID_LABEL
 
     def list_members(self, link: AccountScope) -> AsyncIterator[CloudflareDatabase]:
         return link.account.client.list_d1_databases(link.account.account_id)

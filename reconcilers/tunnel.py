@@ -35,7 +35,7 @@ import secrets
 from collections.abc import AsyncIterator
 from typing import Any
 
-from app.api.constants import TUNNEL_ID_LABEL, Reason
+from app.api.constants import Reason
 from app.api.tunnel import TOKEN_KEY, Tunnel, TunnelMetadata
 from app.cloudflare.errors import NotFound
 from app.cloudflare.models import Tunnel as CloudflareTunnel
@@ -56,7 +56,6 @@ def controlled_by(secret: JSON, owner_uid: str) -> bool:
 
 class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
     model = Tunnel
-    claim_label = TUNNEL_ID_LABEL
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.api.constants import TUNNEL_CONFIGURATION_LABEL, Reason
+from app.api.constants import Reason
 from app.api.tunnel import (
     IngressRule,
     TunnelConfiguration,
@@ -66,7 +66,6 @@ def desired(obj: TunnelConfiguration) -> dict[str, Any]:
 
 class TunnelConfigurationKind(ManagedKind[TunnelConfiguration, ConfigLink, CloudflareConfiguration]):
     model = TunnelConfiguration
-    claim_label = TUNNEL_CONFIGURATION_LABEL
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:

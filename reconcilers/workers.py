@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.api.constants import ROUTE_ID_LABEL, WORKER_NAME_LABEL, Reason
+from app.api.constants import Reason
 from app.api.workers import (
     SCRIPT_SIZE_LIMIT,
     WorkerRoute,
@@ -89,7 +89,6 @@ def _decode(value: str | None) -> str | None:
 
 class WorkerScriptKind(ManagedKind[WorkerScript, WorkerLink, CloudflareScript]):
     model = WorkerScript
-    claim_label = WORKER_NAME_LABEL
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
@@ -383,7 +382,6 @@ class RouteLink:
 
 class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute]):
     model = WorkerRoute
-    claim_label = ROUTE_ID_LABEL
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)

@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from app.api import Zone
-from app.api.constants import ZONE_ID_LABEL
 from app.api.zone import ZoneMetadata
 from app.cloudflare.models import Zone as CloudflareZone
 from reconcilers.account_members import AccountMember, AccountScope
@@ -19,7 +18,6 @@ from reconcilers.account_members import AccountMember, AccountScope
 
 class ZoneKind(AccountMember[Zone, CloudflareZone]):
     model = Zone
-    claim_label = ZONE_ID_LABEL
 
     def list_members(self, link: AccountScope) -> AsyncIterator[CloudflareZone]:
         return link.account.client.list_zones(account_id=link.account.account_id)

@@ -6,7 +6,7 @@ Denied:
 - on UPDATE: every change to an immutable field (`immutable_violations`), naming the old and the new value;
 - a deletion or adoption policy annotation set to a value kflare does not know (on CREATE and on any UPDATE that
   sets or changes it);
-- a claim label (`app.api.constants.CLAIM_LABELS`) set or changed by anyone but kflare (its writes name the field
+- a claim label (`app.api.registry.CLAIM_LABELS`) set or changed by anyone but kflare (its writes name the field
   manager `app.kube.identity.FIELD_MANAGER`): kflare takes the object a claim names for the resource's own, so a
   manifest carrying one would overwrite, and at deletion delete, whatever Cloudflare object it names, another
   installation's included. Removing one is allowed (kflare then finds its object by key again);
@@ -30,10 +30,10 @@ from app.api import GROUP, VERSION, FieldError, ResourceClass, immutable_violati
 from app.api.constants import (
     ADOPTION_POLICIES,
     ADOPTION_POLICY_ANNOTATION,
-    CLAIM_LABELS,
     DELETION_POLICY_ANNOTATION,
     DeletionPolicy,
 )
+from app.api.registry import CLAIM_LABELS
 from app.api.validation import MISSING, object_errors, spec_value
 from app.kube.identity import FIELD_MANAGER
 from webhooks.review import MAX_DEPTH, AdmissionRequest, ResponseStatus, too_deep

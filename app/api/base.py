@@ -131,6 +131,9 @@ class KindInfo:
     categories: tuple[str, ...] = (CATEGORY,)
     columns: tuple[PrinterColumn, ...] = ()
     immutable: tuple[str, ...] = ()
+    claim_label: str | None = None
+    """The label by which a resource records the ID of the Cloudflare object it claims (created or adopted); only
+    kflare may write it. None for a kind that claims nothing (CloudflareAccount names its account in its spec)."""
 
     @property
     def singular_name(self) -> str:

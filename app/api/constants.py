@@ -32,38 +32,6 @@ class DeletionPolicy(StrEnum):
 
 ADOPTION_POLICIES: Final = ("adopt", "adopt-or-create")
 
-RECORD_ID_LABEL: Final = "kflare.dev/record-id"
-ZONE_ID_LABEL: Final = "kflare.dev/zone-id"
-ROUTE_ID_LABEL: Final = "kflare.dev/route-id"
-KV_NAMESPACE_ID_LABEL: Final = "kflare.dev/kv-namespace-id"
-R2_BUCKET_NAME_LABEL: Final = "kflare.dev/r2-bucket-name"
-D1_DATABASE_ID_LABEL: Final = "kflare.dev/d1-database-id"
-WORKER_NAME_LABEL: Final = "kflare.dev/worker-name"
-TUNNEL_ID_LABEL: Final = "kflare.dev/tunnel-id"
-TUNNEL_CONFIGURATION_LABEL: Final = "kflare.dev/configured-tunnel-id"
-RULE_ID_LABEL: Final = "kflare.dev/rule-id"
-IP_LIST_ID_LABEL: Final = "kflare.dev/ip-list-id"
-MANAGED_TRANSFORM_ZONE_LABEL: Final = "kflare.dev/managed-transform-zone"
-CLAIM_LABELS: Final = frozenset(
-    {
-        "kflare.dev/cloudflare-id",
-        RECORD_ID_LABEL,
-        ZONE_ID_LABEL,
-        ROUTE_ID_LABEL,
-        KV_NAMESPACE_ID_LABEL,
-        R2_BUCKET_NAME_LABEL,
-        D1_DATABASE_ID_LABEL,
-        WORKER_NAME_LABEL,
-        TUNNEL_ID_LABEL,
-        TUNNEL_CONFIGURATION_LABEL,
-        RULE_ID_LABEL,
-        IP_LIST_ID_LABEL,
-        MANAGED_TRANSFORM_ZONE_LABEL,
-    }
-)
-"""The labels by which a resource claims its Cloudflare object. kflare trusts them as its own record, so only kflare
-writes them: a manifest carrying one is refused at admission (it would take over whatever object the ID names)."""
-
 READY: Final = "Ready"
 """The one condition type every kind reports."""
 

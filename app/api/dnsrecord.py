@@ -260,6 +260,7 @@ class DNSRecord(Resource[DNSRecordSpec, DNSRecordStatus]):
 
     info = KindInfo(
         kind="DNSRecord",
+        claim_label="kflare.dev/record-id",
         plural="dnsrecords",
         short_names=("cfrecord",),
         columns=(

@@ -92,6 +92,7 @@ class IPList(Resource[IPListSpec, IPListStatus]):
 
     info = KindInfo(
         kind="IPList",
+        claim_label="kflare.dev/ip-list-id",
         plural="iplists",
         short_names=("cfiplist",),
         columns=(

@@ -74,6 +74,7 @@ class ManagedTransform(Resource[ManagedTransformSpec, ManagedTransformStatus]):
 
     info = KindInfo(
         kind="ManagedTransform",
+        claim_label="kflare.dev/managed-transform-zone",
         plural="managedtransforms",
         short_names=("cfmanagedtransform",),
         columns=(PrinterColumn("Zone ID", ".status.cloudflareMetadata.zoneID"),),

@@ -1,4 +1,5 @@
-"""Every kind kflare serves. A new kind is one module in `app/api` and one line in `KINDS`."""
+"""Every kind kflare serves, and what is derived from their declarations (`KindInfo`). A new kind is one module in
+`app/api` and one line in `KINDS`; its reconciler is found by its model (`reconcilers.registry`)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,11 @@ KINDS: Final[tuple[ResourceClass, ...]] = (
     *RULE_KINDS,
     ManagedTransform,
 )
+
+
+CLAIM_LABELS: Final = frozenset(model.info.claim_label for model in KINDS if model.info.claim_label)
+"""The labels by which a resource claims its Cloudflare object. kflare trusts them as its own record, so only kflare
+writes them: a manifest carrying one is refused at admission (it would take over whatever object the ID names)."""
 
 
 class UnknownKind(LookupError):

@@ -21,6 +21,9 @@ from app.api.refs import LocalObjectReference
 from app.api.resource import Resource
 from app.api.text import PRINTABLE_ASCII, TEXT_SCHEMA, TextCheck
 
+RULE_ID_LABEL: Final = "kflare.dev/rule-id"
+"""Every rule kind's claim label: the ref kflare derives from the resource, which marks the rule as kflare's own."""
+
 EXPRESSION_MAX: Final = 4096
 DESCRIPTION_MAX: Final = 500
 COLO_ID: Final = "cf.colo.id"
@@ -196,6 +199,7 @@ class WAFCustomRule(Resource[WAFCustomRuleSpec, RuleStatus]):
 
     info = KindInfo(
         kind="WAFCustomRule",
+        claim_label=RULE_ID_LABEL,
         plural="wafcustomrules",
         short_names=("cfwaf",),
         columns=_columns(PrinterColumn("Action", ".spec.action")),
@@ -262,6 +266,7 @@ class RateLimitRule(Resource[RateLimitRuleSpec, RuleStatus]):
 
     info = KindInfo(
         kind="RateLimitRule",
+        claim_label=RULE_ID_LABEL,
         plural="ratelimitrules",
         short_names=("cfratelimit",),
         columns=_columns(PrinterColumn("Action", ".spec.action")),
@@ -331,6 +336,7 @@ class ManagedRuleset(Resource[ManagedRulesetSpec, RuleStatus]):
 
     info = KindInfo(
         kind="ManagedRuleset",
+        claim_label=RULE_ID_LABEL,
         plural="managedrulesets",
         short_names=("cfmanagedruleset",),
         columns=_columns(PrinterColumn("Ruleset", ".spec.rulesetID")),
@@ -437,6 +443,7 @@ class TransformRule(Resource[TransformRuleSpec, RuleStatus]):
 
     info = KindInfo(
         kind="TransformRule",
+        claim_label=RULE_ID_LABEL,
         plural="transformrules",
         short_names=("cftransform",),
         columns=_columns(PrinterColumn("Type", ".spec.type")),
@@ -529,6 +536,7 @@ class RedirectRule(Resource[RedirectRuleSpec, RuleStatus]):
 
     info = KindInfo(
         kind="RedirectRule",
+        claim_label=RULE_ID_LABEL,
         plural="redirectrules",
         short_names=("cfredirect",),
         # Whichever place the manifest uses: Cloudflare's first, kflare v0.2's otherwise (empty means 301).
@@ -667,6 +675,7 @@ class CacheRule(Resource[CacheRuleSpec, RuleStatus]):
 
     info = KindInfo(
         kind="CacheRule",
+        claim_label=RULE_ID_LABEL,
         plural="cacherules",
         short_names=("cfcache",),
         columns=_columns(PrinterColumn("Cache", ".spec.cache", type="boolean")),
@@ -738,6 +747,7 @@ class ConfigurationRule(Resource[ConfigurationRuleSpec, RuleStatus]):
 
     info = KindInfo(
         kind="ConfigurationRule",
+        claim_label=RULE_ID_LABEL,
         plural="configurationrules",
         short_names=("cfconfigrule",),
         columns=_columns(),
@@ -769,6 +779,7 @@ class OriginRule(Resource[OriginRuleSpec, RuleStatus]):
 
     info = KindInfo(
         kind="OriginRule",
+        claim_label=RULE_ID_LABEL,
         plural="originrules",
         short_names=("cforigin",),
         columns=_columns(PrinterColumn("Port", ".spec.origin.port", type="integer")),

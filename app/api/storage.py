@@ -44,6 +44,7 @@ class KVNamespace(Resource[KVNamespaceSpec, KVNamespaceStatus]):
 
     info = KindInfo(
         kind="KVNamespace",
+        claim_label="kflare.dev/kv-namespace-id",
         plural="kvnamespaces",
         short_names=("cfkv",),
         columns=(
@@ -90,6 +91,7 @@ class R2Bucket(Resource[R2BucketSpec, R2BucketStatus]):
 
     info = KindInfo(
         kind="R2Bucket",
+        claim_label="kflare.dev/r2-bucket-name",
         plural="r2buckets",
         short_names=("cfr2",),
         columns=(
@@ -136,6 +138,7 @@ class D1Database(Resource[D1DatabaseSpec, D1DatabaseStatus]):
 
     info = KindInfo(
         kind="D1Database",
+        claim_label="kflare.dev/d1-database-id",
         plural="d1databases",
         short_names=("cfd1",),
         columns=(

@@ -107,6 +107,7 @@ class Tunnel(Resource[TunnelSpec, TunnelStatus]):
 
     info = KindInfo(
         kind="Tunnel",
+        claim_label="kflare.dev/tunnel-id",
         plural="tunnels",
         short_names=("cftunnel",),
         columns=(
@@ -280,6 +281,7 @@ class TunnelConfiguration(Resource[TunnelConfigurationSpec, TunnelConfigurationS
 
     info = KindInfo(
         kind="TunnelConfiguration",
+        claim_label="kflare.dev/configured-tunnel-id",
         plural="tunnelconfigurations",
         short_names=("cftunnelconfig",),
         columns=(

@@ -191,6 +191,7 @@ class WorkerScript(Resource[WorkerScriptSpec, WorkerScriptStatus]):
 
     info = KindInfo(
         kind="WorkerScript",
+        claim_label="kflare.dev/worker-name",
         plural="workerscripts",
         short_names=("cfworker",),
         columns=(
@@ -235,6 +236,7 @@ class WorkerRoute(Resource[WorkerRouteSpec, WorkerRouteStatus]):
 
     info = KindInfo(
         kind="WorkerRoute",
+        claim_label="kflare.dev/route-id",
         plural="workerroutes",
         short_names=("cfroute",),
         columns=(

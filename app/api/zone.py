@@ -57,6 +57,7 @@ class Zone(Resource[ZoneSpec, ZoneStatus]):
 
     info = KindInfo(
         kind="Zone",
+        claim_label="kflare.dev/zone-id",
         plural="zones",
         short_names=("cfzone",),
         columns=(

@@ -20,8 +20,7 @@ import pytest
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from app.api import KINDS
-from app.api.constants import RECORD_ID_LABEL
+from app.api import KINDS, DNSRecord
 from app.api.validation import object_errors
 from app.controlplane import ControlPlane
 from app.kube.client import KubeClient, KubeError
@@ -44,6 +43,7 @@ from webhooks.app import BODY_TIMEOUT
 
 pytestmark = pytest.mark.integration
 
+RECORD_ID_LABEL = DNSRecord.info.claim_label
 SCENARIO = "4 hostile input"
 SEED = 14
 OBJECTS = size(ci=300, full=3000)

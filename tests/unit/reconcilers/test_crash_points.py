@@ -12,14 +12,8 @@ from typing import Any
 import pytest
 
 from app.api.constants import ADOPTED_ANNOTATION, ADOPTION_POLICY_ANNOTATION
-from reconcilers.cloudflare_account import CloudflareAccountKind
-from reconcilers.dns_record import DNSRecordKind
-from reconcilers.ip_list import IPListKind
-from reconcilers.managed_transform import ManagedTransformKind
-from reconcilers.rules import RULE_KINDS
-from reconcilers.tunnel import TunnelKind
-from reconcilers.tunnel_configuration import TunnelConfigurationKind, says_something
-from reconcilers.zone import ZoneKind
+from reconcilers.registry import KINDS
+from reconcilers.tunnel_configuration import says_something
 from tests.unit.reconcilers.harness import (
     ACCOUNT_ID,
     TOKEN,
@@ -36,16 +30,6 @@ from tests.unit.reconcilers.harness import (
 
 ZONE_ID = "e" * 32
 NS = "team"
-KINDS = [
-    CloudflareAccountKind,
-    ZoneKind,
-    DNSRecordKind,
-    TunnelKind,
-    TunnelConfigurationKind,
-    IPListKind,
-    *RULE_KINDS,
-    ManagedTransformKind,
-]
 TUNNEL_ID = "0f0f0f0f-1111-4222-8333-444455556666"
 PROTECTED = {"name": "token", "finalizers": ["kflare.dev/token-protection"]}
 SECRETS = MemorySecrets(

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from app.api.rules import PHASE_CUSTOM, PHASE_MANAGED
-from reconcilers.cloudflare_account import CloudflareAccountKind
-from reconcilers.rules import RULE_KINDS
+from app.api import CloudflareAccount, Zone
+from app.api.rules import PHASE_CUSTOM, PHASE_MANAGED, RULE_KINDS
+from reconcilers.registry import reconciler_of
 from reconcilers.rulesets import moves, ref_for
-from reconcilers.zone import ZoneKind
 from tests.unit.reconcilers.harness import (
     ACCOUNT_ID,
     TOKEN,
@@ -29,7 +28,7 @@ from tests.unit.reconcilers.harness import (
 
 ZONE_ID = "e" * 32
 NS = "team"
-KINDS = [CloudflareAccountKind, ZoneKind, *RULE_KINDS]
+KINDS = [reconciler_of(model) for model in (CloudflareAccount, Zone, *RULE_KINDS)]
 SECRETS = MemorySecrets(
     {
         (NS, "token"): {

@@ -9,13 +9,15 @@ from typing import Any
 
 import pytest
 
-from app.api.constants import CLAIM_LABELS, RECORD_ID_LABEL
+from app.api import DNSRecord
+from app.api.registry import CLAIM_LABELS
 from app.kube.identity import FIELD_MANAGER
 from reconcilers.registry import KINDS as MANAGED_KINDS
 from tests.unit.webhooks.reviews import SAMPLES, model_named, request, sample
 from webhooks.review import AdmissionRequest
 from webhooks.validate import Decision, decide
 
+RECORD_ID_LABEL = DNSRecord.info.claim_label
 WHY = "only kflare sets this label, when it claims a Cloudflare object for the resource"
 
 
