@@ -39,6 +39,8 @@ REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 DEFAULT_DIRECTORY: Final = REPO_ROOT / "chart" / "kflare" / "templates" / "crds"
 PLAIN_DIRECTORY: Final = REPO_ROOT / "config" / "crd" / "bases"
 """Plain manifests, where the Go controller's releases keep them, for installs with `crds.enabled=false`."""
+CHART_KINDS: Final = REPO_ROOT / "chart" / "kflare" / "templates" / "_kinds.tpl"
+"""The kinds' plurals as the chart's templates name them (RBAC, webhooks), written beside the CRDs."""
 
 STANDARD_COLUMNS: Final = (
     PrinterColumn("Ready", f'.status.conditions[?(@.type=="{READY}")].status'),
@@ -248,6 +250,19 @@ def render_crds(helm: bool = True) -> dict[str, str]:
     return out
 
 
+def render_chart_kinds() -> str:
+    """The chart's named templates `kflare.clusterPlurals` and `kflare.namespacedPlurals`: every kind's plural, one a
+    line, cluster-scoped kinds apart, which the ClusterRole and the ValidatingWebhookConfiguration range over."""
+
+    def define(name: str, plurals: list[str]) -> str:
+        return "\n".join([f'{{{{- define "{name}" -}}}}', *plurals, "{{- end }}"])
+
+    cluster = [model.info.plural for model in KINDS if not model.info.namespaced]
+    namespaced = [model.info.plural for model in KINDS if model.info.namespaced]
+    body = "\n\n".join([define("kflare.clusterPlurals", cluster), define("kflare.namespacedPlurals", namespaced)])
+    return f"{{{{/* {HEADER.removeprefix('# ')} */}}}}\n{body}\n"
+
+
 def write_crds(directory: Path, *, helm: bool = True) -> list[Path]:
     """Write every CRD into `directory`, drop generated files of kinds that no longer exist; the files' paths."""
     return write_files(directory, render_crds(helm=helm), "*.yaml", HEADER)
@@ -258,6 +273,7 @@ def write_both(directory: Path) -> list[Path]:
     paths = write_crds(directory)
     if directory == DEFAULT_DIRECTORY:
         paths += write_crds(PLAIN_DIRECTORY, helm=False)
+        paths += write_files(CHART_KINDS.parent, {CHART_KINDS.name: render_chart_kinds()}, CHART_KINDS.name, "")
     return paths
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,45 +23,10 @@ from tests.chaos.secrets import register, register_secret_data
 from tests.fixtures.controller import GROUP, PLURALS, VERSION, ControllerProcess, Kflare
 from tests.fixtures.emulator import EmulatorProcess
 from tests.fixtures.kube import TEST_LABEL, user_kubeconfig
-from tests.kinds import SAMPLES, RuleSample, Sample, worker_code
+from tests.kinds import SAMPLES, Sample
 
 CONTROLLER_USER = "kflare-chaos-controller"
 VARIANTS = ("create", "retain", "adopt")
-UPDATED_CODE = "export default { fetch() { return new Response('updated'); } };"
-UPDATED_EXPRESSION = 'http.request.uri.path eq "/updated"'
-UPDATED_SERVICE = "http://updated.default.svc:80"
-
-Check = Callable[[dict[str, Any], dict[str, Any]], bool]
-
-
-def _tunnel_ingress(ctx: dict[str, Any]) -> dict[str, Any]:
-    return {"ingress": [{"hostname": ctx["host"], "service": UPDATED_SERVICE}]}
-
-
-def updates() -> dict[str, tuple[Callable[[dict[str, Any]], dict[str, Any]], Check]]:
-    """Per kind with a field that changes in place: the spec patch, and whether a held object shows it."""
-    table: dict[str, tuple[Callable[[dict[str, Any]], dict[str, Any]], Check]] = {
-        "DNSRecord": (
-            lambda ctx: {"content": "updated.example.net"},
-            lambda h, c: h.get("content") == "updated.example.net",
-        ),
-        "WorkerScript": (
-            lambda ctx: {"script": UPDATED_CODE},
-            lambda h, c: "'updated'" in worker_code(c["emulator"], c["account_id"], c["worker"]),
-        ),
-        "TunnelConfiguration": (_tunnel_ingress, lambda h, c: h["config"]["ingress"][0]["service"] == UPDATED_SERVICE),
-        "IPList": (lambda ctx: {"description": "updated"}, lambda h, c: h.get("description") == "updated"),
-    }
-    for kind, sample in SAMPLES.items():
-        if isinstance(sample, RuleSample):
-            table[kind] = (
-                lambda ctx: {"expression": UPDATED_EXPRESSION},
-                lambda h, c: h.get("expression") == UPDATED_EXPRESSION,
-            )
-    return table
-
-
-UPDATES = updates()
 
 
 @dataclass
@@ -112,7 +77,7 @@ class Unit:
             await self.sample.apply(self.kflare, self.ctx, self.annotations())
             self.state = "live"
         elif step == "update":
-            await self.kflare.patch(self.kind, self.sample.name, {"spec": UPDATES[self.kind][0](self.ctx)})
+            await self.kflare.patch(self.kind, self.sample.name, {"spec": self.sample.update(self.ctx)})
             self.updated = True
         else:
             await self.kflare.delete(self.kind, self.sample.name)
@@ -165,7 +130,7 @@ async def check(units: list[Unit], emulator: EmulatorProcess, parallel: int = 8)
             matches = True
             if unit.state == "live" and len(held) == 1:
                 if unit.updated:
-                    matches = await asyncio.to_thread(UPDATES[unit.kind][1], held[0], unit.ctx)
+                    matches = await asyncio.to_thread(unit.sample.shows_update, held[0], unit.ctx)
                 else:
                     matches = await asyncio.to_thread(unit.sample.matches_spec, held[0], unit.ctx)
             return held, matches

@@ -34,7 +34,6 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from app.controlplane import ControlPlane
 from tests.chaos.crashes import (
     CONTROLLER_USER,
-    UPDATES,
     VARIANTS,
     ChaosController,
     Unit,
@@ -103,7 +102,7 @@ async def test_sigkill_at_random_writes_converges_to_the_manifests(
 
     phases: list[tuple[str, list[tuple[Unit, str]]]] = [
         ("birth", [(u, "birth") for u in units]),
-        ("update", [(u, "update") for u in units if u.kind in UPDATES]),
+        ("update", [(u, "update") for u in units if u.sample.update(u.ctx) is not None]),
         ("delete", [(u, "delete") for u in units]),
     ]
     kills = {"cloudflare writes": 0, "kubernetes writes": 0}

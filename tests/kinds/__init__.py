@@ -24,6 +24,9 @@ import httpx
 from reconcilers.rulesets import ref_for
 from tests.fixtures.driver import CloudflareEndpoint, Driver
 
+UPDATED_CODE = "export default { fetch() { return new Response('updated'); } };"
+UPDATED_EXPRESSION = 'http.request.uri.path eq "/updated"'
+UPDATED_SERVICE = "http://updated.default.svc:80"
 HTTP = httpx.Client(timeout=10, trust_env=False)
 """One client for every call of the tests to the emulator: a client per call would build a TLS context each time,
 which costs more than the call. The emulator is always local: no proxy of the environment applies."""
@@ -65,6 +68,14 @@ class Sample(ABC):
     def matches_spec(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
         """Whether a held object is as the spec says (after adoption, drift is corrected)."""
         return True
+
+    def update(self, ctx: dict[str, Any]) -> dict[str, Any] | None:
+        """A spec patch of a field the kind changes in place (None: nothing changes in place)."""
+        return None
+
+    def shows_update(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        """Whether a held object shows the `update` patch."""
+        raise NotImplementedError(f"{self.kind} has no update")
 
     async def apply(self, kflare: Driver, ctx: dict[str, Any], annotations: dict[str, str]) -> None:
         await kflare.apply(
@@ -115,6 +126,12 @@ class DNSRecordSample(Sample):
 
     def matches_spec(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
         return bool(held.get("content") == "new.example.net")
+
+    def update(self, ctx: dict[str, Any]) -> dict[str, Any] | None:
+        return {"content": "updated.example.net"}
+
+    def shows_update(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        return bool(held.get("content") == "updated.example.net")
 
 
 async def ready_account(kflare: Driver) -> dict[str, Any]:
@@ -239,6 +256,12 @@ class WorkerScriptSample(Sample):
     def matches_spec(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
         return "'kflare'" in worker_code(ctx["emulator"], ctx["account_id"], ctx["worker"])
 
+    def update(self, ctx: dict[str, Any]) -> dict[str, Any] | None:
+        return {"script": UPDATED_CODE}
+
+    def shows_update(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        return "'updated'" in worker_code(ctx["emulator"], ctx["account_id"], ctx["worker"])
+
 
 class WorkerRouteSample(Sample):
     kind = "WorkerRoute"
@@ -340,6 +363,12 @@ class TunnelConfigurationSample(Sample):
     def matches_spec(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
         return bool(held["config"]["ingress"][0]["service"] == self.service)
 
+    def update(self, ctx: dict[str, Any]) -> dict[str, Any] | None:
+        return {"ingress": [{"hostname": ctx["host"], "service": UPDATED_SERVICE}]}
+
+    def shows_update(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        return bool(held["config"]["ingress"][0]["service"] == UPDATED_SERVICE)
+
 
 SAMPLES.update({sample.kind: sample for sample in (TunnelSample(), TunnelConfigurationSample())})
 
@@ -391,6 +420,12 @@ class RuleSample(Sample):
 
     def matches_spec(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
         return bool(held.get("expression") == self._spec["expression"])
+
+    def update(self, ctx: dict[str, Any]) -> dict[str, Any] | None:
+        return {"expression": UPDATED_EXPRESSION}
+
+    def shows_update(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        return bool(held.get("expression") == UPDATED_EXPRESSION)
 
 
 def cf_raw(emulator: CloudflareEndpoint, method: str, path: str, **kwargs: Any) -> httpx.Response:
@@ -509,6 +544,12 @@ class IPListSample(Sample):
 
     def matches_spec(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
         return bool(held.get("description") == "kflare" and held.get("num_items") == 2)
+
+    def update(self, ctx: dict[str, Any]) -> dict[str, Any] | None:
+        return {"description": "updated"}
+
+    def shows_update(self, held: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        return bool(held.get("description") == "updated")
 
 
 SAMPLES.update({sample.kind: sample for sample in (IPListSample(), *RULE_SAMPLES, ManagedTransformSample())})

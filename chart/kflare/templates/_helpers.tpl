@@ -61,36 +61,6 @@ app.kubernetes.io/component: controller
 {{- end }}
 {{- end }}
 
-{{/*
-Every kflare kind's plural, CloudflareAccount (cluster-scoped) first. Kinds whose CRD is not installed yet cost
-nothing in a rule; a chart test fails when a CRD under templates/crds is missing here.
-*/}}
-{{- define "kflare.clusterPlurals" -}}
-cloudflareaccounts
-{{- end }}
-
-{{- define "kflare.namespacedPlurals" -}}
-zones
-dnsrecords
-kvnamespaces
-r2buckets
-d1databases
-workerscripts
-workerroutes
-tunnels
-tunnelconfigurations
-iplists
-wafcustomrules
-ratelimitrules
-managedrulesets
-transformrules
-redirectrules
-cacherules
-configurationrules
-originrules
-managedtransforms
-{{- end }}
-
 {{/* As YAML lists: (include "kflare.plurals" .) is every kind; with a suffix, "zones/status"... */}}
 {{- define "kflare.plurals" -}}
 {{- range splitList "\n" (include "kflare.clusterPlurals" .) }}

@@ -7,22 +7,11 @@ import uuid
 from typing import Any
 
 from app.api import GROUP, KINDS, VERSION, ResourceClass
+from app.api.docs import examples_of
 from tests.unit.api import samples
 
-SAMPLES: dict[str, str] = {
-    "CloudflareAccount": samples.ACCOUNT,
-    "Zone": samples.ZONE,
-    "DNSRecord": samples.RECORD_A,
-    "KVNamespace": samples.KV,
-    "R2Bucket": samples.R2,
-    "D1Database": samples.D1,
-    "WorkerScript": samples.WORKER,
-    "WorkerRoute": samples.ROUTE,
-    "Tunnel": samples.TUNNEL,
-    "TunnelConfiguration": samples.TUNNEL_CONFIGURATION,
-    **samples.RULES,
-}
-"""A valid manifest of every kind."""
+SAMPLES: dict[str, str] = {model.info.kind: examples_of(model.info.kind)[0] for model in KINDS}
+"""A valid manifest of every kind: the first of its samples in `examples/`."""
 
 
 def sample(kind: str, **spec: Any) -> dict[str, Any]:

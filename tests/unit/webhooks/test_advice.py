@@ -8,8 +8,17 @@ from typing import Any
 
 import httpx
 
-from tests.unit.webhooks.reviews import review, sample
+from tests.unit.api import samples
+from tests.unit.webhooks.reviews import review
 from webhooks import create_app
+
+
+def go_sample(**spec: Any) -> dict[str, Any]:
+    """The Go controller's TunnelConfiguration (app.example.com, *.example.com, db.example.com) with `spec` changes."""
+    obj = samples.load(samples.TUNNEL_CONFIGURATION)
+    obj["spec"].update(spec)
+    return obj
+
 
 TUNNEL = {"metadata": {"name": "web", "namespace": "default"}, "spec": {"accountRef": {"name": "my-account"}}}
 
@@ -35,7 +44,7 @@ async def answer(objects: Any, obj: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_a_hostname_no_zone_or_record_covers_is_allowed_with_a_warning() -> None:
-    obj = sample("TunnelConfiguration")  # app.example.com, *.example.com, db.example.com
+    obj = go_sample()  # app.example.com, *.example.com, db.example.com
     response = await answer(cluster([("example.com", "someone-else")], ["db.example.com"]), obj)
     assert response["allowed"] is True
     warnings = response["warnings"]
@@ -46,7 +55,7 @@ async def test_a_hostname_no_zone_or_record_covers_is_allowed_with_a_warning() -
 
 
 async def test_hostnames_in_a_zone_of_the_account_warn_of_nothing() -> None:
-    response = await answer(cluster([("example.com", "my-account")], []), sample("TunnelConfiguration"))
+    response = await answer(cluster([("example.com", "my-account")], []), go_sample())
     assert response["allowed"] is True
     assert "warnings" not in response
 
@@ -56,13 +65,13 @@ async def test_a_cluster_that_cannot_be_read_in_time_gives_no_warning_and_no_del
         await asyncio.Event().wait()
         return []
 
-    response = await answer(hangs, sample("TunnelConfiguration"))
+    response = await answer(hangs, go_sample())
     assert response["allowed"] is True
     assert "warnings" not in response
 
 
 async def test_a_denied_object_gets_its_reasons_not_warnings() -> None:
-    obj = sample("TunnelConfiguration", ingress=[{"hostname": "*", "service": "http://a:80"}])
+    obj = go_sample(ingress=[{"hostname": "*", "service": "http://a:80"}])
     response = await answer(cluster([], []), obj)
     assert response["allowed"] is False
     assert "spec.ingress[0].hostname" in response["status"]["message"]

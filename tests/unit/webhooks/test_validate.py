@@ -143,8 +143,9 @@ class TestImmutable:
         old = sample("Zone")
         new = changed(old, accountRef={"name": "another-account"})
         message = denied(check("UPDATE", new, old, kind="Zone"))
+        before = old["spec"]["accountRef"]["name"]
         assert message.startswith(
-            'spec.accountRef: accountRef is immutable, it cannot change from {"name":"my-account"}'
+            f'spec.accountRef: accountRef is immutable, it cannot change from {{"name":"{before}"}}'
             ' to {"name":"another-account"}'
         )
 
