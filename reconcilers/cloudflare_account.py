@@ -7,8 +7,6 @@ for everything that uses the account, then lets the Secret go.
 
 from __future__ import annotations
 
-from typing import Any
-
 from app.api import CloudflareAccount
 from app.api.constants import TOKEN_PROTECTION_FINALIZER, Reason
 from app.api.refs import SecretReference
@@ -46,9 +44,6 @@ class CloudflareAccountKind(ManagedKind[CloudflareAccount, AccountLink, Account]
     def object_id(self, obj: CloudflareAccount) -> str | None:
         return obj.spec.account_id
 
-    def id_of(self, observed: Account) -> str:
-        return observed.id
-
     async def observe(self, link: AccountLink, obj: CloudflareAccount, object_id: str) -> Account | None:
         try:
             return await link.client.get_account(object_id)
@@ -62,8 +57,8 @@ class CloudflareAccountKind(ManagedKind[CloudflareAccount, AccountLink, Account]
                 raise InvalidToken(f"the token is {status.status}", status=denied.status) from None
             raise
 
-    def record(self, obj: CloudflareAccount, observed: Account | None, link: Any) -> None:
-        obj.status.account_name = None if observed is None else observed.name
+    def record(self, link: AccountLink, obj: CloudflareAccount, observed: Account) -> None:
+        obj.status.account_name = observed.name
         ref = obj.spec.token_secret_ref
         obj.status.protected_token_secret = SecretReference(name=ref.name, namespace=ref.namespace)
 

@@ -102,6 +102,8 @@ class ZoneLink:
     account: AccountLink
     zone_id: str
     zone_name: str
+    account_ref: str = ""
+    """The name of the Zone's CloudflareAccount."""
 
 
 async def ready_zone(ctx: Context, namespace: str | None, name: str) -> ZoneLink:
@@ -115,5 +117,6 @@ async def ready_zone(ctx: Context, namespace: str | None, name: str) -> ZoneLink
     if not (can_serve(raw) or deleting) or not zone_id:
         raise NotReady(Reason.ZONE_NOT_READY, f"Zone {name} is not Ready")
     spec = raw.get("spec") or {}
-    account = await ready_account(ctx, (spec.get("accountRef") or {}).get("name", ""))
-    return ZoneLink(account, str(zone_id), str(spec.get("name", "")))
+    account_ref = str((spec.get("accountRef") or {}).get("name", ""))
+    account = await ready_account(ctx, account_ref)
+    return ZoneLink(account, str(zone_id), str(spec.get("name", "")), account_ref)

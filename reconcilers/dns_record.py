@@ -19,6 +19,7 @@ deletes due together are one call.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import time
@@ -32,7 +33,6 @@ from app.api.dnsrecord import DNSRecordMetadata
 from app.cloudflare.client import CloudflareClient
 from app.cloudflare.models import DNSRecord as CloudflareRecord
 from app.kube.client import JSON
-from app.kube.controller import Outcome
 from app.kube.index import Ref
 from app.kube.informer import Indexer, Key, key_of
 from reconcilers.collections import Collections
@@ -125,6 +125,7 @@ def _data_matches(wanted: dict[str, Any], actual: dict[str, Any] | None) -> bool
 
 class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
     model = DNSRecord
+    status_id = "record_id"
 
     # A reconcile mostly awaits its batch, holding its worker: with fewer workers than the records a bulk apply
     # brings to the zones it fills at once (200 a zone on Free), batches go out part full (256 made 14 calls of
@@ -142,12 +143,11 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         # member of the same record set must not take one for unclaimed before its owner has labelled it.
         self.created_for: dict[str, str] = {}
 
-    async def reconcile(self, key: Key) -> Outcome:
+    def reconciling(self, key: Key) -> contextlib.AbstractContextManager[object]:
         # The zone's batch may wait for this reconcile's write (it knows who may still join).
         raw = self.ctx.cached(self.kind, key[1], key[0] or None)
         uid = ((raw or {}).get("metadata") or {}).get("uid", "")
-        with self.batches.taking_part(self._zone_id_of(key), uid):
-            return await super().reconcile(key)
+        return self.batches.taking_part(self._zone_id_of(key), uid)
 
     def _zone_id_of(self, key: Key) -> str | None:
         raw = self.ctx.cached(self.kind, key[1], key[0] or None)
@@ -230,13 +230,6 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
                 return None
             raise NotReady(Reason.TUNNEL_NOT_READY, f"Tunnel {name} has no tunnel in Cloudflare yet")
         return f"{tunnel_id}.cfargotunnel.com"
-
-    def object_id(self, obj: DNSRecord) -> str | None:
-        meta = obj.status.cloudflare_metadata
-        return None if meta is None else meta.record_id
-
-    def id_of(self, observed: CloudflareRecord) -> str:
-        return observed.id
 
     def describe(self, observed: CloudflareRecord) -> str:
         return f"{observed.type} record {observed.name} ({observed.id})"
@@ -331,7 +324,7 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         elif kind == "delete":
             self.listings.drop(f"zone:{zone_id}", str(body["id"]))
 
-    def diff(self, obj: DNSRecord, observed: CloudflareRecord) -> dict[str, Any]:
+    def diff(self, link: RecordLink, obj: DNSRecord, observed: CloudflareRecord) -> dict[str, Any]:
         spec = obj.spec
         changes: dict[str, Any] = {}
         target = None if spec.tunnel_ref is None or obj.metadata.deleting else self._tunnel_target(obj)
@@ -369,12 +362,8 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         await self._batcher(link).delete(obj.metadata.uid or "", object_id)
         self.created_for.pop(object_id, None)
 
-    def record(self, obj: DNSRecord, observed: CloudflareRecord | None, link: RecordLink | None) -> None:
-        if observed is None:
-            obj.status.cloudflare_metadata = None
-            return
-        previous = obj.status.cloudflare_metadata
-        zone_id = link.zone_id if link is not None else (previous.zone_id if previous else None)
+    def record(self, link: RecordLink, obj: DNSRecord, observed: CloudflareRecord) -> None:
+        zone_id = link.zone_id
         obj.status.cloudflare_metadata = DNSRecordMetadata(
             record_id=observed.id, zone_id=zone_id, proxiable=observed.proxiable
         )

@@ -66,6 +66,7 @@ def _items_of(items: list[ListItem]) -> tuple[tuple[str, str], ...]:
 
 class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
     model = IPList
+    status_id = "list_id"
     in_use_reason = Reason.LIST_IN_USE
 
     def __init__(self, ctx: Context) -> None:
@@ -93,10 +94,6 @@ class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
 
     async def connect(self, obj: IPList) -> ListLink:
         return ListLink(await ready_account(self.ctx, obj.spec.account_ref.name))
-
-    def object_id(self, obj: IPList) -> str | None:
-        meta = obj.status.cloudflare_metadata
-        return None if meta is None else meta.list_id
 
     def id_of(self, observed: ObservedList) -> str:
         return observed.list.id
@@ -150,7 +147,7 @@ class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
     def _wanted(obj: IPList) -> tuple[tuple[str, str], ...]:
         return tuple(sorted((normal_ip(item.ip), item.comment or "") for item in obj.spec.items))
 
-    def diff(self, obj: IPList, observed: ObservedList) -> dict[str, object]:
+    def diff(self, link: ListLink, obj: IPList, observed: ObservedList) -> dict[str, object]:
         changes: dict[str, object] = {}
         if (obj.spec.description or "") != (observed.list.description or ""):
             changes["description"] = obj.spec.description or ""
@@ -222,10 +219,7 @@ class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
         await link.account.client.delete_list(link.account.account_id, object_id)
         self.engine.lists.drop(link.collection, object_id)
 
-    def record(self, obj: IPList, observed: ObservedList | None, link: ListLink | None) -> None:
-        if observed is None:
-            obj.status.cloudflare_metadata = None
-            return
+    def record(self, link: ListLink, obj: IPList, observed: ObservedList) -> None:
         obj.status.cloudflare_metadata = IPListMetadata(
             list_id=observed.list.id,
             num_items=len(observed.items),

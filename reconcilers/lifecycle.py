@@ -1,5 +1,9 @@
 """The one lifecycle every kind goes through; a kind supplies only what is specific to its Cloudflare object.
 
+Three parts: `ManagedKind` is what a kind supplies (its model, where its ID lives, and the Cloudflare calls:
+connect, observe, find, create, diff, update, delete, record), `Lifecycle` is the engine that runs every kind
+through the same steps, and `reconcilers.writer.ObjectWriter` makes its Kubernetes writes.
+
 deletion (policy, dependants first) -> finalizer -> paused -> parents and credentials -> observe by the ID in status
 -> if none: adopt per `kflare.dev/adoption-policy`, else create, else `AlreadyExists` -> diff -> write only what
 differs -> status (IDs, observedGeneration, one Ready condition) -> an Event whenever Ready's status or reason changes.
@@ -24,10 +28,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from pydantic import ValidationError
 
@@ -52,12 +55,13 @@ from app.cloudflare.errors import (
     Terminal,
     Transient,
 )
-from app.kube.client import JSON, JSON_PATCH, MERGE_PATCH, KubeError, ResourceType
+from app.kube.client import JSON, KubeError, ResourceType
 from app.kube.controller import Outcome
 from app.kube.index import Ref
 from app.kube.informer import Indexer, Key
 from app.logs import ContextLogger
 from reconcilers.context import Context
+from reconcilers.writer import ObjectWriter, logger_of
 
 CREATE_INTENT_ANNOTATION = "kflare.dev/create-intent"
 CLAIM_INDEX = "claim"
@@ -67,8 +71,6 @@ RETRY_PARENT = 60.0  # how soon to look again when a parent or credential is mis
 R = TypeVar("R", bound=Resource[Any, Any])
 L = TypeVar("L")  # what connect() resolves: parents' IDs and a Cloudflare client
 ObservedT = TypeVar("ObservedT")  # the Cloudflare object as observed
-
-log = logging.getLogger("kflare.reconcile")
 
 
 class NotReady(Exception):
@@ -94,24 +96,30 @@ def can_serve(raw: JSON) -> bool:
     return False
 
 
-def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
-    """The RFC 7386 merge patch that turns `old` into `new`."""
-    patch: dict[str, Any] = {}
-    for key in old.keys() - new.keys():
-        patch[key] = None
-    for key, value in new.items():
-        before = old.get(key)
-        if isinstance(value, Mapping) and isinstance(before, Mapping):
-            inner = merge_patch(before, value)
-            if inner:
-                patch[key] = inner
-        elif before != value or key not in old:
-            patch[key] = value
-    return patch
+def paused(obj: Resource[Any, Any]) -> bool:
+    return obj.metadata.annotations.get(PAUSED_ANNOTATION, "").lower() == "true"
+
+
+def pending_intent(obj: Resource[Any, Any]) -> dict[str, str] | None:
+    """The create intent left by an earlier reconcile, if any (older ones hold only a timestamp)."""
+    value = obj.metadata.annotations.get(CREATE_INTENT_ANNOTATION)
+    if value is None:
+        return None
+    with contextlib.suppress(ValueError):
+        parsed = json.loads(value)
+        if isinstance(parsed, dict):
+            return {str(k): str(v) for k, v in parsed.items()}
+    return {"at": value}
 
 
 class ManagedKind(ABC, Generic[R, L, ObservedT]):
-    """A kind's part of the lifecycle. Subclasses set `model` and implement the Cloudflare calls."""
+    """What a kind supplies to the lifecycle: its model, where its Cloudflare ID lives, and the Cloudflare calls.
+
+    Every hook gets what it needs: `link` is what `connect` resolved (parents' IDs, a client), `observed` what
+    `observe`, `find`, `create` or `update` returned. Where the ID lives is data: `status_id` names the field of
+    `status.cloudflareMetadata` that holds it and `observed_id` the attribute of the observed object; a kind whose
+    ID is more than a field overrides `object_id` or `id_of`.
+    """
 
     model: ClassVar[type[Resource[Any, Any]]]
     ready_reason: ClassVar[str] = Reason.SYNCED
@@ -125,6 +133,10 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     key_marks_ownership: ClassVar[bool] = False
     """True when the key itself says kflare made the object (a rule's ref): what `find` returns is then always this
     resource's own object, claimed as created, and adoption policies do not apply."""
+    status_id: ClassVar[str] = ""
+    """The field of `status.cloudflare_metadata` that holds the Cloudflare ID."""
+    observed_id: ClassVar[str] = "id"
+    """The attribute of the observed object that holds its Cloudflare ID."""
     claim_label: ClassVar[str] = ""
     """A label recording the Cloudflare ID on the resource, so adoption skips objects other resources own and a
     crash between the claim and the status write loses nothing: the model's `KindInfo.claim_label`."""
@@ -140,7 +152,7 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
 
-    # ---- what each kind supplies -------------------------------------------------------------------------------
+    # ---- what the manager reads of the kind --------------------------------------------------------------------
 
     @classmethod
     def resource_type(cls) -> ResourceType:
@@ -181,16 +193,24 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
 
         return {CLAIM_INDEX: claimed}
 
+    # ---- what each kind supplies -------------------------------------------------------------------------------
+
+    def parse(self, raw: JSON) -> R:
+        """The resource as its model reads it (ValidationError when the stored object is invalid)."""
+        return cast(R, self.model.model_validate(raw))
+
     @abstractmethod
     async def connect(self, obj: R) -> L:
         """Resolve parents and credentials, or raise NotReady."""
 
-    @abstractmethod
     def object_id(self, obj: R) -> str | None:
         """The Cloudflare ID recorded in status."""
+        meta = getattr(obj.status, "cloudflare_metadata", None)
+        value = getattr(meta, self.status_id, None) if meta is not None and self.status_id else None
+        return str(value) if value else None
 
-    @abstractmethod
-    def id_of(self, observed: ObservedT) -> str: ...
+    def id_of(self, observed: ObservedT) -> str:
+        return str(getattr(observed, self.observed_id))
 
     @abstractmethod
     async def observe(self, link: L, obj: R, object_id: str) -> ObservedT | None:
@@ -208,7 +228,7 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         kept in the intent so that crash recovery finds what was sent even if the spec changed meanwhile."""
         return None
 
-    def diff(self, obj: R, observed: ObservedT) -> dict[str, Any]:
+    def diff(self, link: L, obj: R, observed: ObservedT) -> dict[str, Any]:
         """What must change in Cloudflare for it to match the spec; empty when in sync."""
         return {}
 
@@ -219,8 +239,8 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         raise NotImplementedError
 
     @abstractmethod
-    def record(self, obj: R, observed: ObservedT | None, link: L | None) -> None:
-        """Write IDs and read-only Cloudflare data into obj.status (None: forget them)."""
+    def record(self, link: L, obj: R, observed: ObservedT) -> None:
+        """Write IDs and read-only Cloudflare data into obj.status."""
 
     def describe(self, observed: ObservedT) -> str:
         return self.id_of(observed)
@@ -240,26 +260,31 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     async def released(self, obj: R) -> None:
         """Called once the resource is about to lose its finalizer (after any Cloudflare deletion)."""
 
-    # ---- the lifecycle -----------------------------------------------------------------------------------------
+    def dependants(self, key: Key) -> list[Ref]:
+        """Objects that still reference this one and exist: its deletion waits for them."""
+        return [
+            child
+            for child in self.ctx.index.children(self.ref(key))
+            if child.kind != "Secret" and self.ctx.cached(child.kind, child.name, child.namespace or None) is not None
+        ]
+
+    def reconciling(self, key: Key) -> contextlib.AbstractContextManager[object]:
+        """Held while the reconcile of `key` runs (a zone's DNS batch knows who may still join it)."""
+        return contextlib.nullcontext()
+
+    # ---- what kinds may use ------------------------------------------------------------------------------------
 
     @property
     def kind(self) -> str:
         return self.model.info.kind
 
-    @staticmethod
-    def pending_intent(obj: Resource[Any, Any]) -> dict[str, str] | None:
-        """The create intent left by an earlier reconcile, if any (older ones hold only a timestamp)."""
-        value = obj.metadata.annotations.get(CREATE_INTENT_ANNOTATION)
-        if value is None:
-            return None
-        with contextlib.suppress(ValueError):
-            parsed = json.loads(value)
-            if isinstance(parsed, dict):
-                return {str(k): str(v) for k, v in parsed.items()}
-        return {"at": value}
+    pending_intent = staticmethod(pending_intent)
 
     def ref(self, key: Key) -> Ref:
         return Ref(self.kind, key[0], key[1])
+
+    def logger(self, key: Key) -> ContextLogger:
+        return logger_of(self.kind, key)
 
     def owner_of(self, cloudflare_id: str, obj: R) -> str | None:
         """The other resource of this kind (in any namespace) that claims the Cloudflare object, as
@@ -288,47 +313,76 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
             return candidate
         return None
 
-    def current_id(self, obj: R) -> str | None:
-        """The Cloudflare ID this resource holds: the claim label is written first, so it is the newest word."""
-        if self.creates:
-            claimed = obj.metadata.labels.get(self.claim_label)
-            if claimed and not self.claimed_by_other(claimed, obj):
-                return claimed
-        return self.object_id(obj)
 
-    def _log(self, key: Key) -> ContextLogger:
-        return ContextLogger(log, {"kind": self.kind, "namespace": key[0] or None, "object_name": key[1]})
+class Lifecycle(Generic[R, L, ObservedT]):
+    """The engine: runs one kind's resources through the lifecycle (the module's doc), with the kind's hooks and
+    an `ObjectWriter`. This is what the manager registers for the kind."""
+
+    def __init__(self, kind: ManagedKind[R, L, ObservedT]) -> None:
+        self.of = kind
+        self.ctx = kind.ctx
+        self.writer = ObjectWriter(kind.ctx, kind.model)
+        self.kind = kind.kind
+        self.drift_group = kind.drift_group
+        self.open_drift_round = kind.open_drift_round
+        self.concurrency = kind.concurrency
+
+    # What the manager reads of the kind: its resource, the links and indexes its cache keeps.
+
+    def resource_type(self) -> ResourceType:
+        return self.of.resource_type()
+
+    def parents_of(self, raw: JSON) -> list[Ref]:
+        return self.of.parents_of(raw)
+
+    def indexes(self) -> dict[str, Indexer]:
+        return self.of.indexes()
+
+    def serving_state(self, raw: JSON) -> object:
+        return self.of.serving_state(raw)
 
     async def reconcile(self, key: Key) -> Outcome:
+        with self.of.reconciling(key):
+            return await self._reconcile(key)
+
+    async def timed_out(self, key: Key, seconds: float) -> None:
+        raw = self.ctx.cached(self.kind, key[1], key[0] or None)
+        if raw is not None:
+            message = f"reconcile did not finish within {seconds:.0f}s; retrying with back-off"
+            self.writer.logger(key).warning(message)
+            with contextlib.suppress(KubeError, OSError, TimeoutError):
+                await self.writer.set_ready(raw, "False", Reason.API_ERROR, message)
+
+    async def _reconcile(self, key: Key) -> Outcome:
         raw = self.ctx.cached(self.kind, key[1], key[0] or None)
         if raw is None:
             return Outcome.done()
-        logger = self._log(key)
+        kind, writer, logger = self.of, self.writer, self.writer.logger(key)
         try:
-            obj: R = self.model.model_validate(raw)  # type: ignore[assignment]
+            obj = kind.parse(raw)
         except ValidationError as exc:
             problems = "; ".join(str(e) for e in errors_from(exc))
             logger.warning("spec refused: %s", problems)
             if raw.get("metadata", {}).get("deletionTimestamp"):
                 return await self._finish_deletion(raw, key, None)
-            await self._set_ready(raw, "False", Reason.TERMINAL_ERROR, f"invalid spec: {problems}")
+            await writer.set_ready(raw, "False", Reason.TERMINAL_ERROR, f"invalid spec: {problems}")
             return Outcome.done()
         meta = obj.metadata
         if meta.deleting:
             return await self._delete(raw, obj, key)
-        if FINALIZER not in meta.finalizers and (not self.creates or self.current_id(obj)):
+        if FINALIZER not in meta.finalizers and (not kind.creates or self.current_id(obj)):
             # A resource that holds nothing in Cloudflare yet gets its finalizer with its first write (the create
             # intent or the claim), which saves a Kubernetes write per new resource in a bulk apply.
-            raw = await self._patch_meta(raw, finalizers=[*meta.finalizers, FINALIZER])
-            obj = self.model.model_validate(raw)  # type: ignore[assignment]
-        if self._paused(obj):
-            await self._set_paused(raw, obj)
+            raw = await writer.patch_meta(raw, finalizers=[*meta.finalizers, FINALIZER])
+            obj = kind.parse(raw)
+        if paused(obj):
+            await writer.set_paused(raw, deleting=False)
             return Outcome.done()
         try:
-            link = await self.connect(obj)
+            link = await kind.connect(obj)
         except NotReady as wait:
             logger.info("waiting: %s", wait.message, extra={"reason": wait.reason})
-            await self._set_ready(raw, "False", wait.reason, wait.message)
+            await writer.set_ready(raw, "False", wait.reason, wait.message)
             return Outcome(requeue_after=wait.requeue_after)
         except CloudflareError as exc:  # some kinds read Cloudflare to connect (a rule, its zone's entry point)
             return await self._cloudflare_failed(raw, key, exc)
@@ -337,18 +391,18 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
             if isinstance(found, Outcome):
                 return found
             raw, observed = found
-            obj = self.model.model_validate(raw)  # type: ignore[assignment]
-            changes = self.diff(obj, observed)
+            obj = kind.parse(raw)
+            changes = kind.diff(link, obj, observed)
             if changes:
                 logger.info("correcting drift", extra={"fields": sorted(changes)})
-                observed = await self.update(link, obj, observed, changes)
-            self.record(obj, observed, link)
-            await self.after_sync(link, obj, observed)
+                observed = await kind.update(link, obj, observed, changes)
+            kind.record(link, obj, observed)
+            await kind.after_sync(link, obj, observed)
         except CloudflareError as exc:
             return await self._cloudflare_failed(raw, key, exc)
         except NotReady as wait:
             logger.info("waiting: %s", wait.message, extra={"reason": wait.reason})
-            await self._set_ready(raw, "False", wait.reason, wait.message, status_model=obj.status)
+            await writer.set_ready(raw, "False", wait.reason, wait.message, status_model=obj.status)
             return Outcome(requeue_after=wait.requeue_after)
         except KubeError as exc:
             if exc.status != 403:
@@ -357,110 +411,106 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
             # look, not only in the log; what was done in Cloudflare is kept in status meanwhile.
             logger.warning("Kubernetes refused: %s", exc.message)
             message = f"Kubernetes refused kflare: {exc.message}"
-            await self._set_ready(raw, "False", Reason.API_ERROR, message, status_model=obj.status)
+            await writer.set_ready(raw, "False", Reason.API_ERROR, message, status_model=obj.status)
             return Outcome(retry=True)
-        reason, message = self.ready_state(obj, observed)
-        await self._set_ready(raw, "True", reason, message, status_model=obj.status)
+        reason, message = kind.ready_state(obj, observed)
+        await writer.set_ready(raw, "True", reason, message, status_model=obj.status)
         return Outcome.done(synced=True)
 
-    async def timed_out(self, key: Key, seconds: float) -> None:
-        raw = self.ctx.cached(self.kind, key[1], key[0] or None)
-        if raw is not None:
-            message = f"reconcile did not finish within {seconds:.0f}s; retrying with back-off"
-            self._log(key).warning(message)
-            with contextlib.suppress(KubeError, OSError, TimeoutError):
-                await self._set_ready(raw, "False", Reason.API_ERROR, message)
-
     async def _observe_or_create(self, raw: JSON, obj: R, key: Key, link: L) -> tuple[JSON, ObservedT] | Outcome:
-        logger = self._log(key)
+        kind, writer, logger = self.of, self.writer, self.writer.logger(key)
         annotations = obj.metadata.annotations
         object_id = self.current_id(obj)
         if object_id:
-            observed = await self.observe(link, obj, object_id)
+            observed = await kind.observe(link, obj, object_id)
             if observed is not None:
                 # Objects claimed before the label came first have it written now; the intent is spent.
-                labels = {self.claim_label: self.id_of(observed)} if self.creates else None
-                raw = await self._patch_meta(raw, labels=labels, annotations={CREATE_INTENT_ANNOTATION: None})
+                labels = {kind.claim_label: kind.id_of(observed)} if kind.creates else None
+                raw = await writer.patch_meta(raw, labels=labels, annotations={CREATE_INTENT_ANNOTATION: None})
                 return raw, observed
             logger.info("Cloudflare object %s is gone; looking for it by key", object_id)
-        if not self.creates:
+        if not kind.creates:
             raise NotFound(message=f"{self.kind} {object_id} not found in Cloudflare")
-        existing = await self.find(link, obj)
+        existing = await kind.find(link, obj)
         policy = annotations.get(ADOPTION_POLICY_ANNOTATION)
         if existing is not None:
-            if CREATE_INTENT_ANNOTATION in annotations or self.key_marks_ownership:
+            if CREATE_INTENT_ANNOTATION in annotations or kind.key_marks_ownership:
                 # Created by this resource just before a crash (or before a move to this cluster): ours, not an
                 # adoption.
-                logger.info("recovered object created before a restart", extra={"id": self.id_of(existing)})
-                return await self._claim(raw, obj, existing, link, adopted=False), existing
+                logger.info("recovered object created before a restart", extra={"id": kind.id_of(existing)})
+                return await self._claim(raw, existing, adopted=False), existing
             if policy in ("adopt", "adopt-or-create"):
-                note = self.adoption_note(existing)
-                logger.info("adopting existing object: %s", note, extra={"id": self.id_of(existing)})
-                raw = await self._claim(raw, obj, existing, link, adopted=True)
+                note = kind.adoption_note(existing)
+                logger.info("adopting existing object: %s", note, extra={"id": kind.id_of(existing)})
+                raw = await self._claim(raw, existing, adopted=True)
                 await self.ctx.recorder.record(raw, type_="Normal", reason="Adopted", note=note)
                 return raw, existing
             message = (
-                f"{self.describe(existing)} already exists in Cloudflare; set the annotation "
+                f"{kind.describe(existing)} already exists in Cloudflare; set the annotation "
                 f"{ADOPTION_POLICY_ANNOTATION}: adopt to manage it"
             )
-            await self._set_ready(raw, "False", Reason.ALREADY_EXISTS, message)
+            await writer.set_ready(raw, "False", Reason.ALREADY_EXISTS, message)
             # Looked at again: the object may be claimed by its owner meanwhile, or deleted, or the policy set.
             return Outcome(requeue_after=RETRY_PARENT)
-        if policy == "adopt" and not self.key_marks_ownership:
+        if policy == "adopt" and not kind.key_marks_ownership:
             message = f"nothing to adopt: no such object in Cloudflare, and {ADOPTION_POLICY_ANNOTATION} is adopt"
-            await self._set_ready(raw, "False", "AdoptionTargetNotFound", message)
+            await writer.set_ready(raw, "False", "AdoptionTargetNotFound", message)
             return Outcome(requeue_after=RETRY_PARENT)
         intent: dict[str, str] = {"at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
-        match = self.intent_match(obj)
+        match = kind.intent_match(obj)
         if match is not None:
             intent["match"] = match
-        raw = await self._patch_meta(
+        raw = await writer.patch_meta(
             raw,
-            finalizers=self._with_finalizer(raw),
+            finalizers=writer.with_finalizer(raw),
             annotations={CREATE_INTENT_ANNOTATION: json.dumps(intent, sort_keys=True)},
         )
-        created = await self.create(link, obj)
-        logger.info("created", extra={"id": self.id_of(created)})
-        return await self._claim(raw, obj, created, link, adopted=False), created
+        created = await kind.create(link, obj)
+        logger.info("created", extra={"id": kind.id_of(created)})
+        return await self._claim(raw, created, adopted=False), created
 
-    async def _claim(self, raw: JSON, obj: R, observed: ObservedT, link: L, *, adopted: bool) -> JSON:
+    async def _claim(self, raw: JSON, observed: ObservedT, *, adopted: bool) -> JSON:
         """Make the object this resource's: the claim and how it was made, in one metadata write. The status
         (the ID, Ready) follows at the end of the reconcile; until then the label is the record of the claim."""
-        return await self._patch_meta(
+        return await self.writer.patch_meta(
             raw,
-            finalizers=self._with_finalizer(raw),
-            labels={self.claim_label: self.id_of(observed)},
+            finalizers=self.writer.with_finalizer(raw),
+            labels={self.of.claim_label: self.of.id_of(observed)},
             annotations={CREATE_INTENT_ANNOTATION: None, ADOPTED_ANNOTATION: "true" if adopted else None},
         )
 
-    @staticmethod
-    def _with_finalizer(raw: JSON) -> list[str] | None:
-        finalizers = list(raw["metadata"].get("finalizers") or [])
-        return None if FINALIZER in finalizers else [*finalizers, FINALIZER]
-
     async def _cloudflare_failed(self, raw: JSON, key: Key, exc: CloudflareError) -> Outcome:
-        logger = self._log(key)
+        logger, set_ready = self.writer.logger(key), self.writer.set_ready
         if isinstance(exc, RateLimited):
             logger.warning("rate limited by Cloudflare: %s", exc)
-            await self._set_ready(raw, "False", Reason.API_ERROR, str(exc))
+            await set_ready(raw, "False", Reason.API_ERROR, str(exc))
             return Outcome(requeue_after=max(1.0, exc.retry_after or 1.0), failed=True)
         if isinstance(exc, Transient):
             logger.warning("Cloudflare call failed, will retry: %s", exc)
-            await self._set_ready(raw, "False", Reason.API_ERROR, str(exc))
+            await set_ready(raw, "False", Reason.API_ERROR, str(exc))
             return Outcome(retry=True)
         if isinstance(exc, InvalidToken):
             logger.warning("Cloudflare rejected the token: %s", exc)
-            await self._set_ready(raw, "False", Reason.INVALID_TOKEN, str(exc))
+            await set_ready(raw, "False", Reason.INVALID_TOKEN, str(exc))
             return Outcome.done()
         if isinstance(exc, Conflict | NotFound | Terminal):
             logger.warning("Cloudflare refused: %s", exc)
-            await self._set_ready(raw, "False", Reason.TERMINAL_ERROR, str(exc))
+            await set_ready(raw, "False", Reason.TERMINAL_ERROR, str(exc))
             return Outcome.done()
         logger.warning("Cloudflare call failed: %s", exc)
-        await self._set_ready(raw, "False", Reason.API_ERROR, str(exc))
+        await set_ready(raw, "False", Reason.API_ERROR, str(exc))
         return Outcome(retry=True)
 
     # ---- deletion ----------------------------------------------------------------------------------------------
+
+    def current_id(self, obj: R) -> str | None:
+        """The Cloudflare ID this resource holds: the claim label is written first, so it is the newest word."""
+        kind = self.of
+        if kind.creates:
+            claimed = obj.metadata.labels.get(kind.claim_label)
+            if claimed and not kind.claimed_by_other(claimed, obj):
+                return claimed
+        return kind.object_id(obj)
 
     def deletion_policy(self, obj: R) -> DeletionPolicy:
         annotations = obj.metadata.annotations
@@ -471,37 +521,30 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
             return DeletionPolicy.RETAIN  # an adopted object outlives its resource unless the resource says delete
         return self.ctx.default_deletion_policy
 
-    def dependants(self, key: Key) -> list[Ref]:
-        """Objects that still reference this one and exist."""
-        return [
-            child
-            for child in self.ctx.index.children(self.ref(key))
-            if child.kind != "Secret" and self.ctx.cached(child.kind, child.name, child.namespace or None) is not None
-        ]
-
     async def _delete(self, raw: JSON, obj: R, key: Key) -> Outcome:
+        kind, writer = self.of, self.writer
         if FINALIZER not in obj.metadata.finalizers:
             return Outcome.done()
-        if self._paused(obj):
-            await self._set_paused(raw, obj)
+        if paused(obj):
+            await writer.set_paused(raw, deleting=True)
             return Outcome.done()
-        users = self.dependants(key)
+        users = kind.dependants(key)
         if users:
             listed = ", ".join(str(u) for u in users[:MAX_LISTED_DEPENDANTS])
             more = ", ..." if len(users) > MAX_LISTED_DEPENDANTS else ""
-            await self._set_ready(
-                raw, "False", self.in_use_reason, f"waiting for dependants to be deleted: {listed}{more}"
+            await writer.set_ready(
+                raw, "False", kind.in_use_reason, f"waiting for dependants to be deleted: {listed}{more}"
             )
             return Outcome.done()  # each dependant's deletion enqueues this object again
-        logger = self._log(key)
+        logger = writer.logger(key)
         object_id = self.current_id(obj)
         intent = CREATE_INTENT_ANNOTATION in obj.metadata.annotations
-        if self.creates and self.deletion_policy(obj) == DeletionPolicy.DELETE and (object_id or intent):
+        if kind.creates and self.deletion_policy(obj) == DeletionPolicy.DELETE and (object_id or intent):
             try:
-                link = await self.connect(obj)
+                link = await kind.connect(obj)
             except NotReady as wait:
                 if not wait.parent_gone:
-                    await self._set_ready(raw, "False", wait.reason, wait.message)
+                    await writer.set_ready(raw, "False", wait.reason, wait.message)
                     return Outcome(requeue_after=wait.requeue_after)
                 logger.info("parent is gone; leaving the Cloudflare object in place (%s)", wait.message)
             except CloudflareError as exc:
@@ -509,17 +552,17 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
             else:
                 try:
                     if not object_id:
-                        existing = await self.find(link, obj)
-                        object_id = None if existing is None else self.id_of(existing)
+                        existing = await kind.find(link, obj)
+                        object_id = None if existing is None else kind.id_of(existing)
                     if object_id:
                         with contextlib.suppress(NotFound):
-                            await self.delete(link, obj, object_id)
+                            await kind.delete(link, obj, object_id)
                         logger.info("deleted in Cloudflare", extra={"id": object_id})
                 except CloudflareError as exc:
                     return await self._cloudflare_failed(raw, key, exc)
                 except NotReady as wait:  # Cloudflare's object cannot go yet (a bucket holding objects, a list in use)
                     logger.info("deletion waits: %s", wait.message, extra={"reason": wait.reason})
-                    await self._set_ready(raw, "False", wait.reason, wait.message)
+                    await writer.set_ready(raw, "False", wait.reason, wait.message)
                     return Outcome(requeue_after=wait.requeue_after)
         elif object_id:
             logger.info("keeping the Cloudflare object (deletion policy retain)", extra={"id": object_id})
@@ -527,118 +570,8 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
 
     async def _finish_deletion(self, raw: JSON, key: Key, obj: R | None) -> Outcome:
         if obj is not None:
-            await self.released(obj)
-        finalizers = list(raw["metadata"].get("finalizers") or [])
-        if FINALIZER in finalizers:
-            index = finalizers.index(FINALIZER)
-            patch = [
-                {"op": "test", "path": f"/metadata/finalizers/{index}", "value": FINALIZER},
-                {"op": "remove", "path": f"/metadata/finalizers/{index}"},
-            ]
-            try:
-                await self.ctx.kube.patch(self.resource_type(), key[1], patch, key[0] or None, content_type=JSON_PATCH)
-            except KubeError as exc:
-                if not exc.not_found:
-                    raise
-        for parent in self.ctx.index.remove(self.ref(key)):
+            await self.of.released(obj)
+        await self.writer.remove_finalizer(raw)
+        for parent in self.ctx.index.remove(self.of.ref(key)):
             self.ctx.enqueue(parent)
         return Outcome.done()
-
-    # ---- pause -------------------------------------------------------------------------------------------------
-
-    @staticmethod
-    def _paused(obj: Resource[Any, Any]) -> bool:
-        return obj.metadata.annotations.get(PAUSED_ANNOTATION, "").lower() == "true"
-
-    async def _set_paused(self, raw: JSON, obj: R) -> None:
-        current = obj.status.condition()
-        status: Literal["True", "False", "Unknown"] = current.status if current is not None else "Unknown"
-        message = f"paused by the {PAUSED_ANNOTATION} annotation: no Cloudflare call is made"
-        if obj.metadata.deleting:
-            message += "; deletion waits until the annotation is removed"
-        await self._set_ready(raw, status, Reason.PAUSED, message)
-
-    # ---- writes to Kubernetes ----------------------------------------------------------------------------------
-
-    def _remember(self, obj: JSON) -> JSON:
-        """Put our own write's result in the cache at once, so the next reconcile never reads an older copy."""
-        informer = self.ctx.informer_of(self.kind)
-        if informer is not None:
-            meta = obj["metadata"]
-            cached = informer.get(meta["name"], meta.get("namespace"))
-            try:
-                newer = cached is None or int(meta["resourceVersion"]) >= int(cached["metadata"]["resourceVersion"])
-            except (KeyError, ValueError):
-                newer = True
-            if newer:
-                obj.setdefault("kind", self.kind)
-                obj.setdefault("apiVersion", self.resource_type().api_version)
-                informer.put(obj)
-        self.ctx.own_write(self.kind, obj)
-        return obj
-
-    async def _patch_meta(
-        self,
-        raw: JSON,
-        *,
-        finalizers: list[str] | None = None,
-        labels: Mapping[str, str | None] | None = None,
-        annotations: Mapping[str, str | None] | None = None,
-    ) -> JSON:
-        meta = raw["metadata"]
-        patch: dict[str, Any] = {"resourceVersion": meta["resourceVersion"]} if finalizers is not None else {}
-        if finalizers is not None:
-            patch["finalizers"] = finalizers
-        if labels:
-            current = meta.get("labels") or {}
-            wanted = {k: v for k, v in labels.items() if current.get(k) != v and (v is not None or k in current)}
-            if wanted:
-                patch["labels"] = wanted
-        if annotations:
-            current = meta.get("annotations") or {}
-            wanted = {k: v for k, v in annotations.items() if current.get(k) != v and (v is not None or k in current)}
-            if wanted:
-                patch["annotations"] = wanted
-        if not patch or list(patch) == ["resourceVersion"]:
-            return raw
-        updated = await self.ctx.kube.patch(
-            self.resource_type(), meta["name"], {"metadata": patch}, meta.get("namespace"), content_type=MERGE_PATCH
-        )
-        return self._remember(updated)
-
-    async def _write_status(self, raw: JSON, status: JSON) -> JSON:
-        patch = merge_patch(raw.get("status") or {}, status)
-        if not patch:
-            return raw
-        meta = raw["metadata"]
-        updated = await self.ctx.kube.patch(
-            self.resource_type(), meta["name"], {"status": patch}, meta.get("namespace"), subresource="status"
-        )
-        return self._remember(updated)
-
-    async def _set_ready(
-        self,
-        raw: JSON,
-        status: Literal["True", "False", "Unknown"],
-        reason: str,
-        message: str,
-        *,
-        status_model: Any = None,
-    ) -> JSON:
-        """Set Ready (on `status_model`, the status the reconcile built, or on the stored one) and write what
-        changed; record an Event when Ready's status or reason changed."""
-        current = self.model.status_model().model_validate(raw.get("status") or {})
-        model = status_model if status_model is not None else current.model_copy(deep=True)
-        before = current.condition()
-        generation = raw["metadata"].get("generation")
-        model.set_condition(status, reason, message, observed_generation=generation)
-        raw = await self._write_status(raw, model.to_wire())
-        after = model.condition()
-        assert after is not None
-        if before is None or (before.status, before.reason) != (after.status, after.reason):
-            normal = status == "True" or reason == Reason.PAUSED
-            await self.ctx.recorder.record(raw, type_="Normal" if normal else "Warning", reason=reason, note=message)
-            self._log((raw["metadata"].get("namespace") or "", raw["metadata"]["name"])).info(
-                "Ready=%s %s: %s", status, reason, message
-            )
-        return raw

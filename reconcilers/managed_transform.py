@@ -40,6 +40,8 @@ class Observed:
 
 class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
     model = ManagedTransform
+    observed_id = "zone_id"
+    status_id = "zone_id"
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
@@ -97,13 +99,6 @@ class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
         value = (((zone or {}).get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID")
         return str(value) if value else None
 
-    def object_id(self, obj: ManagedTransform) -> str | None:
-        meta = obj.status.cloudflare_metadata
-        return None if meta is None else meta.zone_id
-
-    def id_of(self, observed: Observed) -> str:
-        return observed.zone_id
-
     def describe(self, observed: Observed) -> str:
         return f"managed transforms {', '.join(observed.document.enabled())} of zone {observed.zone_id}"
 
@@ -131,7 +126,7 @@ class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
         document = await client.patch_managed_headers(link.zone_id, wanted) if wanted else None
         return Observed(link.zone_id, document or await client.get_managed_headers(link.zone_id))
 
-    def diff(self, obj: ManagedTransform, observed: Observed) -> dict[str, Any]:
+    def diff(self, link: ZoneLink, obj: ManagedTransform, observed: Observed) -> dict[str, Any]:
         state = observed.state()
         changes: dict[str, Any] = {}
         for field, switches in self._wanted(obj).items():
@@ -157,10 +152,7 @@ class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
             if meta.get("uid") != obj.metadata.uid and zone_id and self._zone_id_of(other) == zone_id:
                 self.ctx.enqueue(Ref(self.kind, meta.get("namespace") or "", meta["name"]))
 
-    def record(self, obj: ManagedTransform, observed: Observed | None, link: ZoneLink | None) -> None:
-        if observed is None:
-            obj.status.cloudflare_metadata = None
-            return
+    def record(self, link: ZoneLink, obj: ManagedTransform, observed: Observed) -> None:
         obj.status.cloudflare_metadata = ManagedTransformMetadata(
             zone_id=observed.zone_id, enabled=observed.document.enabled()
         )

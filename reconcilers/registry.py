@@ -16,7 +16,7 @@ from app.api.registry import KINDS as MODELS
 from app.api.resource import ResourceClass
 from app.kube.manager import Manager, Registration
 from reconcilers.context import Context
-from reconcilers.lifecycle import ManagedKind
+from reconcilers.lifecycle import Lifecycle, ManagedKind
 
 Reconciler = type[ManagedKind[Any, Any, Any]]
 
@@ -70,7 +70,7 @@ def reconciler_of(kind: str | ResourceClass) -> Reconciler:
 
 def register_all(manager: Manager, ctx: Context) -> None:
     for kind in KINDS:
-        reconciler = kind(ctx)
+        reconciler = Lifecycle(kind(ctx))
         manager.register(
             Registration(
                 reconciler,

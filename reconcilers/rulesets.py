@@ -1,4 +1,5 @@
 """The ruleset engine: one rule per resource in its zone's entry-point ruleset of one phase, for every rule kind.
+    status_id = "rule_id"
 
 A rule kind supplies only its action and parameters (`RuleKind.action`, `parameters`, `extras`); everything else is
 here, written once:
@@ -316,10 +317,6 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
                 meta = raw["metadata"]
                 self.ctx.enqueue(Ref("IPList", meta.get("namespace") or "", meta["name"]))
 
-    def object_id(self, obj: RuleT) -> str | None:
-        meta = obj.status.cloudflare_metadata
-        return None if meta is None else meta.rule_id
-
     def id_of(self, observed: ObservedRule) -> str:
         return observed.rule.id
 
@@ -399,7 +396,7 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
         self.engine.put(link, ruleset)
         return ruleset
 
-    def diff(self, obj: RuleT, observed: ObservedRule) -> dict[str, Any]:
+    def diff(self, link: RuleLink, obj: RuleT, observed: ObservedRule) -> dict[str, Any]:
         wanted = _normal(self.definition(obj))
         rule = observed.rule
         have = _normal(
@@ -456,12 +453,9 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
                     await link.client.delete_ruleset(link.zone_id, ruleset.id)
                 self.engine.gone(link)
 
-    def record(self, obj: RuleT, observed: ObservedRule | None, link: RuleLink | None) -> None:
-        if observed is None:
-            obj.status.cloudflare_metadata = None
-            return
+    def record(self, link: RuleLink, obj: RuleT, observed: ObservedRule) -> None:
         obj.status.cloudflare_metadata = RuleMetadata(
-            zone_id=link.zone_id if link is not None else None,
+            zone_id=link.zone_id,
             ruleset_id=observed.ruleset.id,
             rule_id=observed.rule.id,
             ref=observed.rule.ref,

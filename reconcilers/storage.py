@@ -47,6 +47,7 @@ BUCKET_NOT_EMPTY_CODE = 10008
 
 class KVNamespaceKind(AccountMember[KVNamespace, CloudflareNamespace]):
     model = KVNamespace
+    status_id = "namespace_id"
 
     def list_members(self, link: AccountScope) -> AsyncIterator[CloudflareNamespace]:
         return link.account.client.list_kv_namespaces(link.account.account_id)
@@ -59,13 +60,6 @@ class KVNamespaceKind(AccountMember[KVNamespace, CloudflareNamespace]):
 
     def listed_key(self, observed: CloudflareNamespace) -> str:
         return observed.title
-
-    def object_id(self, obj: KVNamespace) -> str | None:
-        meta = obj.status.cloudflare_metadata
-        return None if meta is None else meta.namespace_id
-
-    def id_of(self, observed: CloudflareNamespace) -> str:
-        return observed.id
 
     def describe(self, observed: CloudflareNamespace) -> str:
         return f"KV namespace {observed.title!r} ({observed.id})"
@@ -83,7 +77,7 @@ class KVNamespaceKind(AccountMember[KVNamespace, CloudflareNamespace]):
         self.listings.put(link.collection, created)
         return created
 
-    def diff(self, obj: KVNamespace, observed: CloudflareNamespace) -> dict[str, Any]:
+    def diff(self, link: AccountScope, obj: KVNamespace, observed: CloudflareNamespace) -> dict[str, Any]:
         return {"title": obj.spec.title} if observed.title != obj.spec.title else {}
 
     async def update(
@@ -98,12 +92,13 @@ class KVNamespaceKind(AccountMember[KVNamespace, CloudflareNamespace]):
         await link.account.client.delete_kv_namespace(link.account.account_id, object_id)
         self.listings.drop(link.collection, object_id)
 
-    def record(self, obj: KVNamespace, observed: CloudflareNamespace | None, link: Any) -> None:
-        obj.status.cloudflare_metadata = None if observed is None else KVNamespaceMetadata(namespace_id=observed.id)
+    def record(self, link: AccountScope, obj: KVNamespace, observed: CloudflareNamespace) -> None:
+        obj.status.cloudflare_metadata = KVNamespaceMetadata(namespace_id=observed.id)
 
 
 class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
     model = R2Bucket
+    observed_id = "name"
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
@@ -166,9 +161,6 @@ class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
         meta = obj.status.cloudflare_metadata
         return obj.spec.name if meta is not None and meta.creation_date else None
 
-    def id_of(self, observed: CloudflareBucket) -> str:
-        return observed.name
-
     def describe(self, observed: CloudflareBucket) -> str:
         return f"R2 bucket {observed.name} ({observed.jurisdiction or 'default'})"
 
@@ -216,10 +208,7 @@ class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
             raise
         self.listings.drop(link.collection, object_id)
 
-    def record(self, obj: R2Bucket, observed: CloudflareBucket | None, link: Any) -> None:
-        if observed is None:
-            obj.status.cloudflare_metadata = None
-            return
+    def record(self, link: AccountScope, obj: R2Bucket, observed: CloudflareBucket) -> None:
         obj.status.cloudflare_metadata = R2BucketMetadata(
             location=(observed.location or "").upper() or None,
             creation_date=observed.creation_date,
@@ -229,6 +218,8 @@ class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
 
 class D1DatabaseKind(AccountMember[D1Database, CloudflareDatabase]):
     model = D1Database
+    observed_id = "uuid"
+    status_id = "database_id"
 
     def list_members(self, link: AccountScope) -> AsyncIterator[CloudflareDatabase]:
         return link.account.client.list_d1_databases(link.account.account_id)
@@ -239,13 +230,6 @@ class D1DatabaseKind(AccountMember[D1Database, CloudflareDatabase]):
 
     def listed_key(self, observed: CloudflareDatabase) -> str:
         return observed.name
-
-    def object_id(self, obj: D1Database) -> str | None:
-        meta = obj.status.cloudflare_metadata
-        return None if meta is None else meta.database_id
-
-    def id_of(self, observed: CloudflareDatabase) -> str:
-        return observed.uuid
 
     def describe(self, observed: CloudflareDatabase) -> str:
         return f"D1 database {observed.name} ({observed.uuid})"
@@ -270,10 +254,7 @@ class D1DatabaseKind(AccountMember[D1Database, CloudflareDatabase]):
         await link.account.client.delete_d1_database(link.account.account_id, object_id)
         self.listings.drop(link.collection, object_id)
 
-    def record(self, obj: D1Database, observed: CloudflareDatabase | None, link: Any) -> None:
-        if observed is None:
-            obj.status.cloudflare_metadata = None
-            return
+    def record(self, link: AccountScope, obj: D1Database, observed: CloudflareDatabase) -> None:
         obj.status.cloudflare_metadata = D1DatabaseMetadata(
             database_id=observed.uuid, created_at=observed.created_at, version=observed.version
         )

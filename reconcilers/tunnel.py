@@ -56,6 +56,7 @@ def controlled_by(secret: JSON, owner_uid: str) -> bool:
 
 class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
     model = Tunnel
+    status_id = "tunnel_id"
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
@@ -82,13 +83,6 @@ class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
     def gone(self, observed: CloudflareTunnel) -> bool:
         return observed.deleted  # only live tunnels are listed; a soft-deleted one read alone counts as gone
 
-    def object_id(self, obj: Tunnel) -> str | None:
-        meta = obj.status.cloudflare_metadata
-        return None if meta is None else meta.tunnel_id
-
-    def id_of(self, observed: CloudflareTunnel) -> str:
-        return observed.id
-
     def describe(self, observed: CloudflareTunnel) -> str:
         return f"tunnel {observed.name} ({observed.id})"
 
@@ -114,7 +108,7 @@ class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
         self.listings.put(link.collection, created)
         return created
 
-    def diff(self, obj: Tunnel, observed: CloudflareTunnel) -> dict[str, Any]:
+    def diff(self, link: AccountScope, obj: Tunnel, observed: CloudflareTunnel) -> dict[str, Any]:
         return {"name": obj.spec.name} if observed.name != obj.spec.name else {}
 
     async def update(
@@ -134,10 +128,7 @@ class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
             await client.delete_tunnel(account_id, object_id)
         self.listings.drop(link.collection, object_id)
 
-    def record(self, obj: Tunnel, observed: CloudflareTunnel | None, link: Any) -> None:
-        if observed is None:
-            obj.status.cloudflare_metadata = None
-            return
+    def record(self, link: AccountScope, obj: Tunnel, observed: CloudflareTunnel) -> None:
         obj.status.cloudflare_metadata = TunnelMetadata(tunnel_id=observed.id, status=observed.status)
 
     # ---- the token Secret --------------------------------------------------------------------------------------
@@ -188,7 +179,7 @@ class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
                 # Made meanwhile (by someone, or by an earlier reconcile whose answer was lost): its watch event
                 # brings this Tunnel back at once to judge it, as an existing Secret.
                 return
-            self._log((namespace, obj.name)).info("wrote the tunnel token to Secret %s", name)
+            self.logger((namespace, obj.name)).info("wrote the tunnel token to Secret %s", name)
             return
         if not controlled_by(current, uid):
             raise NotReady(
@@ -202,7 +193,7 @@ class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
         if held != encoded or current.get("type", "Opaque") != "Opaque":
             patch: JSON = {"metadata": {"annotations": {TOKEN_DIGEST_ANNOTATION: digest}}, "data": {TOKEN_KEY: encoded}}
             await self.ctx.kube.patch(SECRETS, name, patch, namespace)
-            self._log((namespace, obj.name)).info("restored the tunnel token in Secret %s", name)
+            self.logger((namespace, obj.name)).info("restored the tunnel token in Secret %s", name)
         elif annotations.get(TOKEN_DIGEST_ANNOTATION) != digest:
             # The right token without its digest (written by an older kflare, or the annotation edited away).
             patch = {"metadata": {"annotations": {TOKEN_DIGEST_ANNOTATION: digest}}}

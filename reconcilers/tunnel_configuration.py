@@ -66,6 +66,8 @@ def desired(obj: TunnelConfiguration) -> dict[str, Any]:
 
 class TunnelConfigurationKind(ManagedKind[TunnelConfiguration, ConfigLink, CloudflareConfiguration]):
     model = TunnelConfiguration
+    observed_id = "tunnel_id"
+    status_id = "tunnel_id"
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
@@ -107,13 +109,6 @@ class TunnelConfigurationKind(ManagedKind[TunnelConfiguration, ConfigLink, Cloud
         account_ref = ((raw.get("spec") or {}).get("accountRef") or {}).get("name", "")
         return ConfigLink(await ready_account(self.ctx, account_ref), tunnel_id, account_ref)
 
-    def object_id(self, obj: TunnelConfiguration) -> str | None:
-        meta = obj.status.cloudflare_metadata
-        return None if meta is None else meta.tunnel_id
-
-    def id_of(self, observed: CloudflareConfiguration) -> str:
-        return observed.tunnel_id
-
     def describe(self, observed: CloudflareConfiguration) -> str:
         return f"the configuration of tunnel {observed.tunnel_id} (version {observed.version})"
 
@@ -143,7 +138,7 @@ class TunnelConfigurationKind(ManagedKind[TunnelConfiguration, ConfigLink, Cloud
     async def _put(self, link: ConfigLink, config: dict[str, Any]) -> CloudflareConfiguration:
         return await tunnel_document.put(link.account.client, link.account.account_id, link.tunnel_id, config)
 
-    def diff(self, obj: TunnelConfiguration, observed: CloudflareConfiguration) -> dict[str, Any]:
+    def diff(self, link: ConfigLink, obj: TunnelConfiguration, observed: CloudflareConfiguration) -> dict[str, Any]:
         wanted = desired(obj)
         return {} if normalise(wanted) == normalise(observed.config) else {"config": wanted}
 
@@ -168,10 +163,7 @@ class TunnelConfigurationKind(ManagedKind[TunnelConfiguration, ConfigLink, Cloud
             if sibling.name != obj.name:
                 self.ctx.enqueue(sibling)
 
-    def record(self, obj: TunnelConfiguration, observed: CloudflareConfiguration | None, link: Any) -> None:
-        if observed is None:
-            obj.status.cloudflare_metadata = None
-            return
+    def record(self, link: ConfigLink, obj: TunnelConfiguration, observed: CloudflareConfiguration) -> None:
         obj.status.cloudflare_metadata = TunnelConfigurationMetadata(
             tunnel_id=observed.tunnel_id, version=observed.version
         )

@@ -47,7 +47,7 @@ from app.kube.index import Ref
 from reconcilers.account_members import account_drift_group, account_name
 from reconcilers.collections import Collections
 from reconcilers.context import Context
-from reconcilers.credentials import AccountLink, ready_account
+from reconcilers.credentials import AccountLink, ready_account, ready_zone
 from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady, can_serve
 
 ENTRY_MODULE = "worker.js"
@@ -279,9 +279,6 @@ class WorkerScriptKind(ManagedKind[WorkerScript, WorkerLink, CloudflareScript]):
         meta = obj.status.cloudflare_metadata
         return obj.spec.name if meta is not None and meta.modified_on else None
 
-    def id_of(self, observed: CloudflareScript) -> str:
-        return observed.id
-
     def describe(self, observed: CloudflareScript) -> str:
         return f"Worker {observed.id}"
 
@@ -316,7 +313,7 @@ class WorkerScriptKind(ManagedKind[WorkerScript, WorkerLink, CloudflareScript]):
         )
         self.listings.put(link.collection, uploaded)
         self._uploaded[obj.metadata.uid or ""] = (upload.digest, uploaded.modified_on)
-        self._log((obj.namespace or "", obj.name)).info(
+        self.logger((obj.namespace or "", obj.name)).info(
             "uploaded Worker", extra={"worker": obj.spec.name, "hash": upload.digest, "bytes": len(upload.code)}
         )
         return uploaded
@@ -324,7 +321,7 @@ class WorkerScriptKind(ManagedKind[WorkerScript, WorkerLink, CloudflareScript]):
     async def create(self, link: WorkerLink, obj: WorkerScript) -> CloudflareScript:
         return await self._put(link, obj)
 
-    def diff(self, obj: WorkerScript, observed: CloudflareScript) -> dict[str, Any]:
+    def diff(self, link: WorkerLink, obj: WorkerScript, observed: CloudflareScript) -> dict[str, Any]:
         status = obj.status
         applied = status.applied_hash
         recorded = status.cloudflare_metadata.modified_on if status.cloudflare_metadata else None
@@ -347,12 +344,9 @@ class WorkerScriptKind(ManagedKind[WorkerScript, WorkerLink, CloudflareScript]):
         await link.account.client.delete_worker_script(link.account.account_id, object_id)
         self.listings.drop(link.collection, object_id)
 
-    def record(self, obj: WorkerScript, observed: CloudflareScript | None, link: WorkerLink | None) -> None:
-        if observed is None:
-            obj.status.cloudflare_metadata = None
-            return
+    def record(self, link: WorkerLink, obj: WorkerScript, observed: CloudflareScript) -> None:
         obj.status.cloudflare_metadata = WorkerScriptMetadata(etag=observed.etag, modified_on=observed.modified_on)
-        if link is not None and link.upload is not None:
+        if link.upload is not None:
             obj.status.applied_hash = link.upload.digest
 
 
@@ -382,11 +376,11 @@ class RouteLink:
 
 class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute]):
     model = WorkerRoute
+    status_id = "route_id"
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.listings: Collections[CloudflareRoute] = Collections(id_of=lambda r: r.id, name_of=lambda r: r.pattern)
-        self._scripts: dict[str, str | None] = {}  # resource UID -> the Worker connect() found it runs
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
@@ -411,19 +405,10 @@ class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute]):
 
     async def connect(self, obj: WorkerRoute) -> RouteLink:
         namespace = obj.namespace or ""
-        zone_name = obj.spec.zone_ref.name
-        raw = self.ctx.cached("Zone", zone_name, namespace)
-        if raw is None:
-            raise NotReady(Reason.ZONE_NOT_FOUND, f"Zone {zone_name} not found", parent_gone=True)
-        zone_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID")
-        deleting = bool(raw["metadata"].get("deletionTimestamp"))
-        if not (can_serve(raw) or deleting) or not zone_id:
-            raise NotReady(Reason.ZONE_NOT_READY, f"Zone {zone_name} is not Ready")
-        zone_account = account_name(raw) or ""
-        account = await ready_account(self.ctx, zone_account)
+        zone = await ready_zone(self.ctx, namespace, obj.spec.zone_ref.name)
+        zone_account, zone_id, domain = zone.account_ref, zone.zone_id, zone.zone_name
         if obj.metadata.deleting:
-            return RouteLink(account, zone_id, None)
-        domain = raw["spec"]["name"]
+            return RouteLink(zone.account, zone_id, None)
         if not in_zone(obj.spec.pattern, domain):
             raise NotReady(
                 Reason.PATTERN_OUTSIDE_ZONE,
@@ -445,18 +430,10 @@ class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute]):
             if not uploaded or not can_serve(worker):
                 raise NotReady(Reason.WORKER_SCRIPT_NOT_READY, f"{where} is not uploaded and Ready")
             script = worker["spec"]["name"]
-        self._scripts[obj.metadata.uid or ""] = script
-        return RouteLink(account, zone_id, script)
+        return RouteLink(zone.account, zone_id, script)
 
     def _lister(self, link: RouteLink) -> AsyncIterator[CloudflareRoute]:
         return link.account.client.list_worker_routes(link.zone_id)
-
-    def object_id(self, obj: WorkerRoute) -> str | None:
-        meta = obj.status.cloudflare_metadata
-        return None if meta is None else meta.route_id
-
-    def id_of(self, observed: CloudflareRoute) -> str:
-        return observed.id
 
     def describe(self, observed: CloudflareRoute) -> str:
         return f"route {observed.pattern} ({observed.id})"
@@ -484,13 +461,12 @@ class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute]):
         self.listings.put(link.collection, created)
         return created
 
-    def diff(self, obj: WorkerRoute, observed: CloudflareRoute) -> dict[str, Any]:
+    def diff(self, link: RouteLink, obj: WorkerRoute, observed: CloudflareRoute) -> dict[str, Any]:
         changes: dict[str, Any] = {}
         if observed.pattern != obj.spec.pattern:
             changes["pattern"] = obj.spec.pattern
-        wanted = self._scripts.get(obj.metadata.uid or "")
-        if (observed.script or None) != wanted:
-            changes["script"] = wanted
+        if (observed.script or None) != link.script:
+            changes["script"] = link.script
         return changes
 
     async def update(
@@ -506,12 +482,8 @@ class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute]):
         await link.account.client.delete_worker_route(link.zone_id, object_id)
         self.listings.drop(link.collection, object_id)
 
-    def record(self, obj: WorkerRoute, observed: CloudflareRoute | None, link: RouteLink | None) -> None:
-        if observed is None:
-            obj.status.cloudflare_metadata = None
-            return
-        previous = obj.status.cloudflare_metadata
-        zone_id = link.zone_id if link is not None else (previous.zone_id if previous else None)
+    def record(self, link: RouteLink, obj: WorkerRoute, observed: CloudflareRoute) -> None:
+        zone_id = link.zone_id
         obj.status.cloudflare_metadata = WorkerRouteMetadata(
             route_id=observed.id, zone_id=zone_id, script=observed.script or ""
         )

@@ -18,6 +18,7 @@ from reconcilers.account_members import AccountMember, AccountScope
 
 class ZoneKind(AccountMember[Zone, CloudflareZone]):
     model = Zone
+    status_id = "zone_id"
 
     def list_members(self, link: AccountScope) -> AsyncIterator[CloudflareZone]:
         return link.account.client.list_zones(account_id=link.account.account_id)
@@ -27,13 +28,6 @@ class ZoneKind(AccountMember[Zone, CloudflareZone]):
 
     def listed_key(self, observed: CloudflareZone) -> str:
         return observed.name.lower()
-
-    def object_id(self, obj: Zone) -> str | None:
-        meta = obj.status.cloudflare_metadata
-        return None if meta is None else meta.zone_id
-
-    def id_of(self, observed: CloudflareZone) -> str:
-        return observed.id
 
     def describe(self, observed: CloudflareZone) -> str:
         return f"zone {observed.name} ({observed.id})"
@@ -49,7 +43,7 @@ class ZoneKind(AccountMember[Zone, CloudflareZone]):
         self.listings.put(link.collection, created)
         return created
 
-    def diff(self, obj: Zone, observed: CloudflareZone) -> dict[str, Any]:
+    def diff(self, link: AccountScope, obj: Zone, observed: CloudflareZone) -> dict[str, Any]:
         changes: dict[str, Any] = {}
         if observed.type and observed.type != obj.spec.type:
             changes["type"] = obj.spec.type
@@ -83,10 +77,7 @@ class ZoneKind(AccountMember[Zone, CloudflareZone]):
         await link.account.client.delete_zone(object_id)
         self.listings.drop(link.collection, object_id)
 
-    def record(self, obj: Zone, observed: CloudflareZone | None, link: Any) -> None:
-        if observed is None:
-            obj.status.cloudflare_metadata = None
-            return
+    def record(self, link: AccountScope, obj: Zone, observed: CloudflareZone) -> None:
         obj.status.cloudflare_metadata = ZoneMetadata(
             zone_id=observed.id,
             name_servers=observed.name_servers or None,

@@ -37,7 +37,8 @@ from app.kube.informer import Informer, key_of
 from reconcilers import registry
 from reconcilers.context import Context
 from reconcilers.dns_record import DNSRecordKind
-from reconcilers.lifecycle import ManagedKind, merge_patch
+from reconcilers.lifecycle import Lifecycle, ManagedKind
+from reconcilers.writer import merge_patch
 from tests.fixtures.driver import Driver, is_ready, token_data
 
 TOKEN = "harness-token-0123456789abcdef"
@@ -253,7 +254,7 @@ class Runtime:
     default_deletion_policy: str = "delete"
     """As `--default-deletion-policy` gives it to the kinds (app.server: the Context's field)."""
     informers: dict[str, Informer] = field(default_factory=dict)
-    reconcilers: dict[str, ManagedKind] = field(default_factory=dict)  # type: ignore[type-arg]
+    reconcilers: dict[str, Lifecycle[Any, Any, Any]] = field(default_factory=dict)
     enqueued: list[Ref] = field(default_factory=list)
     index: DependencyIndex = field(default_factory=DependencyIndex)
 
@@ -280,9 +281,9 @@ class Runtime:
                 if stored_kind == rt.kind:
                     informer.put(copy.deepcopy(obj))
             self.informers[rt.kind] = informer
-            self.reconcilers[rt.kind] = reconciler = kind(ctx)
-            if isinstance(reconciler, DNSRecordKind):
-                reconciler.batches.clock = SkippingClock()
+            self.reconcilers[rt.kind] = reconciler = Lifecycle(kind(ctx))
+            if isinstance(reconciler.of, DNSRecordKind):
+                reconciler.of.batches.clock = SkippingClock()
         for (stored_kind, namespace, name), obj in self.kube.objects.items():
             reconciler = self.reconcilers.get(stored_kind)
             if reconciler is not None:

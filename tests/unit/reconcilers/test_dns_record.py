@@ -11,7 +11,7 @@ from app.cloudflare.models import DNSRecord as CloudflareRecord
 from app.kube.index import Ref
 from app.kube.informer import Informer
 from reconcilers.dns_record import DNSRecordKind, fqdn, normal_content
-from reconcilers.lifecycle import merge_patch
+from reconcilers.writer import merge_patch
 
 
 def record(**spec: Any) -> DNSRecord:
@@ -25,7 +25,7 @@ def observed(**fields: Any) -> CloudflareRecord:
 
 
 def diff(spec: DNSRecord, seen: CloudflareRecord) -> dict[str, Any]:
-    return DNSRecordKind.diff(DNSRecordKind.__new__(DNSRecordKind), spec, seen)
+    return DNSRecordKind.diff(DNSRecordKind.__new__(DNSRecordKind), None, spec, seen)
 
 
 def test_unset_ttl_and_proxied_mean_cloudflares_defaults() -> None:

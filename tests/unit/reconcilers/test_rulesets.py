@@ -176,7 +176,7 @@ async def test_a_rule_edited_in_cloudflare_is_corrected_and_the_foreign_rule_is_
         json={**{k: mine[k] for k in ("ref", "expression", "description")}, "action": "managed_challenge"},
         headers={"Authorization": f"Bearer {TOKEN}"},
     )
-    world.runtime.reconcilers["WAFCustomRule"].engine.rulesets.open_round(f"rules:{ZONE_ID}:{PHASE_CUSTOM}")
+    world.runtime.reconcilers["WAFCustomRule"].of.engine.rulesets.open_round(f"rules:{ZONE_ID}:{PHASE_CUSTOM}")
     await world.reconcile("WAFCustomRule", "a")
     after = await world.entrypoint()
     assert next(r for r in after["rules"] if r["ref"] == ours("a"))["action"] == "block"
