@@ -56,6 +56,7 @@ from app.kube.client import JSON, JSON_PATCH, MERGE_PATCH, KubeError, ResourceTy
 from app.kube.controller import Outcome
 from app.kube.index import Ref
 from app.kube.informer import Indexer, Key
+from app.kube.manager import IndexLink
 from app.logs import ContextLogger
 from reconcilers.context import Context
 
@@ -171,6 +172,11 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
 
         return {CLAIM_INDEX: claimed}
 
+    @classmethod
+    def links(cls) -> Sequence[IndexLink]:
+        """The objects of other kinds this kind's objects name by a value of one of its indexes (a rule's lists)."""
+        return ()
+
     @abstractmethod
     async def connect(self, obj: R) -> L:
         """Resolve parents and credentials, or raise NotReady."""
@@ -228,7 +234,7 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         return self.ready_reason, self.ready_message
 
     async def released(self, obj: R) -> None:
-        """Called once the resource is about to lose its finalizer (after any Cloudflare deletion)."""
+        """Called once the resource has lost its finalizer (after any Cloudflare deletion); the cache shows it."""
 
     # ---- the lifecycle -----------------------------------------------------------------------------------------
 
@@ -516,8 +522,6 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         return await self._finish_deletion(raw, key, obj)
 
     async def _finish_deletion(self, raw: JSON, key: Key, obj: R | None) -> Outcome:
-        if obj is not None:
-            await self.released(obj)
         finalizers = list(raw["metadata"].get("finalizers") or [])
         if FINALIZER in finalizers:
             index = finalizers.index(FINALIZER)
@@ -526,13 +530,27 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
                 {"op": "remove", "path": f"/metadata/finalizers/{index}"},
             ]
             try:
-                await self.ctx.kube.patch(self.resource_type(), key[1], patch, key[0] or None, content_type=JSON_PATCH)
+                answer = await self.ctx.kube.patch(
+                    self.resource_type(), key[1], patch, key[0] or None, content_type=JSON_PATCH
+                )
             except KubeError as exc:
                 if not exc.not_found:
                     raise
+            else:
+                # Until the watch says it is gone, what reads the cache sees that kflare is done with it.
+                self._remember(answer)
         for parent in self.ctx.index.remove(self.ref(key)):
             self.ctx.enqueue(parent)
+        if obj is not None:
+            await self.released(obj)
         return Outcome.done()
+
+    @staticmethod
+    def done_with(raw: JSON) -> bool:
+        """Whether kflare is done with a resource: being deleted, and its finalizer gone (it stays in the cache until
+        the watch reports its deletion)."""
+        meta = raw["metadata"]
+        return bool(meta.get("deletionTimestamp")) and FINALIZER not in (meta.get("finalizers") or [])
 
     # ---- pause -------------------------------------------------------------------------------------------------
 

@@ -14,7 +14,9 @@ from app.api import Zone
 from app.api.constants import ZONE_ID_LABEL
 from app.api.zone import ZoneMetadata
 from app.cloudflare.models import Zone as CloudflareZone
+from app.kube.informer import Indexer
 from reconcilers.account_members import AccountMember, AccountScope
+from reconcilers.credentials import ZONE_ID_INDEX, zone_ids
 
 
 class ZoneKind(AccountMember[Zone, CloudflareZone]):
@@ -96,6 +98,11 @@ class ZoneKind(AccountMember[Zone, CloudflareZone]):
             plan=observed.plan.legacy_id if observed.plan else None,
             pending_plan=_pending_plan(observed),
         )
+
+    @classmethod
+    def indexes(cls) -> dict[str, Indexer]:
+        """Beside the claim: the Cloudflare zone, which the rules and ManagedTransforms of one zone are found by."""
+        return {**super().indexes(), ZONE_ID_INDEX: zone_ids}
 
 
 def _pending_plan(zone: CloudflareZone) -> str | None:
