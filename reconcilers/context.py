@@ -1,18 +1,48 @@
-"""What every reconciler may use: the Kubernetes client and caches, the Cloudflare clients, policy settings."""
+"""What every reconciler may use: the Kubernetes client and caches, the Cloudflare clients, policy settings, and what
+the rule kinds share."""
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.api.constants import DeletionPolicy
 from app.cloudflare.client import CloudflareClient
+from app.cloudflare.models import CustomList, Ruleset
 from app.kube.client import JSON, KubeClient
 from app.kube.events import EventRecorder
 from app.kube.index import DependencyIndex, Ref
 from app.kube.informer import Informer
 from app.kube.referenced import ReferencedObjects
+from reconcilers.collections import Collections
+
+ENTRYPOINT = "entrypoint"
+
+
+@dataclass
+class RulesetEngine:
+    """What every rule kind (and IPList) of one manager shares: the entry points and each account's custom lists as
+    last read or written, a lock per entry point, and which kinds write rules."""
+
+    rulesets: Collections[Ruleset] = field(default_factory=lambda: Collections(id_of=lambda _: ENTRYPOINT))
+    """Each (zone, phase) entry point, under `rules:<zone ID>:<phase>`."""
+    lists: Collections[CustomList] = field(
+        default_factory=lambda: Collections(id_of=lambda found: found.id, name_of=lambda found: found.name)
+    )
+    """Each account's custom lists (`account:<id>`): which `$name`s a rule may use, and IPList's own reads."""
+    kinds: set[str] = field(default_factory=set)
+    """The rule kinds, whose caches hold the rules of a (zone, phase) and the rules naming a list."""
+    _locks: weakref.WeakValueDictionary[str, asyncio.Lock] = field(default_factory=weakref.WeakValueDictionary)
+
+    def lock(self, collection: str) -> asyncio.Lock:
+        """The lock of one entry point's writes. Kept while someone holds or awaits it, so the locks of zones long
+        gone do not pile up."""
+        lock = self._locks.get(collection)
+        if lock is None:
+            lock = self._locks[collection] = asyncio.Lock()
+        return lock
 
 
 @dataclass
@@ -37,8 +67,8 @@ class Context:
     """Tell the kind's controller that this object is the result of a write the current reconcile made."""
     configmaps: ReferencedObjects | None = None
     """The ConfigMaps resources reference (a Worker's script), like the Secrets."""
-    shared: dict[str, Any] = field(default_factory=dict)
-    """State several kinds' reconcilers share for one life of the manager (the ruleset engine's entry points)."""
+    rulesets: RulesetEngine = field(default_factory=RulesetEngine)
+    """What the rule kinds and IPList share for one life of the manager."""
 
     def cached(self, kind: str, name: str, namespace: str | None = None) -> JSON | None:
         informer = self.informer_of(kind)

@@ -14,6 +14,7 @@ from app.api import CloudflareAccount
 from app.api.constants import Reason
 from app.cloudflare.client import CloudflareClient
 from app.kube.client import JSON
+from app.kube.informer import Key, key_of
 from reconcilers.context import Context
 from reconcilers.lifecycle import RETRY_PARENT, NotReady, can_serve
 
@@ -104,6 +105,22 @@ class ZoneLink:
     zone_name: str
     account_ref: str = ""
     """The name of the Zone's CloudflareAccount."""
+
+
+ZONE_ID_INDEX = "zone-id"
+"""Zone's index of the Cloudflare zone each Zone names, as its status says (what `ready_zone` reads)."""
+
+
+def zone_ids(raw: JSON) -> list[str]:
+    """A Zone's values in ZONE_ID_INDEX."""
+    value = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID")
+    return [str(value)] if value else []
+
+
+def zones_of(ctx: Context, zone_id: str) -> list[Key]:
+    """The Zones naming a Cloudflare zone: Zones of two namespaces may name one domain."""
+    informer = ctx.informer_of("Zone")
+    return [] if informer is None else [key_of(found) for found in informer.by_index(ZONE_ID_INDEX, zone_id)]
 
 
 async def ready_zone(ctx: Context, namespace: str | None, name: str) -> ZoneLink:

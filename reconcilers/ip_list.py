@@ -9,9 +9,10 @@ completed or failed. Cloudflare runs one operation at a time per account, so the
 serialised here.
 
 Ordering with rules: a rule that names a list the account lacks waits for it (`ListNotFound`), and is queued again
-once the list is created; a list is deleted only once no rule uses it: kflare's rules that name it are waited for
+once the list exists; a list is deleted only once no rule uses it: kflare's rules that name it are waited for
 (`ListInUse`, woken when each is done), and a list Cloudflare still counts rules for (rules made outside kflare, or
-kept by a retain policy) waits too, looked at again every minute.
+kept by a retain policy) waits too, looked at again every minute. Both ways go through indexes: the rule kinds' of
+the lists their rules name, IPList's of its lists' names (`rulesets.LISTS_INDEX`, `LIST_NAME_INDEX`).
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ from app.cloudflare.errors import NotFound, Terminal
 from app.cloudflare.models import CustomList, ListItem
 from app.kube.client import JSON
 from app.kube.index import Ref
-from app.kube.informer import Key
+from app.kube.informer import Indexer, Key, key_of
 from reconcilers.context import Context
 from reconcilers.credentials import AccountLink, ready_account
 from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady
-from reconcilers.rulesets import engine_of, list_names
+from reconcilers.rulesets import LIST_NAME_INDEX, LISTS_INDEX
 
 OPERATION_TIMEOUT = 120.0
 POLL_FIRST, POLL_MAX = 0.05, 2.0
@@ -71,13 +72,31 @@ class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.engine = engine_of(ctx)
+        self.engine = ctx.rulesets
         self.operations: dict[str, asyncio.Lock] = {}
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
         name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name")
         return [Ref("CloudflareAccount", "", name)] if name else []
+
+    @classmethod
+    def indexes(cls) -> dict[str, Indexer]:
+        """Beside the claim: the list's name, which rules name it by."""
+
+        def name(raw: JSON) -> list[str]:
+            value = (raw.get("spec") or {}).get("name")
+            return [value] if value else []
+
+        return {**super().indexes(), LIST_NAME_INDEX: name}
+
+    @classmethod
+    def serving_state(cls, raw: JSON) -> object:
+        """What the rules naming the list read of it: which list it is and whether Cloudflare has it (a change of its
+        items wakes no rule)."""
+        spec = raw.get("spec") or {}
+        list_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("listID")
+        return spec.get("name"), (spec.get("accountRef") or {}).get("name"), bool(list_id)
 
     @classmethod
     def drift_group(cls, raw: JSON) -> str | None:
@@ -132,16 +151,7 @@ class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
             link.account.account_id, obj.spec.name, description=obj.spec.description or ""
         )
         self.engine.lists.put(link.collection, created)
-        self._wake_rules(obj.spec.name)
         return ObservedList(created, ())
-
-    def _wake_rules(self, name: str) -> None:
-        """The rules waiting for the list go on now."""
-        for kind in self.engine.kinds:
-            for raw in self.ctx.cached_all(kind):
-                if name in list_names(str((raw.get("spec") or {}).get("expression") or "")):
-                    meta = raw["metadata"]
-                    self.ctx.enqueue(Ref(kind, meta.get("namespace") or "", meta["name"]))
 
     @staticmethod
     def _wanted(obj: IPList) -> tuple[tuple[str, str], ...]:
@@ -192,20 +202,38 @@ class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
             pause = min(pause * 2, POLL_MAX)
 
     def dependants(self, key: Key) -> list[Ref]:
-        """kflare's rules that name the list (and are not done with it), beside the usual dependants."""
+        """kflare's rules that name the list in its account (and are not done with it), beside the usual dependants.
+
+        The rule kinds' index is keyed by the list's name alone: a rule's account is its Zone's, not a field of the
+        rule, and an index keyed by what another object says would go stale when that object changes. The few rules
+        naming the name are told apart by their Zone's account here."""
         users = super().dependants(key)
         raw = self.ctx.cached(self.kind, key[1], key[0] or None)
-        name = ((raw or {}).get("spec") or {}).get("name")
+        spec = (raw or {}).get("spec") or {}
+        name = spec.get("name")
         if not name:
             return users
-        for kind in self.engine.kinds:
-            for rule in self.ctx.cached_all(kind):
-                meta = rule["metadata"]
-                if meta.get("uid") in self.engine.released:
+        account = self._account_id((spec.get("accountRef") or {}).get("name"))
+        for kind in sorted(self.engine.kinds):
+            informer = self.ctx.informer_of(kind)
+            for rule in [] if informer is None else informer.by_index(LISTS_INDEX, name):
+                theirs = self._account_id(self._zone_account(rule))
+                if self.done_with(rule) or (account and theirs and theirs != account):
                     continue
-                if name in list_names(str((rule.get("spec") or {}).get("expression") or "")):
-                    users.append(Ref(kind, meta.get("namespace") or "", meta["name"]))
+                users.append(Ref(kind, *key_of(rule)))
         return users
+
+    def _zone_account(self, rule: JSON) -> str | None:
+        zone_name = ((rule.get("spec") or {}).get("zoneRef") or {}).get("name")
+        zone = self.ctx.cached("Zone", zone_name, rule["metadata"].get("namespace")) if zone_name else None
+        return (((zone or {}).get("spec") or {}).get("accountRef") or {}).get("name")
+
+    def _account_id(self, account: str | None) -> str | None:
+        """The Cloudflare account a CloudflareAccount names (two may name one); None while it is not known, and a rule
+        whose account is not known counts as a user."""
+        raw = self.ctx.cached("CloudflareAccount", account) if account else None
+        value = ((raw or {}).get("spec") or {}).get("accountID")
+        return str(value) if value else None
 
     async def delete(self, link: ListLink, obj: IPList, object_id: str) -> None:
         lists = await self.engine.lists.items(link.collection, self._lists(link), newer_than=time.monotonic())

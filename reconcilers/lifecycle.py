@@ -59,6 +59,7 @@ from app.kube.client import JSON, KubeError, ResourceType
 from app.kube.controller import Outcome
 from app.kube.index import Ref
 from app.kube.informer import Indexer, Key
+from app.kube.manager import IndexLink
 from app.logs import ContextLogger
 from reconcilers.context import Context
 from reconcilers.writer import ObjectWriter, logger_of
@@ -193,6 +194,11 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
 
         return {CLAIM_INDEX: claimed}
 
+    @classmethod
+    def links(cls) -> Sequence[IndexLink]:
+        """The objects of other kinds this kind's objects name by a value of one of its indexes (a rule's lists)."""
+        return ()
+
     # ---- what each kind supplies -------------------------------------------------------------------------------
 
     def parse(self, raw: JSON) -> R:
@@ -258,7 +264,7 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         return self.ready_reason, self.ready_message
 
     async def released(self, obj: R) -> None:
-        """Called once the resource is about to lose its finalizer (after any Cloudflare deletion)."""
+        """Called once the resource has lost its finalizer (after any Cloudflare deletion); the cache shows it."""
 
     def dependants(self, key: Key) -> list[Ref]:
         """Objects that still reference this one and exist: its deletion waits for them."""
@@ -277,6 +283,13 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     @property
     def kind(self) -> str:
         return self.model.info.kind
+
+    @staticmethod
+    def done_with(raw: JSON) -> bool:
+        """Whether kflare is done with a resource: being deleted, and its finalizer gone (it stays in the cache until
+        the watch reports its deletion)."""
+        meta = raw["metadata"]
+        return bool(meta.get("deletionTimestamp")) and FINALIZER not in (meta.get("finalizers") or [])
 
     pending_intent = staticmethod(pending_intent)
 
@@ -337,6 +350,9 @@ class Lifecycle(Generic[R, L, ObservedT]):
 
     def indexes(self) -> dict[str, Indexer]:
         return self.of.indexes()
+
+    def links(self) -> Sequence[IndexLink]:
+        return self.of.links()
 
     def serving_state(self, raw: JSON) -> object:
         return self.of.serving_state(raw)
@@ -569,9 +585,9 @@ class Lifecycle(Generic[R, L, ObservedT]):
         return await self._finish_deletion(raw, key, obj)
 
     async def _finish_deletion(self, raw: JSON, key: Key, obj: R | None) -> Outcome:
-        if obj is not None:
-            await self.of.released(obj)
         await self.writer.remove_finalizer(raw)
         for parent in self.ctx.index.remove(self.of.ref(key)):
             self.ctx.enqueue(parent)
+        if obj is not None:
+            await self.of.released(obj)
         return Outcome.done()

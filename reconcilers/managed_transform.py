@@ -3,8 +3,10 @@
 The object is the zone's managed-headers document, its ID the zone's, claimed with the zone ID as label: one
 ManagedTransform configures a Cloudflare zone, across namespaces (Zones of two namespaces may name the same
 domain). Another one for the same zone reports `AlreadyConfigured` until the first is gone; of two unclaimed ones,
-the older goes first. A zone with any transform on is configured outside kflare: it is found (`find`) and so is
-taken over only with an adoption policy; one with all off is "created" by writing the spec's switches.
+the older goes first. Both are read from indexes: ManagedTransforms by the zone ID they claim, and by the Zone they
+reference (`ZONE_INDEX`) for each Zone naming that Cloudflare zone (Zone's `ZONE_ID_INDEX`). A zone with any
+transform on is configured outside kflare: it is found (`find`) and so is taken over only with an adoption policy;
+one with all off is "created" by writing the spec's switches.
 
 Only the listed transforms are written; the others keep their state. Deleting a ManagedTransform turns all of the
 zone's transforms off (`DELETE`), unless it adopted them or the retain policy is set (the lifecycle's policy).
@@ -21,10 +23,12 @@ from app.api.managedtransform import ManagedTransform, ManagedTransformMetadata
 from app.cloudflare.models import ManagedHeaders
 from app.kube.client import JSON
 from app.kube.index import Ref
-from reconcilers.context import Context
-from reconcilers.credentials import ZoneLink, ready_zone
+from app.kube.informer import Indexer, key_of
+from reconcilers.credentials import ZoneLink, ready_zone, zones_of
 from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady
 
+ZONE_INDEX = "zone"
+"""ManagedTransforms by the Zone they reference (`namespace/name`)."""
 DIRECTIONS = (("managed_request_headers", "request"), ("managed_response_headers", "response"))
 
 
@@ -43,15 +47,18 @@ class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
     observed_id = "zone_id"
     status_id = "zone_id"
 
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        self.released_uids: set[str] = set()
-        """ManagedTransforms done with their zone (deleted in Cloudflare, finalizer about to go): no longer first."""
-
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
         name = ((raw.get("spec") or {}).get("zoneRef") or {}).get("name")
         return [Ref("Zone", raw["metadata"].get("namespace") or "", name)] if name else []
+
+    @classmethod
+    def indexes(cls) -> dict[str, Indexer]:
+        def zone(raw: JSON) -> list[str]:
+            name = ((raw.get("spec") or {}).get("zoneRef") or {}).get("name")
+            return [f"{raw['metadata'].get('namespace') or ''}/{name}"] if name else []
+
+        return {**super().indexes(), ZONE_INDEX: zone}
 
     async def connect(self, obj: ManagedTransform) -> ZoneLink:
         zone = await ready_zone(self.ctx, obj.namespace, obj.spec.zone_ref.name)
@@ -66,38 +73,36 @@ class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
         return zone
 
     def _configured_by(self, zone_id: str, obj: ManagedTransform) -> str | None:
-        """Another ManagedTransform that configures the zone: the one claiming it, or an older one not yet there."""
+        """Another ManagedTransform that configures the zone: the one claiming it, or an older one not yet there.
+        One that is done with the zone (deleted in Cloudflare, its finalizer gone) configures nothing."""
         informer = self.ctx.informer_of(self.kind)
         if informer is None:
             return None
         uid = obj.metadata.uid
-        claimed = [
-            o
-            for o in informer.by_index(CLAIM_INDEX, zone_id)
-            if o["metadata"].get("uid") not in (uid, *self.released_uids)
-        ]
-        if claimed:
-            return _name(claimed[0])
+        for other in informer.by_index(CLAIM_INDEX, zone_id):
+            if other["metadata"].get("uid") != uid and not self.done_with(other):
+                return _name(other)
         if obj.metadata.labels.get(self.claim_label) == zone_id:
             return None
         created = obj.metadata.creation_timestamp
         mine = (created.strftime("%Y-%m-%dT%H:%M:%SZ") if created else "", obj.namespace or "", obj.metadata.name)
-        for other in informer.list():
+        for other in self._of_zone(zone_id, obj.namespace or "", obj.spec.zone_ref.name):
             meta = other["metadata"]
-            if meta.get("uid") == uid or meta.get("deletionTimestamp") or meta.get("uid") in self.released_uids:
-                continue
-            if self._zone_id_of(other) != zone_id:
+            if meta.get("uid") == uid or meta.get("deletionTimestamp"):
                 continue
             theirs = (meta.get("creationTimestamp") or "", meta.get("namespace") or "", meta["name"])
             if theirs < mine:
                 return _name(other)
         return None
 
-    def _zone_id_of(self, raw: JSON) -> str | None:
-        name = ((raw.get("spec") or {}).get("zoneRef") or {}).get("name")
-        zone = self.ctx.cached("Zone", name, raw["metadata"].get("namespace")) if name else None
-        value = (((zone or {}).get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID")
-        return str(value) if value else None
+    def _of_zone(self, zone_id: str | None, namespace: str, zone: str) -> list[JSON]:
+        """The ManagedTransforms of the Zone `namespace/zone` and of every other Zone claiming the same Cloudflare
+        zone (Zones of two namespaces may name one domain)."""
+        zones = {(namespace, zone), *(zones_of(self.ctx, zone_id) if zone_id else ())}
+        informer = self.ctx.informer_of(self.kind)
+        if informer is None:
+            return []
+        return [found for ns, name in sorted(zones) for found in informer.by_index(ZONE_INDEX, f"{ns}/{name}")]
 
     def describe(self, observed: Observed) -> str:
         return f"managed transforms {', '.join(observed.document.enabled())} of zone {observed.zone_id}"
@@ -145,12 +150,10 @@ class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
 
     async def released(self, obj: ManagedTransform) -> None:
         """The zone is free: the next ManagedTransform for it goes on now rather than at its next retry."""
-        self.released_uids.add(obj.metadata.uid or "")
         zone_id = self.object_id(obj) or obj.metadata.labels.get(self.claim_label)
-        for other in self.ctx.cached_all(self.kind):
-            meta = other["metadata"]
-            if meta.get("uid") != obj.metadata.uid and zone_id and self._zone_id_of(other) == zone_id:
-                self.ctx.enqueue(Ref(self.kind, meta.get("namespace") or "", meta["name"]))
+        for other in self._of_zone(zone_id, obj.namespace or "", obj.spec.zone_ref.name):
+            if other["metadata"].get("uid") != obj.metadata.uid:
+                self.ctx.enqueue(Ref(self.kind, *key_of(other)))
 
     def record(self, link: ZoneLink, obj: ManagedTransform, observed: Observed) -> None:
         obj.status.cloudflare_metadata = ManagedTransformMetadata(

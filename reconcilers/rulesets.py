@@ -1,5 +1,4 @@
 """The ruleset engine: one rule per resource in its zone's entry-point ruleset of one phase, for every rule kind.
-    status_id = "rule_id"
 
 A rule kind supplies only its action and parameters (`RuleKind.action`, `parameters`, `extras`); everything else is
 here, written once:
@@ -18,38 +17,45 @@ here, written once:
   version does not move.
 - Reads. One shared copy of each (zone, phase) entry point (`reconcilers.collections`), fresh enough for the purpose:
   a drift round reads it once for all its rules, whatever their number and kind.
+- Links, through the rule kinds' indexes: the rules of a (zone, phase), which the order is computed from; the lists
+  (`$name`) a rule names, as the expression parser finds them, which IPList's deletion waits for and whose
+  appearance wakes the rules waiting for them (`IndexLink`).
 
 Writes to one (zone, phase) are serialised in this process, so two rules placed at once see each other.
 """
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import contextlib
 import hashlib
-import re
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from app.api.constants import Reason
+from app.api.expressions import PHASES, lists_in
 from app.api.resource import Resource
 from app.api.rules import RuleMetadata, RuleSpec
 from app.cloudflare.client import CloudflareClient
 from app.cloudflare.errors import NotFound, Terminal
-from app.cloudflare.models import CustomList, Ruleset, RulesetRule
+from app.cloudflare.models import Ruleset, RulesetRule
 from app.kube.client import JSON
 from app.kube.index import Ref
-from reconcilers.collections import Collections
-from reconcilers.context import Context
-from reconcilers.credentials import AccountLink, ready_zone
+from app.kube.informer import Indexer
+from app.kube.manager import IndexLink
+from reconcilers.context import ENTRYPOINT, Context
+from reconcilers.credentials import AccountLink, ready_zone, zone_ids, zones_of
 from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady
 
 REF_PREFIX = "kflare-"
-ENTRYPOINT = "entrypoint"
-ENGINE_KEY = "rulesets"
+LISTS_INDEX = "lists"
+"""A rule kind's index of the custom lists its rules name."""
+LIST_NAME_INDEX = "list-name"
+"""IPList's index of its lists' names, which rules name them by."""
+ZONE_PHASE_INDEX = "zone-phase"
+"""A rule kind's index of its rules by the Zone they reference and the phase they write to."""
 DEFINITION = ("action", "expression", "description", "enabled", "action_parameters", "ratelimit", "logging")
 
 RuleT = TypeVar("RuleT", bound=Resource[Any, Any])
@@ -86,72 +92,16 @@ class ObservedRule:
     ruleset: Ruleset
 
 
-@dataclass
-class Engine:
-    """What all rule kinds of one process share: the entry points as last read or written, and a lock per one."""
-
-    rulesets: Collections[Ruleset] = field(default_factory=lambda: Collections(id_of=lambda _: ENTRYPOINT))
-    lists: Collections[CustomList] = field(
-        default_factory=lambda: Collections(id_of=lambda found: found.id, name_of=lambda found: found.name)
-    )
-    """Each account's custom lists (`account:<id>`): which `$name`s a rule may use, and IPList's own reads."""
-    released: set[str] = field(default_factory=set)
-    """UIDs of rule resources whose rule is gone from Cloudflare (their lists need not wait for them)."""
-    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
-    kinds: dict[str, type[RuleKind[Any]]] = field(default_factory=dict)
-
-    def lock(self, link: RuleLink) -> asyncio.Lock:
-        return self.locks.setdefault(link.collection, asyncio.Lock())
-
-    async def entrypoint(self, link: RuleLink, *, newer_than: float | None = None) -> Ruleset | None:
-        async def lister() -> AsyncIterator[Ruleset]:
-            try:
-                yield await link.client.get_entrypoint(link.zone_id, link.phase)
-            except NotFound:
-                return
-
-        found = await self.rulesets.items(link.collection, lister, newer_than=newer_than)
-        return found.get(ENTRYPOINT)
-
-    def put(self, link: RuleLink, ruleset: Ruleset) -> None:
-        self.rulesets.put(link.collection, ruleset)
-
-    def gone(self, link: RuleLink) -> None:
-        self.rulesets.drop(link.collection, ENTRYPOINT)
-
-    def order_keys(self, ctx: Context, phase: str) -> dict[str, tuple[int, str, str]]:
-        """kflare's refs in a phase and where each goes: (priority, namespace, name), from every rule kind's cache."""
-        keys: dict[str, tuple[int, str, str]] = {}
-        for kind_name, kind in self.kinds.items():
-            for raw in ctx.cached_all(kind_name):
-                spec = raw.get("spec") or {}
-                if kind.phase_of(spec) != phase:
-                    continue
-                meta = raw["metadata"]
-                namespace = meta.get("namespace") or ""
-                priority = spec.get("priority")
-                keys[ref_for(kind_name, namespace, meta["name"])] = (
-                    priority if isinstance(priority, int) else 0,
-                    namespace,
-                    meta["name"],
-                )
-        return keys
+def list_names(expression: str, phase: str) -> frozenset[str]:
+    """The custom lists of the account an expression names (`ip.src in $blocked` -> {"blocked"}), as the parser reads
+    them: a `$` inside a string names nothing, and Cloudflare's managed lists (`$cf.open_proxies`) are no account's."""
+    found = lists_in(expression, phase) if phase in PHASES else lists_in(expression)
+    return frozenset(name for name in found if not name.startswith("cf."))
 
 
-_LIST_REFERENCE = re.compile(r"\$([a-z0-9_]+)")
-
-
-def list_names(expression: str) -> set[str]:
-    """The custom lists an expression names (`ip.src in $blocked` -> {"blocked"})."""
-    return set(_LIST_REFERENCE.findall(expression))
-
-
-def engine_of(ctx: Context) -> Engine:
-    engine = ctx.shared.get(ENGINE_KEY)
-    if not isinstance(engine, Engine):
-        engine = Engine()
-        ctx.shared[ENGINE_KEY] = engine
-    return engine
+def zone_phase(namespace: str, zone: str, phase: str) -> str:
+    """A rule's value in ZONE_PHASE_INDEX."""
+    return f"{namespace}/{zone}/{phase}"
 
 
 def placement(rules: list[RulesetRule], ref: str, keys: dict[str, tuple[int, str, str]]) -> dict[str, str] | None:
@@ -223,14 +173,15 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
     """A rule kind: its model, and the action and parameters of its rule. The engine does the rest."""
 
     key_marks_ownership = True
+    status_id = "rule_id"
     concurrency = 16
     drops_empty_entrypoint: ClassVar[bool] = False
     """Delete the entry point once its last rule is gone (ManagedRuleset: the zone gets Cloudflare's default)."""
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.engine = engine_of(ctx)
-        self.engine.kinds[self.kind] = type(self)
+        self.engine = ctx.rulesets
+        self.engine.kinds.add(self.kind)
 
     # ---- what a kind supplies ----------------------------------------------------------------------------------
 
@@ -268,6 +219,25 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
         return [Ref("Zone", namespace, name)] if name else []
 
     @classmethod
+    def indexes(cls) -> dict[str, Indexer]:
+        """Beside the claim: the lists a rule names, and its Zone and phase."""
+
+        def lists(raw: JSON) -> list[str]:
+            spec = raw.get("spec") or {}
+            return sorted(list_names(str(spec.get("expression") or ""), cls.phase_of(spec)))
+
+        def zone_and_phase(raw: JSON) -> list[str]:
+            spec = raw.get("spec") or {}
+            name = (spec.get("zoneRef") or {}).get("name")
+            return [zone_phase(raw["metadata"].get("namespace") or "", name, cls.phase_of(spec))] if name else []
+
+        return {**super().indexes(), LISTS_INDEX: lists, ZONE_PHASE_INDEX: zone_and_phase}
+
+    @classmethod
+    def links(cls) -> Sequence[IndexLink]:
+        return (IndexLink("IPList", LISTS_INDEX, LIST_NAME_INDEX),)
+
+    @classmethod
     def drift_group(cls, raw: JSON) -> str | None:
         """Rules are drift-checked per (zone, phase): one read of the entry point serves them all."""
         zone_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID")
@@ -279,6 +249,45 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
     def ref_of(self, obj: RuleT) -> str:
         return ref_for(self.kind, obj.namespace or "", obj.metadata.name)
 
+    def order_keys(self, obj: RuleT, phase: str) -> dict[str, tuple[int, str, str]]:
+        """kflare's refs in the entry point of `obj`'s zone and `phase`, and where each goes: (priority, namespace,
+        name). Read from the rule kinds' indexes of the rules of each Zone naming that Cloudflare zone."""
+        zones = {(obj.namespace or "", obj.spec.zone_ref.name)}
+        zone = self.ctx.cached("Zone", obj.spec.zone_ref.name, obj.namespace)
+        for zone_id in [] if zone is None else zone_ids(zone):
+            zones.update(zones_of(self.ctx, zone_id))
+        keys: dict[str, tuple[int, str, str]] = {}
+        for kind_name in sorted(self.engine.kinds):
+            informer = self.ctx.informer_of(kind_name)
+            if informer is None:
+                continue
+            for namespace, name in sorted(zones):
+                for raw in informer.by_index(ZONE_PHASE_INDEX, zone_phase(namespace, name, phase)):
+                    meta = raw["metadata"]
+                    priority = (raw.get("spec") or {}).get("priority")
+                    keys[ref_for(kind_name, namespace, meta["name"])] = (
+                        priority if isinstance(priority, int) else 0,
+                        namespace,
+                        meta["name"],
+                    )
+        return keys
+
+    async def entrypoint(self, link: RuleLink, *, newer_than: float | None = None) -> Ruleset | None:
+        """The (zone, phase) entry point from the shared copy, fresh enough for the purpose."""
+
+        async def lister() -> AsyncIterator[Ruleset]:
+            try:
+                yield await link.client.get_entrypoint(link.zone_id, link.phase)
+            except NotFound:
+                return
+
+        found = await self.engine.rulesets.items(link.collection, lister, newer_than=newer_than)
+        return found.get(ENTRYPOINT)
+
+    def keep(self, link: RuleLink, ruleset: Ruleset) -> None:
+        """Cloudflare's answer to a write becomes the shared copy."""
+        self.engine.rulesets.put(link.collection, ruleset)
+
     async def connect(self, obj: RuleT) -> RuleLink:
         spec: RuleSpec = obj.spec
         zone = await ready_zone(self.ctx, obj.namespace, spec.zone_ref.name)
@@ -286,14 +295,14 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
         if not obj.metadata.deleting:
             await self._lists_exist(link, spec.expression)
         if not obj.metadata.deleting:
-            problem = await self.conflict(link, obj, await self.engine.entrypoint(link))
+            problem = await self.conflict(link, obj, await self.entrypoint(link))
             if problem is not None:
                 raise NotReady(Reason.RULESET_CONFLICT, problem, requeue_after=RETRY_PARENT)
         return link
 
     async def _lists_exist(self, link: RuleLink, expression: str) -> None:
         """Cloudflare refuses a rule naming a list the account lacks: such a rule waits until the list exists."""
-        names = list_names(expression)
+        names = list_names(expression, link.phase)
         if not names:
             return
         account = link.account
@@ -308,15 +317,6 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
                 requeue_after=RETRY_PARENT,
             )
 
-    async def released(self, obj: RuleT) -> None:
-        """The rule is gone from Cloudflare: the lists it named need not wait for it any longer."""
-        self.engine.released.add(obj.metadata.uid or "")
-        names = list_names(obj.spec.expression)
-        for raw in self.ctx.cached_all("IPList") if names else []:
-            if (raw.get("spec") or {}).get("name") in names:
-                meta = raw["metadata"]
-                self.ctx.enqueue(Ref("IPList", meta.get("namespace") or "", meta["name"]))
-
     def id_of(self, observed: ObservedRule) -> str:
         return observed.rule.id
 
@@ -324,18 +324,18 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
         return f"rule {observed.rule.id} in the {observed.ruleset.phase} phase"
 
     async def observe(self, link: RuleLink, obj: RuleT, object_id: str) -> ObservedRule | None:
-        ruleset = await self.engine.entrypoint(link)
+        ruleset = await self.entrypoint(link)
         found = _by_id(ruleset, object_id)
         if found is None:
             # Not in the copy: deleted outside kflare, most likely. One read makes sure before it is written again.
-            ruleset = await self.engine.entrypoint(link, newer_than=time.monotonic())
+            ruleset = await self.entrypoint(link, newer_than=time.monotonic())
             found = _by_id(ruleset, object_id)
         return found
 
     async def find(self, link: RuleLink, obj: RuleT) -> ObservedRule | None:
         # After a crash or a timeout a create may have landed: only a copy read from now on is sure to show it.
         newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
-        return _by_ref(await self.engine.entrypoint(link, newer_than=newer_than), self.ref_of(obj))
+        return _by_ref(await self.entrypoint(link, newer_than=newer_than), self.ref_of(obj))
 
     def definition(self, obj: RuleT) -> dict[str, Any]:
         """The complete rule as kflare writes it."""
@@ -355,12 +355,12 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
 
     async def create(self, link: RuleLink, obj: RuleT) -> ObservedRule:
         ref = self.ref_of(obj)
-        async with self.engine.lock(link):
-            ruleset = await self.engine.entrypoint(link)
+        async with self.engine.lock(link.collection):
+            ruleset = await self.entrypoint(link)
             if ruleset is None:
                 ruleset = await self._create_entrypoint(link)
             body = self.definition(obj)
-            keys = self.engine.order_keys(self.ctx, link.phase)
+            keys = self.order_keys(obj, link.phase)
             keys.setdefault(ref, (obj.spec.priority, obj.namespace or "", obj.metadata.name))
             position = placement(ruleset.rules, ref, keys)
             if position is not None:
@@ -371,7 +371,7 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
                 if "position" not in body:
                     raise
                 # The copy may be stale (the neighbour deleted outside kflare): place it again from a fresh read.
-                fresh = await self.engine.entrypoint(link, newer_than=time.monotonic())
+                fresh = await self.entrypoint(link, newer_than=time.monotonic())
                 if fresh is None or _by_ref(fresh, ref) is not None:
                     raise
                 body.pop("position", None)
@@ -379,7 +379,7 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
                 if position is not None:
                     body["position"] = position
                 ruleset = await link.client.create_rule(link.zone_id, fresh.id, body)
-            self.engine.put(link, ruleset)
+            self.keep(link, ruleset)
         created = _by_ref(ruleset, ref)
         assert created is not None, "Cloudflare answered a ruleset without the rule it added"
         return created
@@ -389,11 +389,11 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
             ruleset = await link.client.create_entrypoint(link.zone_id, link.phase)
         except Terminal:
             # Made meanwhile by someone else: use theirs, as it is.
-            found = await self.engine.entrypoint(link, newer_than=time.monotonic())
+            found = await self.entrypoint(link, newer_than=time.monotonic())
             if found is None:
                 raise
             return found
-        self.engine.put(link, ruleset)
+        self.keep(link, ruleset)
         return ruleset
 
     def diff(self, link: RuleLink, obj: RuleT, observed: ObservedRule) -> dict[str, Any]:
@@ -412,30 +412,30 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
             }
         )
         changes = {key: wanted.get(key) for key in ("ref", *DEFINITION) if wanted.get(key) != have.get(key)}
-        if moves(observed.ruleset.rules, self.engine.order_keys(self.ctx, observed.ruleset.phase or "")):
+        if moves(observed.ruleset.rules, self.order_keys(obj, observed.ruleset.phase or "")):
             changes["position"] = True
         return changes
 
     async def update(self, link: RuleLink, obj: RuleT, observed: ObservedRule, changes: dict[str, Any]) -> ObservedRule:
         rule_id = observed.rule.id
-        async with self.engine.lock(link):
+        async with self.engine.lock(link.collection):
             ruleset: Ruleset | None = observed.ruleset
             if set(changes) - {"position"}:
                 ruleset = await link.client.edit_rule(link.zone_id, observed.ruleset.id, rule_id, self.definition(obj))
-                self.engine.put(link, ruleset)
-            ruleset = await self.engine.entrypoint(link)  # the newest copy: other rules may have moved meanwhile
+                self.keep(link, ruleset)
+            ruleset = await self.entrypoint(link)  # the newest copy: other rules may have moved meanwhile
             if ruleset is not None:
-                for moved, position in moves(ruleset.rules, self.engine.order_keys(self.ctx, link.phase)):
+                for moved, position in moves(ruleset.rules, self.order_keys(obj, link.phase)):
                     ruleset = await link.client.edit_rule(link.zone_id, ruleset.id, moved, {"position": position})
-                    self.engine.put(link, ruleset)
+                    self.keep(link, ruleset)
         found = _by_id(ruleset, rule_id)
         if found is None:
             raise NotFound(message=f"rule {rule_id} is no longer in the {link.phase} entry point")
         return found
 
     async def delete(self, link: RuleLink, obj: RuleT, object_id: str) -> None:
-        async with self.engine.lock(link):
-            ruleset = await self.engine.entrypoint(link)
+        async with self.engine.lock(link.collection):
+            ruleset = await self.entrypoint(link)
             if ruleset is None or _by_id(ruleset, object_id) is None:
                 return  # already gone
             found = _by_id(ruleset, object_id)
@@ -447,11 +447,11 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
             except NotFound:
                 self.engine.rulesets.forget(link.collection)
                 raise
-            self.engine.put(link, ruleset)
+            self.keep(link, ruleset)
             if self.drops_empty_entrypoint and not ruleset.rules:
                 with contextlib.suppress(NotFound):
                     await link.client.delete_ruleset(link.zone_id, ruleset.id)
-                self.engine.gone(link)
+                self.engine.rulesets.drop(link.collection, ENTRYPOINT)
 
     def record(self, link: RuleLink, obj: RuleT, observed: ObservedRule) -> None:
         obj.status.cloudflare_metadata = RuleMetadata(

@@ -53,10 +53,7 @@ class KVNamespaceKind(AccountMember[KVNamespace, CloudflareNamespace]):
         return link.account.client.list_kv_namespaces(link.account.account_id)
 
     async def get_member(self, link: AccountScope, object_id: str) -> CloudflareNamespace:
-        reply = await link.account.client.request(
-            "GET", f"/accounts/{link.account.account_id}/storage/kv/namespaces/{object_id}"
-        )
-        return CloudflareNamespace.model_validate(reply.result)
+        return await link.account.client.get_kv_namespace(link.account.account_id, object_id)
 
     def listed_key(self, observed: CloudflareNamespace) -> str:
         return observed.title
@@ -166,15 +163,10 @@ class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
 
     async def observe(self, link: AccountScope, obj: R2Bucket, object_id: str) -> CloudflareBucket | None:
         self._check_claim(obj)
-        client = link.account.client
+        account = link.account
 
         async def read_one() -> CloudflareBucket:
-            reply = await client.request(
-                "GET",
-                f"/accounts/{link.account.account_id}/r2/buckets/{object_id}",
-                headers=client._jurisdiction(obj.spec.jurisdiction),
-            )
-            return CloudflareBucket.model_validate(reply.result)
+            return await account.client.get_r2_bucket(account.account_id, object_id, obj.spec.jurisdiction)
 
         return await self.listings.member(link.collection, lambda: self._lister(link, obj), object_id, read_one)
 
@@ -225,8 +217,7 @@ class D1DatabaseKind(AccountMember[D1Database, CloudflareDatabase]):
         return link.account.client.list_d1_databases(link.account.account_id)
 
     async def get_member(self, link: AccountScope, object_id: str) -> CloudflareDatabase:
-        reply = await link.account.client.request("GET", f"/accounts/{link.account.account_id}/d1/database/{object_id}")
-        return CloudflareDatabase.model_validate(reply.result)
+        return await link.account.client.get_d1_database(link.account.account_id, object_id)
 
     def listed_key(self, observed: CloudflareDatabase) -> str:
         return observed.name

@@ -121,10 +121,15 @@ class ObjectWriter:
         ]
         namespace, name = key_of(raw)
         try:
-            await self.ctx.kube.patch(self.resource_type, name, patch, namespace or None, content_type=JSON_PATCH)
+            answer = await self.ctx.kube.patch(
+                self.resource_type, name, patch, namespace or None, content_type=JSON_PATCH
+            )
         except KubeError as exc:
             if not exc.not_found:
                 raise
+        else:
+            # Until the watch says it is gone, what reads the cache sees that kflare is done with it.
+            self.remember(answer)
 
     async def write_status(self, raw: JSON, status: JSON) -> JSON:
         patch = merge_patch(raw.get("status") or {}, status)

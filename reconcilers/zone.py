@@ -13,7 +13,9 @@ from typing import Any
 from app.api import Zone
 from app.api.zone import ZoneMetadata
 from app.cloudflare.models import Zone as CloudflareZone
+from app.kube.informer import Indexer
 from reconcilers.account_members import AccountMember, AccountScope
+from reconcilers.credentials import ZONE_ID_INDEX, zone_ids
 
 
 class ZoneKind(AccountMember[Zone, CloudflareZone]):
@@ -64,11 +66,7 @@ class ZoneKind(AccountMember[Zone, CloudflareZone]):
         if "plan" in changes:
             # A zone on the free plan has no subscription yet: it is created with POST, changed with PUT.
             subscribed = bool(observed.plan and observed.plan.legacy_id not in (None, "free"))
-            await client.request(
-                "PUT" if subscribed else "POST",
-                f"/zones/{observed.id}/subscription",
-                json={"rate_plan": {"id": changes["plan"]}, "frequency": "monthly"},
-            )
+            await client.subscribe_zone(observed.id, changes["plan"], first=not subscribed)
             zone = await client.get_zone(observed.id)
         self.listings.put(link.collection, zone)
         return zone
@@ -85,6 +83,11 @@ class ZoneKind(AccountMember[Zone, CloudflareZone]):
             plan=observed.plan.legacy_id if observed.plan else None,
             pending_plan=_pending_plan(observed),
         )
+
+    @classmethod
+    def indexes(cls) -> dict[str, Indexer]:
+        """Beside the claim: the Cloudflare zone, which the rules and ManagedTransforms of one zone are found by."""
+        return {**super().indexes(), ZONE_ID_INDEX: zone_ids}
 
 
 def _pending_plan(zone: CloudflareZone) -> str | None:

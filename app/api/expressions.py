@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import ipaddress
 import re
 from collections.abc import Callable, Iterable
@@ -436,6 +437,8 @@ class Parser:
     phase: str
     role: Role
     errors: list[ExpressionError] = field(default_factory=list)
+    lists: set[str] = field(default_factory=set)
+    """The lists (`$name`) the expression reads, as the parser met them."""
     pos: int = 0
     _peeked: Token | None = None
     _previous: Token | None = None
@@ -988,6 +991,7 @@ class Parser:
             return
         if type_.name not in ("IP", "String", "Bytes", "Integer", "?"):
             self.report(token.start, f"a list cannot hold {type_} values")
+        self.lists.add(name)
 
     def _looks_like_ip(self) -> bool:
         token = self.peek()
@@ -1166,3 +1170,11 @@ def check_expression(text: str, phase: str, role: Role = "filter") -> list[Expre
     """
     errors = _run(text, phase, role).errors
     return sorted(dict.fromkeys(errors), key=lambda error: error.position)
+
+
+@functools.lru_cache(maxsize=1024)
+def lists_in(text: str, phase: str = "http_request_firewall_custom", role: Role = "filter") -> frozenset[str]:
+    """The lists (`$name`, and Cloudflare's managed `$cf.name`) an expression reads, found by the parser, so a `$`
+    inside a string is not one. A rule's lists are read on every event of the rule (its index of the lists it
+    names): the answers for the expressions seen last are kept."""
+    return frozenset(_run(text, phase, role).lists)

@@ -212,6 +212,12 @@ class CloudflareClient:
         """PATCH a zone. Cloudflare takes one of `paused`, `type`, `vanity_name_servers` per call."""
         return await self.fetch("PATCH", f"/zones/{segment(zone_id)}", Zone, json=dict(changes))
 
+    async def subscribe_zone(self, zone_id: str, rate_plan: str, *, first: bool) -> None:
+        """Put a zone on a rate plan: the first subscription (a zone on the free plan has none) is created with
+        POST, a change of plan is a PUT."""
+        body = {"rate_plan": {"id": rate_plan}, "frequency": "monthly"}
+        await self.request("POST" if first else "PUT", f"/zones/{segment(zone_id)}/subscription", json=body)
+
     async def delete_zone(self, zone_id: str) -> str | None:
         return (await self.fetch("DELETE", f"/zones/{segment(zone_id)}", Deleted)).id
 
@@ -322,6 +328,9 @@ class CloudflareClient:
     def list_kv_namespaces(self, account_id: str) -> AsyncIterator[KVNamespace]:
         return self.iterate(self._kv(account_id), KVNamespace, per_page=KV_PER_PAGE)
 
+    async def get_kv_namespace(self, account_id: str, namespace_id: str) -> KVNamespace:
+        return await self.fetch("GET", self._kv(account_id, namespace_id), KVNamespace)
+
     async def create_kv_namespace(self, account_id: str, title: str) -> KVNamespace:
         return await self.fetch("POST", self._kv(account_id), KVNamespace, json={"title": title})
 
@@ -362,6 +371,14 @@ class CloudflareClient:
             headers=self._jurisdiction(jurisdiction),
         )
 
+    async def get_r2_bucket(self, account_id: str, name: str, jurisdiction: str = "default") -> R2Bucket:
+        return await self.fetch(
+            "GET",
+            f"/accounts/{segment(account_id)}/r2/buckets/{segment(name)}",
+            R2Bucket,
+            headers=self._jurisdiction(jurisdiction),
+        )
+
     async def delete_r2_bucket(self, account_id: str, name: str, jurisdiction: str = "default") -> None:
         await self.request(
             "DELETE",
@@ -377,6 +394,9 @@ class CloudflareClient:
 
     def list_d1_databases(self, account_id: str) -> AsyncIterator[D1Database]:
         return self.iterate(self._d1(account_id), D1Database, per_page=D1_PER_PAGE)
+
+    async def get_d1_database(self, account_id: str, database_id: str) -> D1Database:
+        return await self.fetch("GET", self._d1(account_id, database_id), D1Database)
 
     async def create_d1_database(
         self, account_id: str, name: str, *, jurisdiction: str | None = None, location_hint: str | None = None

@@ -92,6 +92,10 @@ class Informer:
         keys = self._indexed.get(name, {}).get(value, ())
         return [self.cache[k] for k in sorted(keys) if k in self.cache]
 
+    def index_values(self, name: str) -> set[str]:
+        """The values the index holds objects under (a value none holds any longer is forgotten)."""
+        return set(self._indexed.get(name, {}))
+
     def put(self, obj: JSON) -> None:
         """Store `obj` in the cache (a watch event, or the reply of the controller's own write), without its
         `managedFields`: nothing reads them, and they are often the larger part of an object."""

@@ -11,7 +11,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -32,12 +32,29 @@ CONFIGMAP_KIND = "ConfigMap"
 _UNSEEN = object()
 
 
+@dataclass(frozen=True)
+class IndexLink:
+    """Objects of one kind name objects of `kind` by a value, found as controller-runtime's field indexers find them:
+    the naming kind's index `index` and `kind`'s index `by` hold the same values (a rule's `$list`s, an IPList's
+    name). The dependency index links objects; this links values, so an object may name one that does not exist yet.
+
+    Like a parent in the dependency index, a named object is enqueued when an object stops naming it (deleted, or
+    edited: a list whose deletion waits for its rules goes on), and the objects naming one are enqueued when it
+    changes what it serves (a list appears: the rules waiting for it go on)."""
+
+    kind: str
+    index: str
+    by: str
+
+
 class KindReconciler(Reconciler, Protocol):
     def resource_type(self) -> ResourceType: ...
 
     def parents_of(self, raw: JSON) -> list[Ref]: ...
 
     def indexes(self) -> dict[str, Indexer]: ...
+
+    def links(self) -> Sequence[IndexLink]: ...
 
     def serving_state(self, raw: JSON) -> object: ...
 
@@ -111,6 +128,8 @@ class Manager:
     aggregates: dict[str, Workers] = field(default_factory=dict)
     aggregate_reconcilers: dict[str, AggregateReconciler] = field(default_factory=dict)
     index: DependencyIndex = field(default_factory=DependencyIndex)
+    named: dict[str, dict[Ref, frozenset[tuple[IndexLink, str]]]] = field(default_factory=dict)
+    """Per naming kind, what each object names through its IndexLinks, kept while it names something (this term's)."""
     secrets: ReferencedObjects = field(init=False)
     configmaps: ReferencedObjects = field(init=False)
     recorder: EventRecorder = field(init=False)
@@ -245,14 +264,49 @@ class Manager:
         if registration is not None and registration.open_drift_round is not None:
             registration.open_drift_round(group)
 
+    def naming(self, kind: str, obj: JSON) -> list[Ref]:
+        """The objects that name `obj`, of `kind`, through an IndexLink: found in their kinds' indexes."""
+        informer = self.informer_of(kind)
+        found: list[Ref] = []
+        for naming_kind, registration in self.registrations.items():
+            for link in registration.reconciler.links():
+                if link.kind != kind:
+                    continue
+                values_of = None if informer is None else informer.indexers.get(link.by)
+                naming_informer = self.informer_of(naming_kind)
+                if values_of is None or naming_informer is None:
+                    continue
+                for value in values_of(obj):
+                    found.extend(Ref(naming_kind, *key_of(o)) for o in naming_informer.by_index(link.index, value))
+        return found
+
+    def _named(self, link: IndexLink, value: str) -> list[Ref]:
+        informer = self.informer_of(link.kind)
+        return [Ref(link.kind, *key_of(o)) for o in ([] if informer is None else informer.by_index(link.by, value))]
+
     def _indexer(self, kind: str, registration: Registration) -> Callable[[EventType, JSON], None]:
-        parents_of = registration.reconciler.parents_of
-        serving_state = registration.reconciler.serving_state
+        reconciler = registration.reconciler
+        parents_of = reconciler.parents_of
+        serving_state = reconciler.serving_state
+        indexes = reconciler.indexes()
+        links = [(link, indexes[link.index]) for link in reconciler.links()]
         served: dict[Ref, object] = {}
+        named: dict[Ref, frozenset[tuple[IndexLink, str]]] = {}
+        self.named[kind] = named
 
         def on_event(event: EventType, obj: JSON) -> None:
             key = key_of(obj)
             ref = Ref(kind, *key)
+            if links:
+                now = frozenset(
+                    () if event == "DELETED" else ((link, v) for link, values_of in links for v in values_of(obj))
+                )
+                before = named.pop(ref, frozenset())
+                if now:
+                    named[ref] = now
+                for link, value in before - now:
+                    for target in self._named(link, value):
+                        self.enqueue(target)  # what waits for this object to stop naming it may go on
             if event == "DELETED":
                 for parent in self.index.remove(ref):
                     self.enqueue(parent)  # a parent waiting with InUse may go on now
@@ -272,6 +326,8 @@ class Manager:
                 served[ref] = state
             for child in self.index.children(ref):
                 self.enqueue(child)
+            for naming in self.naming(kind, obj):
+                self.enqueue(naming)
 
         return on_event
 

@@ -75,15 +75,23 @@ class ListUpdate(BaseModel):
     description: str = ""
 
 
+_STRING = re.compile(r'r(#*)".*?"\1|"(?:[^"\\]|\\.)*"', re.DOTALL)
+_LIST_REFERENCE = re.compile(r"\$([a-z0-9_]+)")
+
+
+def lists_named(expression: str) -> set[str]:
+    """The custom lists (``$name``) an expression uses: a ``$`` inside a string (``"/$admin"``) names none."""
+    return set(_LIST_REFERENCE.findall(_STRING.sub('""', expression)))
+
+
 def references(store: Store, account_id: str, name: str) -> int:
     """How many rules of the account's zones use ``$name``."""
-    pattern = re.compile(rf"\${re.escape(name)}\b")
     return sum(
         1
         for zone in store.zones.under(account_id)
         for ruleset in store.table("rulesets").under(zone["id"])
         for rule in ruleset["rules"]
-        if pattern.search(str(rule.get("expression") or ""))
+        if name in lists_named(str(rule.get("expression") or ""))
     )
 
 

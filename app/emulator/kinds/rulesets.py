@@ -60,6 +60,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from app.emulator.collection import Ctx, Cursor, Kind, SinglePage, parse_seed, route
 from app.emulator.envelope import JSON, CloudflareError, error, ok, pointer_of, read_json
 from app.emulator.ids import new_id, now_iso
+from app.emulator.kinds.lists import lists_named
 from app.emulator.kinds.zones import plan_of
 from app.emulator.paging import bool_param, sort_by
 from app.emulator.state import Obj, Store
@@ -292,12 +293,9 @@ def _check_vary(vary: Any) -> None:
             raise _refused("media_types are only valid for the accept header", f"{where}/media_types")
 
 
-_LIST_REFERENCE = re.compile(r"\$([a-z0-9_]+)")
-
-
 def _check_lists(store: Store, zone: Obj, rule: Obj) -> None:
     """A rule may only name (``$name``) custom lists its zone's account holds."""
-    names = set(_LIST_REFERENCE.findall(str(rule.get("expression") or "")))
+    names = lists_named(str(rule.get("expression") or ""))
     if not names:
         return
     held = {lst["name"] for lst in store.table("lists").under(zone["account"]["id"])}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 import pytest
@@ -154,6 +155,24 @@ async def test_ids_cannot_change_the_path(client: CloudflareClient, api: respx.M
     assert route.calls.last.request.url.raw_path == b"/client/v4/zones/..%2Faccounts%2Fa1"
     with pytest.raises(ValueError, match="empty identifier"):
         await client.get_zone("")
+
+
+@pytest.mark.parametrize(
+    ("read", "path"),
+    [
+        (lambda c: c.get_kv_namespace("a1", "../x"), b"/client/v4/accounts/a1/storage/kv/namespaces/..%2Fx"),
+        (lambda c: c.get_d1_database("a1", "../x"), b"/client/v4/accounts/a1/d1/database/..%2Fx"),
+        (lambda c: c.get_r2_bucket("a1", "../x", "eu"), b"/client/v4/accounts/a1/r2/buckets/..%2Fx"),
+        (lambda c: c.subscribe_zone("../x", "pro", first=True), b"/client/v4/zones/..%2Fx/subscription"),
+    ],
+)
+async def test_every_read_of_one_object_escapes_its_id(
+    client: CloudflareClient, api: respx.MockRouter, read: Any, path: bytes
+) -> None:
+    route = api.route(url__regex=r".*").respond(404, json=fail((1001, "not found")))
+    with pytest.raises(NotFound):
+        await read(client)
+    assert route.calls.last.request.url.raw_path == path
 
 
 async def test_raw_calls_for_bodies_that_are_not_envelopes(client: CloudflareClient, api: respx.MockRouter) -> None:

@@ -4,7 +4,7 @@ kind has them); the process is ready once the caches are filled, and stops witho
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
@@ -12,7 +12,7 @@ from app.kube.client import JSON, SECRETS, ResourceType
 from app.kube.controller import Outcome
 from app.kube.index import Ref
 from app.kube.informer import Indexer, Key
-from app.kube.manager import Manager, Registration
+from app.kube.manager import IndexLink, Manager, Registration
 from tests.unit.kube.feed import FeedKube, obj, until
 
 PARENTS = ResourceType("test.kflare.dev", "v1", "parents", "Parent")
@@ -44,6 +44,10 @@ class Kind:
     @classmethod
     def indexes(cls) -> dict[str, Indexer]:
         return {}
+
+    @classmethod
+    def links(cls) -> Sequence[IndexLink]:
+        return ()
 
     @classmethod
     def serving_state(cls, raw: JSON) -> object:
@@ -159,3 +163,101 @@ async def test_a_dead_worker_makes_the_process_unhealthy(
     assert manager.alive
     manager.controllers["Child"]._tasks[0].cancel()
     await until(lambda: not manager.alive, "the manager to notice")
+
+
+LISTS = ResourceType("test.kflare.dev", "v1", "lists", "List")
+RULES = ResourceType("test.kflare.dev", "v1", "rules", "Rule")
+
+
+class Listed(Kind):
+    """A list, named by its spec's name."""
+
+    rt = LISTS
+
+    @classmethod
+    def indexes(cls) -> dict[str, Indexer]:
+        return {"name": lambda raw: [raw["spec"]["name"]]}
+
+
+class Naming(Kind):
+    """A rule naming lists by name (none of which need exist)."""
+
+    rt = RULES
+
+    @classmethod
+    def indexes(cls) -> dict[str, Indexer]:
+        return {"lists": lambda raw: raw["spec"]["lists"].split()}
+
+    @classmethod
+    def links(cls) -> Sequence[IndexLink]:
+        return (IndexLink("List", "lists", "name"),)
+
+
+def named(key: str, rv: int, *, generation: int = 1, **spec: str) -> JSON:
+    item = obj(key, rv, generation=generation)
+    item["spec"] = dict(spec)
+    return item
+
+
+@pytest.fixture
+async def linked() -> AsyncIterator[tuple[FeedKube, Manager, list[tuple[str, Key]]]]:
+    kube = FeedKube()
+    kube.put(LISTS, named("office", 1, name="office"), named("other", 1, name="other"))
+    rules = [named("r1", 1, lists="office"), named("r2", 1, lists="office other"), named("r3", 1, lists="other")]
+    kube.put(RULES, *rules, *(named(f"n{i}", 1, lists=f"gone{i} office") for i in range(20)))
+    log: list[tuple[str, Key]] = []
+    manager = Manager(kube, "kflare-system", workers=1)  # type: ignore[arg-type]
+    manager.register(Registration(Listed(log)))
+    manager.register(Registration(Naming(log)))
+    manager.start()
+    await until(lambda: manager.ready, "the caches to fill")
+    await until(lambda: len(log) >= 25, "every object's first reconcile")
+    try:
+        yield kube, manager, log
+    finally:
+        await manager.stop()
+
+
+async def test_an_object_that_stops_naming_another_wakes_it(
+    linked: tuple[FeedKube, Manager, list[tuple[str, Key]]],
+) -> None:
+    """A list whose deletion waits for the rules naming it goes on when one is deleted or no longer names it."""
+    kube, _, log = linked
+    del log[:]
+    kube.push(RULES, "DELETED", named("r1", 5, lists="office"))
+    await until(lambda: len(log) >= 1, "the list r1 named")
+    assert log == [("List", ("ns", "office"))]
+    del log[:]
+    kube.push(RULES, "MODIFIED", named("r2", 6, generation=2, lists="other"))
+    await until(lambda: len(log) >= 2, "r2 itself and the list it no longer names")
+    assert sorted(log) == [("List", ("ns", "office")), ("Rule", ("ns", "r2"))]
+
+
+async def test_a_named_objects_change_wakes_the_objects_naming_it(
+    linked: tuple[FeedKube, Manager, list[tuple[str, Key]]],
+) -> None:
+    """A list appearing (or changing what rules read of it) wakes the rules naming it, found by their index."""
+    kube, _, log = linked
+    del log[:]
+    kube.push(LISTS, "MODIFIED", named("other", 7, generation=2, name="other"))
+    await until(lambda: len(log) >= 3, "the list and the rules naming it")
+    assert sorted(log) == [("List", ("ns", "other")), ("Rule", ("ns", "r2")), ("Rule", ("ns", "r3"))]
+
+
+async def test_deleted_objects_leave_nothing_behind_in_the_indexes_and_links(
+    linked: tuple[FeedKube, Manager, list[tuple[str, Key]]],
+) -> None:
+    kube, manager, _ = linked
+    rules = manager.informer_of("Rule")
+    assert rules is not None
+    assert {f"gone{i}" for i in range(20)} <= rules.index_values("lists")
+    for i in range(20):
+        kube.push(RULES, "DELETED", named(f"n{i}", 10 + i, lists=f"gone{i} office"))
+    await until(lambda: len(rules.cache) == 3, "the deletions to be seen")
+    assert rules.index_values("lists") == {"office", "other"}
+    assert set(manager.named["Rule"]) == {Ref("Rule", "ns", f"r{i}") for i in (1, 2, 3)}
+    for name in ("r1", "r2", "r3"):
+        kube.push(RULES, "DELETED", named(name, 40, lists=""))
+    await until(lambda: not rules.cache, "the last deletions to be seen")
+    assert rules.index_values("lists") == set()
+    assert manager.named["Rule"] == {}

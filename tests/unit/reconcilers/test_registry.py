@@ -1,0 +1,36 @@
+"""Every kind of `app.api.registry.KINDS` has exactly one reconciler, found by its model, and each says where its
+Cloudflare ID lives in a way its status model can hold."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.api.registry import CLAIM_LABELS
+from app.api.registry import KINDS as MODELS
+from reconcilers.lifecycle import ManagedKind
+from reconcilers.registry import KINDS, reconciler_of
+
+
+def test_every_kind_has_one_reconciler_in_the_models_order() -> None:
+    assert [reconciler.model for reconciler in KINDS] == list(MODELS)
+
+
+@pytest.mark.parametrize("reconciler", KINDS, ids=lambda r: r.model.info.kind)
+def test_a_kind_that_creates_knows_where_its_id_lives(reconciler: type[ManagedKind]) -> None:  # type: ignore[type-arg]
+    if not reconciler.creates:
+        return
+    assert reconciler.claim_label in CLAIM_LABELS
+    overrides = reconciler.object_id is not ManagedKind.object_id
+    assert overrides or reconciler.status_id, "no status_id and no object_id of its own: the ID would never be read"
+    if reconciler.status_id:
+        metadata = reconciler.model.status_model().model_fields["cloudflare_metadata"].annotation
+        fields = {
+            name for arg in getattr(metadata, "__args__", (metadata,)) for name in getattr(arg, "model_fields", {})
+        }
+        assert reconciler.status_id in fields, f"status.cloudflareMetadata has no {reconciler.status_id}"
+
+
+def test_a_reconciler_is_found_by_kind_name_or_model() -> None:
+    assert reconciler_of("DNSRecord") is reconciler_of(MODELS[2]) is KINDS[2]
+    with pytest.raises(LookupError):
+        reconciler_of("Gateway")
