@@ -32,16 +32,22 @@ def account_name(raw: JSON) -> str | None:
 
 @dataclass(frozen=True)
 class AccountScope:
-    """A Ready account, and the collection of its objects of one kind."""
+    """A Ready account, and the collection of its objects of one kind (`partition`: the part of the account the
+    collection is, when Cloudflare lists a kind's objects by part, as R2 lists buckets by jurisdiction)."""
 
     account: AccountLink
     collection: str
+    partition: str = ""
+
+
+def collection_name(account: str, partition: str = "") -> str:
+    return f"account:{account}:{partition}" if partition else f"account:{account}"
 
 
 def account_drift_group(raw: JSON) -> str | None:
     """Members of an account are drift-checked together: one listing of the account serves them all."""
     name = account_name(raw)
-    return f"account:{name}" if name else None
+    return collection_name(name) if name else None
 
 
 def account_parents(raw: JSON) -> list[Ref]:
@@ -80,9 +86,15 @@ class AccountMember(ManagedKind[Member, AccountScope, Listed]):
     def open_drift_round(self, group: str) -> None:
         self.listings.open_round(group)
 
+    def partition(self, obj: Member) -> str:
+        """The part of the account the member's collection is ("": the whole account); a kind that partitions
+        says so in its `drift_group` too."""
+        return ""
+
     async def connect(self, obj: Member) -> AccountScope:
         name = str(obj.spec.account_ref.name)
-        return AccountScope(await ready_account(self.ctx, name), f"account:{name}")
+        partition = self.partition(obj)
+        return AccountScope(await ready_account(self.ctx, name), collection_name(name, partition), partition)
 
     def gone(self, observed: Listed) -> bool:
         """Whether a listed object counts as deleted (a soft-deleted tunnel)."""

@@ -29,6 +29,7 @@ from app.cloudflare.models import CustomList, ListItem
 from app.kube.client import JSON
 from app.kube.index import Ref
 from app.kube.informer import Indexer, Key, key_of
+from reconcilers.account_members import account_drift_group, account_parents, collection_name
 from reconcilers.context import Context
 from reconcilers.credentials import AccountLink, ready_account
 from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady
@@ -77,8 +78,7 @@ class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
-        name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name")
-        return [Ref("CloudflareAccount", "", name)] if name else []
+        return account_parents(raw)
 
     @classmethod
     def indexes(cls) -> dict[str, Indexer]:
@@ -100,12 +100,12 @@ class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
 
     @classmethod
     def drift_group(cls, raw: JSON) -> str | None:
-        """Lists are drift-checked per account: one listing of the account's lists serves them all."""
-        name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name")
-        return f"account-ref:{name}" if name else None
+        """Lists are drift-checked per account, as every account member is: one listing of the account's lists
+        serves them all (the listing the rules read too, which is keyed by the account's Cloudflare ID)."""
+        return account_drift_group(raw)
 
     def open_drift_round(self, group: str) -> None:
-        name = group.removeprefix("account-ref:")
+        name = group.removeprefix(collection_name(""))
         raw = self.ctx.cached("CloudflareAccount", name)
         account_id = ((raw or {}).get("spec") or {}).get("accountID")
         if account_id:

@@ -17,7 +17,6 @@ the object: the dependency index holds the bindings.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -35,12 +34,8 @@ from app.cloudflare.models import D1Database as CloudflareDatabase
 from app.cloudflare.models import KVNamespace as CloudflareNamespace
 from app.cloudflare.models import R2Bucket as CloudflareBucket
 from app.kube.client import JSON
-from app.kube.index import Ref
-from reconcilers.account_members import AccountMember, AccountScope, account_name, account_parents
-from reconcilers.collections import Collections
-from reconcilers.context import Context
-from reconcilers.credentials import ready_account
-from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady
+from reconcilers.account_members import AccountMember, AccountScope, account_name, collection_name
+from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, NotReady
 
 BUCKET_NOT_EMPTY_CODE = 10008
 
@@ -93,37 +88,31 @@ class KVNamespaceKind(AccountMember[KVNamespace, CloudflareNamespace]):
         obj.status.cloudflare_metadata = KVNamespaceMetadata(namespace_id=observed.id)
 
 
-class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
+class R2BucketKind(AccountMember[R2Bucket, CloudflareBucket]):
+    """Buckets are listed per jurisdiction (each is a namespace of names of its own): the account's collection of
+    buckets is one per jurisdiction, and so are their drift checks."""
+
     model = R2Bucket
     observed_id = "name"
 
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        self.listings: Collections[CloudflareBucket] = Collections(id_of=lambda b: b.name, name_of=lambda b: b.name)
-
-    @classmethod
-    def parents_of(cls, raw: JSON) -> list[Ref]:
-        return account_parents(raw)
-
-    @staticmethod
-    def _collection(account: str, jurisdiction: str) -> str:
-        return f"account:{account}:r2:{jurisdiction or 'default'}"
+    def partition(self, obj: R2Bucket) -> str:
+        return f"r2:{obj.spec.jurisdiction or 'default'}"
 
     @classmethod
     def drift_group(cls, raw: JSON) -> str | None:
         name = account_name(raw)
         jurisdiction = (raw.get("spec") or {}).get("jurisdiction") or "default"
-        return cls._collection(name, jurisdiction) if name else None
+        return collection_name(name, f"r2:{jurisdiction}") if name else None
 
-    def open_drift_round(self, group: str) -> None:
-        self.listings.open_round(group)
+    def list_members(self, link: AccountScope) -> AsyncIterator[CloudflareBucket]:
+        return link.account.client.list_r2_buckets(link.account.account_id, link.partition.removeprefix("r2:"))
 
-    async def connect(self, obj: R2Bucket) -> AccountScope:
-        name = obj.spec.account_ref.name
-        return AccountScope(await ready_account(self.ctx, name), self._collection(name, obj.spec.jurisdiction))
+    async def get_member(self, link: AccountScope, object_id: str) -> CloudflareBucket:
+        jurisdiction = link.partition.removeprefix("r2:")
+        return await link.account.client.get_r2_bucket(link.account.account_id, object_id, jurisdiction)
 
-    def _lister(self, link: AccountScope, obj: R2Bucket) -> AsyncIterator[CloudflareBucket]:
-        return link.account.client.list_r2_buckets(link.account.account_id, obj.spec.jurisdiction)
+    def listed_key(self, observed: CloudflareBucket) -> str:
+        return observed.name
 
     def owner_of(self, name: str, obj: R2Bucket) -> str | None:
         """Another R2Bucket claiming the bucket of that name in the same jurisdiction of the same Cloudflare
@@ -163,19 +152,11 @@ class R2BucketKind(ManagedKind[R2Bucket, AccountScope, CloudflareBucket]):
 
     async def observe(self, link: AccountScope, obj: R2Bucket, object_id: str) -> CloudflareBucket | None:
         self._check_claim(obj)
-        account = link.account
-
-        async def read_one() -> CloudflareBucket:
-            return await account.client.get_r2_bucket(account.account_id, object_id, obj.spec.jurisdiction)
-
-        return await self.listings.member(link.collection, lambda: self._lister(link, obj), object_id, read_one)
+        return await super().observe(link, obj, object_id)
 
     async def find(self, link: AccountScope, obj: R2Bucket) -> CloudflareBucket | None:
         self._check_claim(obj)
-        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
-        named = await self.listings.named(
-            link.collection, obj.spec.name, lambda: self._lister(link, obj), newer_than=newer_than
-        )
+        named = await self.named(link, obj, obj.spec.name)
         return named[0] if named else None
 
     async def create(self, link: AccountScope, obj: R2Bucket) -> CloudflareBucket:
