@@ -82,7 +82,14 @@ class CloudflareAccountKind(ManagedKind[CloudflareAccount, AccountLink, Account]
             return  # another account still relies on this Secret
         secret = self.ctx.secrets.get(key)
         if secret is None:
-            return
+            # The account's deletion may have ended the Secret's watch already (nothing references it any more):
+            # read it once, so that its protection never outlives the last account using it.
+            try:
+                secret = await self.ctx.kube.get(SECRETS, key[1], key[0])
+            except KubeError as exc:
+                if exc.not_found:
+                    return
+                raise
         finalizers = list(secret["metadata"].get("finalizers") or [])
         if TOKEN_PROTECTION_FINALIZER in finalizers:
             finalizers.remove(TOKEN_PROTECTION_FINALIZER)

@@ -586,8 +586,8 @@ class Lifecycle(Generic[R, L, ObservedT]):
 
     async def _finish_deletion(self, raw: JSON, key: Key, obj: R | None) -> Outcome:
         await self.writer.remove_finalizer(raw)
-        for parent in self.ctx.index.remove(self.of.ref(key)):
-            self.ctx.enqueue(parent)
         if obj is not None:
             await self.of.released(obj)
+        for parent in self.ctx.index.remove(self.of.ref(key)):
+            self.ctx.enqueue(parent)
         return Outcome.done()
