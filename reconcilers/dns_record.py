@@ -340,7 +340,11 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         if spec.data is not None:
             if not _data_matches(spec.data, observed.data):
                 changes["data"] = spec.data
-        elif spec.type != "SRV" and normal_content(spec.type, content) != normal_content(spec.type, observed.content):
+        elif (
+            spec.type != "SRV"
+            and content != observed.content  # the same text reads the same: no parse of addresses in the usual case
+            and normal_content(spec.type, content) != normal_content(spec.type, observed.content)
+        ):
             changes["content"] = content or ""
         proxied = bool(spec.proxied) or target is not None
         if spec.type in ("A", "AAAA", "CNAME") and proxied != bool(observed.proxied):

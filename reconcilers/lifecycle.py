@@ -326,8 +326,9 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
             found = await self._observe_or_create(raw, obj, key, link)
             if isinstance(found, Outcome):
                 return found
+            if found[0] is not raw:  # a claim or an intent was written: the object changed
+                obj = self.model.model_validate(found[0])  # type: ignore[assignment]
             raw, observed = found
-            obj = self.model.model_validate(raw)  # type: ignore[assignment]
             changes = self.diff(obj, observed)
             if changes:
                 logger.info("correcting drift", extra={"fields": sorted(changes)})
