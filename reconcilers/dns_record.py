@@ -77,6 +77,21 @@ def _needs_work(raw: JSON) -> bool:
     return True
 
 
+READ_FIELDS = ("id", "name", "type", "content", "ttl", "proxied", "proxiable", "priority", "comment", "tags", "data")
+"""What kflare reads of a record in Cloudflare (to observe, diff, adopt and describe it)."""
+
+
+_READ_SET = set(READ_FIELDS)
+
+
+def _kept(record: CloudflareRecord) -> CloudflareRecord:
+    """A listed record without what kflare never reads: its settings, meta and timestamps, and a set of the fields
+    it was given of its own (the model is frozen, so every kept record shares one). That was half of what a zone's
+    listing held per record."""
+    values = {name: getattr(record, name) for name in READ_FIELDS}
+    return CloudflareRecord.model_construct(_READ_SET, **values)
+
+
 def _lookup_key(record_type: str, name: str) -> str:
     return f"{record_type} {name.rstrip('.').lower()}"
 
@@ -135,7 +150,7 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.listings: Collections[CloudflareRecord] = Collections(
-            id_of=lambda record: record.id, name_of=lambda record: _lookup_key(record.type, record.name)
+            id_of=lambda record: record.id, name_of=lambda record: _lookup_key(record.type, record.name), kept=_kept
         )
         self.batches = Batches(waiting_of=self._waiting_in, capacity=self.concurrency or 1, applied=self._applied)
         self._zones: dict[str, tuple[str, str]] = {}  # zone ID -> (namespace, Zone name), as records name it
