@@ -17,8 +17,8 @@ from app.api.resource import Resource
 from app.kube.client import JSON
 from app.kube.index import Ref
 from reconcilers.collections import Collections
-from reconcilers.context import Context
-from reconcilers.credentials import AccountLink, ready_account
+from reconcilers.context import AccountLink, Context
+from reconcilers.credentials import ready_account
 from reconcilers.lifecycle import ManagedKind
 
 Member = TypeVar("Member", bound=Resource[Any, Any])

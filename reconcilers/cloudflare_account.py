@@ -14,7 +14,8 @@ from app.cloudflare.errors import InvalidToken, NotFound, PermissionDenied
 from app.cloudflare.models import Account
 from app.kube.client import JSON, SECRETS, KubeError
 from app.kube.index import Ref
-from reconcilers.credentials import AccountLink, read_token
+from reconcilers.context import AccountLink
+from reconcilers.credentials import read_token
 from reconcilers.lifecycle import ManagedKind
 
 SECRET = "Secret"

@@ -55,6 +55,8 @@ class Collections(Generic[T]):
     id_of: Callable[[T], str]
     name_of: Callable[[T], str] | None = None
     """The key adoption and recovery look members up by (a DNS record's type and name), indexed per listing."""
+    kept: Callable[[T], T] = lambda item: item
+    """What of a member the listing holds: a listing lives as long as the process, for every member at once."""
     clock: Callable[[], float] = time.monotonic
     listings: dict[str, _Listing[T]] = field(default_factory=dict)
     rounds: dict[str, float] = field(default_factory=dict)
@@ -89,7 +91,7 @@ class Collections(Generic[T]):
         during: dict[str, T | None] = {}
         self._during[key] = during
         try:
-            items = {self.id_of(item): item async for item in lister()}
+            items = {self.id_of(item): self.kept(item) async for item in lister()}
         finally:
             self._during.pop(key, None)
         for item_id, item in during.items():  # kflare's writes that raced with the listing win
@@ -141,7 +143,7 @@ class Collections(Generic[T]):
 
     def put(self, key: str, item: T) -> None:
         """kflare wrote `item` (created or changed it): the listing shows it at once."""
-        self._write(key, self.id_of(item), item)
+        self._write(key, self.id_of(item), self.kept(item))
 
     def drop(self, key: str, item_id: str) -> None:
         """kflare deleted the item, or Cloudflare said it is gone."""

@@ -21,6 +21,14 @@ from reconcilers.collections import Collections
 ENTRYPOINT = "entrypoint"
 
 
+@dataclass(frozen=True)
+class AccountLink:
+    """A Ready account's Cloudflare ID and a client for its token."""
+
+    account_id: str
+    client: CloudflareClient
+
+
 @dataclass
 class RulesetEngine:
     """What every rule kind (and IPList) of one manager shares: the entry points and each account's custom lists as
@@ -69,6 +77,9 @@ class Context:
     """The ConfigMaps resources reference (a Worker's script), like the Secrets."""
     rulesets: RulesetEngine = field(default_factory=RulesetEngine)
     """What the rule kinds and IPList share for one life of the manager."""
+    account_links: dict[str, tuple[JSON, tuple[str, str], JSON, AccountLink]] = field(default_factory=dict)
+    """Each Ready account's link, by name, with the account and token Secret it was made from (the cached objects
+    themselves): made again only when either changes."""
 
     def cached(self, kind: str, name: str, namespace: str | None = None) -> JSON | None:
         informer = self.informer_of(kind)

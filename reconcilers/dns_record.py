@@ -36,8 +36,8 @@ from app.kube.client import JSON
 from app.kube.index import Ref
 from app.kube.informer import Indexer, Key, key_of
 from reconcilers.collections import Collections
-from reconcilers.context import Context
-from reconcilers.credentials import AccountLink, ready_account
+from reconcilers.context import AccountLink, Context
+from reconcilers.credentials import ready_account
 from reconcilers.dns_batch import Batches, ZoneBatcher
 from reconcilers.lifecycle import ManagedKind, NotReady, can_serve
 
@@ -75,6 +75,21 @@ def _needs_work(raw: JSON) -> bool:
         if condition.get("type") == "Ready":
             return bool(condition.get("observedGeneration") != meta.get("generation"))
     return True
+
+
+READ_FIELDS = ("id", "name", "type", "content", "ttl", "proxied", "proxiable", "priority", "comment", "tags", "data")
+"""What kflare reads of a record in Cloudflare (to observe, diff, adopt and describe it)."""
+
+
+_READ_SET = set(READ_FIELDS)
+
+
+def _kept(record: CloudflareRecord) -> CloudflareRecord:
+    """A listed record without what kflare never reads: its settings, meta and timestamps, and a set of the fields
+    it was given of its own (the model is frozen, so every kept record shares one). That was half of what a zone's
+    listing held per record."""
+    values = {name: getattr(record, name) for name in READ_FIELDS}
+    return CloudflareRecord.model_construct(_READ_SET, **values)
 
 
 def _lookup_key(record_type: str, name: str) -> str:
@@ -135,7 +150,7 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.listings: Collections[CloudflareRecord] = Collections(
-            id_of=lambda record: record.id, name_of=lambda record: _lookup_key(record.type, record.name)
+            id_of=lambda record: record.id, name_of=lambda record: _lookup_key(record.type, record.name), kept=_kept
         )
         self.batches = Batches(waiting_of=self._waiting_in, capacity=self.concurrency or 1, applied=self._applied)
         self._zones: dict[str, tuple[str, str]] = {}  # zone ID -> (namespace, Zone name), as records name it
@@ -332,7 +347,11 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         if spec.data is not None:
             if not _data_matches(spec.data, observed.data):
                 changes["data"] = spec.data
-        elif spec.type != "SRV" and normal_content(spec.type, content) != normal_content(spec.type, observed.content):
+        elif (
+            spec.type != "SRV"
+            and content != observed.content  # the same text reads the same: no parse of addresses in the usual case
+            and normal_content(spec.type, content) != normal_content(spec.type, observed.content)
+        ):
             changes["content"] = content or ""
         proxied = bool(spec.proxied) or target is not None
         if spec.type in ("A", "AAAA", "CNAME") and proxied != bool(observed.proxied):

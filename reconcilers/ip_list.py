@@ -30,8 +30,8 @@ from app.kube.client import JSON
 from app.kube.index import Ref
 from app.kube.informer import Indexer, Key, key_of
 from reconcilers.account_members import account_drift_group, account_parents, collection_name
-from reconcilers.context import Context
-from reconcilers.credentials import AccountLink, ready_account
+from reconcilers.context import AccountLink, Context
+from reconcilers.credentials import ready_account
 from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady
 from reconcilers.rulesets import LIST_NAME_INDEX, LISTS_INDEX
 

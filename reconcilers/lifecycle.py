@@ -406,8 +406,9 @@ class Lifecycle(Generic[R, L, ObservedT]):
             found = await self._observe_or_create(raw, obj, key, link)
             if isinstance(found, Outcome):
                 return found
+            if found[0] is not raw:  # a claim or an intent was written: the object changed
+                obj = kind.parse(found[0])
             raw, observed = found
-            obj = kind.parse(raw)
             changes = kind.diff(link, obj, observed)
             if changes:
                 logger.info("correcting drift", extra={"fields": sorted(changes)})

@@ -45,8 +45,8 @@ from app.kube.client import JSON
 from app.kube.index import Ref
 from app.kube.informer import Indexer
 from app.kube.manager import IndexLink
-from reconcilers.context import ENTRYPOINT, Context
-from reconcilers.credentials import AccountLink, ready_zone, zone_ids, zones_of
+from reconcilers.context import ENTRYPOINT, AccountLink, Context
+from reconcilers.credentials import ready_zone, zone_ids, zones_of
 from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady
 
 REF_PREFIX = "kflare-"

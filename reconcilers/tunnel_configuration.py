@@ -31,7 +31,8 @@ from app.cloudflare.models import TunnelConfiguration as CloudflareConfiguration
 from app.kube.client import JSON
 from app.kube.index import Ref
 from reconcilers import tunnel_document
-from reconcilers.credentials import AccountLink, ready_account
+from reconcilers.context import AccountLink
+from reconcilers.credentials import ready_account
 from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady, can_serve
 from reconcilers.tunnel_document import RESET, normalise, says_something
 

@@ -46,8 +46,8 @@ from app.kube.client import JSON
 from app.kube.index import Ref
 from reconcilers.account_members import account_drift_group, account_name
 from reconcilers.collections import Collections
-from reconcilers.context import Context
-from reconcilers.credentials import AccountLink, ready_account, ready_zone
+from reconcilers.context import AccountLink, Context
+from reconcilers.credentials import ready_account, ready_zone
 from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady, can_serve
 
 ENTRY_MODULE = "worker.js"

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from app.kube import metrics
 from app.kube.client import KubeClient, KubeError, ResourceType
-from app.kube.informer import EventType, Informer, Key, key_of
+from app.kube.informer import EventType, Informer, Key, key_of, strip
 from app.kube.workqueue import ShutDown, WorkQueue
 
 log = logging.getLogger(__name__)
@@ -56,15 +56,40 @@ def reconcile_deadline() -> float | None:
     return _DEADLINE.get()
 
 
-def _fingerprint(obj: dict[str, Any]) -> tuple[Any, ...]:
+def _fingerprint(obj: dict[str, Any]) -> int:
+    """What of an object calls for a reconcile when it changes, as one number: it is kept for every object."""
     meta = obj.get("metadata") or {}
-    return (
-        meta.get("generation"),
-        meta.get("deletionTimestamp"),
-        repr(meta.get("labels")),
-        repr(meta.get("annotations")),
-        repr(meta.get("finalizers")),
+    return hash(
+        (
+            meta.get("generation"),
+            meta.get("deletionTimestamp"),
+            repr(meta.get("labels")),
+            repr(meta.get("annotations")),
+            repr(meta.get("finalizers")),
+        )
     )
+
+
+class _Series:
+    """One queue's labelled series, bound once: `labels()` takes a lock and builds a key on every call, and each
+    reconcile touches a dozen series."""
+
+    def __init__(self, name: str, queue: WorkQueue[Key]) -> None:
+        self.adds = metrics.WORKQUEUE_ADDS.labels(name, name)
+        self.depth = metrics.WORKQUEUE_DEPTH.labels(name, name)
+        self.retries = metrics.WORKQUEUE_RETRIES.labels(name, name)
+        self.queue_duration = metrics.WORKQUEUE_QUEUE_DURATION.labels(name, name)
+        self.work_duration = metrics.WORKQUEUE_WORK_DURATION.labels(name, name)
+        self.active = metrics.ACTIVE_WORKERS.labels(name)
+        self.time = metrics.RECONCILE_TIME.labels(name)
+        self.errors = metrics.RECONCILE_ERRORS.labels(name)
+        self.timeouts = metrics.RECONCILE_TIMEOUTS.labels(name)
+        self.success = metrics.RECONCILE_TOTAL.labels(name, "success")
+        self.error = metrics.RECONCILE_TOTAL.labels(name, "error")
+        self.requeue_after = metrics.RECONCILE_TOTAL.labels(name, "requeue_after")
+        # Read when scraped: summing the running keys' times after every reconcile costs O(workers) each.
+        metrics.WORKQUEUE_UNFINISHED.labels(name, name).set_function(lambda: sum(queue.processing_seconds()))
+        metrics.WORKQUEUE_LONGEST.labels(name, name).set_function(lambda: max(queue.processing_seconds(), default=0.0))
 
 
 @dataclass
@@ -79,6 +104,7 @@ class Workers:
     workers: int = 4
     reconcile_timeout: float = 300.0
     queue: WorkQueue[Key] = field(init=False)
+    _series: _Series | None = field(default=None, init=False)
     observers: list[Observer] = field(default_factory=list)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -89,24 +115,23 @@ class Workers:
     def reconciler_kind(self) -> str:
         return self.name
 
+    @property
+    def series(self) -> _Series:
+        # Bound at first use, so that a standby, which never queues anything, exports none of them.
+        if self._series is None:
+            self._series = _Series(self.name, self.queue)
+        return self._series
+
     def enqueue(self, key: Key) -> None:
         self.queue.add(key)
-        metrics.WORKQUEUE_ADDS.labels(self.name, self.name).inc()
-        metrics.WORKQUEUE_DEPTH.labels(self.name, self.name).set(self.queue.depth)
-
-    def _observe_queue(self) -> None:
-        busy = self.queue.processing_seconds()
-        metrics.WORKQUEUE_DEPTH.labels(self.name, self.name).set(self.queue.depth)
-        metrics.WORKQUEUE_UNFINISHED.labels(self.name, self.name).set(sum(busy))
-        metrics.WORKQUEUE_LONGEST.labels(self.name, self.name).set(max(busy, default=0.0))
+        self.series.adds.inc()
+        self.series.depth.set(self.queue.depth)
 
     def start_workers(self) -> None:
         metrics.MAX_CONCURRENT.labels(self.name).set(self.workers)
-        # The counters start at 0, as controller-runtime's do, so that a rate over them sees the first error.
-        metrics.RECONCILE_ERRORS.labels(self.name)
-        metrics.RECONCILE_TIMEOUTS.labels(self.name)
-        for result in ("success", "error", "requeue_after"):
-            metrics.RECONCILE_TOTAL.labels(self.name, result)
+        # Binds every series of the queue: the counters start at 0, as controller-runtime's do, so that a rate over
+        # them sees the first error.
+        self.series.depth.set(self.queue.depth)
         for i in range(self.workers):
             self._tasks.append(asyncio.create_task(self._work(), name=f"worker:{self.name}:{i}"))
 
@@ -130,9 +155,10 @@ class Workers:
                 key = await self.queue.get()
             except ShutDown:
                 return
-            self._observe_queue()
-            metrics.WORKQUEUE_QUEUE_DURATION.labels(self.name, self.name).observe(self.queue.last_wait)
-            metrics.ACTIVE_WORKERS.labels(self.name).inc()
+            series = self.series
+            series.depth.set(self.queue.depth)
+            series.queue_duration.observe(self.queue.last_wait)
+            series.active.inc()
             started = time.monotonic()
             try:
                 await self._process(key)
@@ -141,11 +167,11 @@ class Workers:
                 self._retry(key)
             finally:
                 elapsed = time.monotonic() - started
-                metrics.ACTIVE_WORKERS.labels(self.name).dec()
-                metrics.RECONCILE_TIME.labels(self.name).observe(elapsed)
-                metrics.WORKQUEUE_WORK_DURATION.labels(self.name, self.name).observe(elapsed)
+                series.active.dec()
+                series.time.observe(elapsed)
+                series.work_duration.observe(elapsed)
                 self.queue.done(key)
-                self._observe_queue()
+                series.depth.set(self.queue.depth)
                 self._settle(key)
 
     async def _process(self, key: Key) -> None:
@@ -160,9 +186,9 @@ class Workers:
             else:
                 outcome = await self.reconciler.reconcile(key)
         except TimeoutError:
-            metrics.RECONCILE_TIMEOUTS.labels(self.name).inc()
-            metrics.RECONCILE_ERRORS.labels(self.name).inc()
-            metrics.RECONCILE_TOTAL.labels(self.name, "error").inc()
+            self.series.timeouts.inc()
+            self.series.errors.inc()
+            self.series.error.inc()
             await self.reconciler.timed_out(key, self.reconcile_timeout)
             self._retry(key)
             return
@@ -178,28 +204,28 @@ class Workers:
                 "object changed or deleted during the reconcile; looked at again",
                 extra={**self._where(key), "status": error.status},
             )
-            metrics.RECONCILE_TOTAL.labels(self.name, "requeue_after").inc()
+            self.series.requeue_after.inc()
             self._retry(key)
             return
         except Exception:
             self._failed(key)
             return
         if outcome.retry:
-            metrics.RECONCILE_ERRORS.labels(self.name).inc()
-            metrics.RECONCILE_TOTAL.labels(self.name, "error").inc()
+            self.series.errors.inc()
+            self.series.error.inc()
             self._retry(key)
         elif outcome.failed:
             # The key's back-off is kept (not forgotten), so a failure after the pause still backs off further.
-            metrics.RECONCILE_ERRORS.labels(self.name).inc()
-            metrics.RECONCILE_TOTAL.labels(self.name, "error").inc()
+            self.series.errors.inc()
+            self.series.error.inc()
             self.queue.add_after(key, outcome.requeue_after or 0.0)
         else:
             self.queue.forget(key)
             if outcome.requeue_after is not None:
-                metrics.RECONCILE_TOTAL.labels(self.name, "requeue_after").inc()
+                self.series.requeue_after.inc()
                 self.queue.add_after(key, outcome.requeue_after)
             else:
-                metrics.RECONCILE_TOTAL.labels(self.name, "success").inc()
+                self.series.success.inc()
         for observer in self.observers:
             observer(key, outcome)
 
@@ -209,13 +235,13 @@ class Workers:
     def _failed(self, key: Key) -> None:
         """A reconcile raised: a bug or an unexpected reply. Logged with its traceback (called in an except block)."""
         log.exception("reconcile failed", extra=self._where(key))
-        metrics.RECONCILE_ERRORS.labels(self.name).inc()
-        metrics.RECONCILE_TOTAL.labels(self.name, "error").inc()
+        self.series.errors.inc()
+        self.series.error.inc()
         self._retry(key)
 
     def _retry(self, key: Key) -> None:
         self.queue.add_rate_limited(key)
-        metrics.WORKQUEUE_RETRIES.labels(self.name, self.name).inc()
+        self.series.retries.inc()
 
 
 class Controller(Workers):
@@ -232,9 +258,9 @@ class Controller(Workers):
     ) -> None:
         super().__init__(rt.kind.lower(), reconciler, workers, reconcile_timeout)
         self.kube, self.rt = kube, rt
-        self._seen: dict[Key, tuple[Any, ...]] = {}
+        self._seen: dict[Key, int] = {}
         self._own: dict[Key, deque[str]] = {}
-        self._pending: dict[Key, list[tuple[str, tuple[Any, ...]]]] = {}
+        self._pending: dict[Key, list[tuple[str, int]]] = {}
         self.informer = Informer(kube, rt)
         self.informer.add_handler(self._on_event)
 
@@ -259,7 +285,7 @@ class Controller(Workers):
             return
         self._admit(key, fingerprint)
 
-    def _admit(self, key: Key, fingerprint: tuple[Any, ...]) -> None:
+    def _admit(self, key: Key, fingerprint: int) -> None:
         # Like controller-runtime's generation, label and annotation predicates: a change of status alone does
         # not call for another reconcile.
         if self._seen.get(key) == fingerprint:
@@ -269,6 +295,7 @@ class Controller(Workers):
 
     def note_own_write(self, obj: dict[str, Any]) -> None:
         """The reconcile that wrote `obj` goes on with it: its echo from the watch needs no reconcile of its own."""
+        strip(obj)  # as its echo will be
         key = key_of(obj)
         version = (obj.get("metadata") or {}).get("resourceVersion", "")
         self._own.setdefault(key, deque(maxlen=OWN_WRITES_KEPT)).append(version)

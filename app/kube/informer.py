@@ -48,6 +48,23 @@ def compact(value: Any) -> Any:
     return value
 
 
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def strip(obj: JSON) -> JSON:
+    """`obj` without what the API server repeats in every object and kflare never reads: its `managedFields` (often
+    the larger part of an object) and the annotation client-side `kubectl apply` keeps, a whole copy of the object
+    as it was applied. In place, so that the copy the caller goes on with (a write's reply) is the cached one's
+    twin; kflare's writes are merge patches of the keys they change, so what is stripped is never written back."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+        annotations = meta.get("annotations")
+        if isinstance(annotations, dict):
+            annotations.pop(LAST_APPLIED, None)
+    return obj
+
+
 def key_of(obj: JSON) -> Key:
     meta = obj["metadata"]
     return (meta.get("namespace") or "", meta["name"])
@@ -96,18 +113,18 @@ class Informer:
         """The values the index holds objects under (a value none holds any longer is forgotten)."""
         return set(self._indexed.get(name, {}))
 
-    def put(self, obj: JSON) -> None:
-        """Store `obj` in the cache (a watch event, or the reply of the controller's own write), without its
-        `managedFields`: nothing reads them, and they are often the larger part of an object."""
-        obj.get("metadata", {}).pop("managedFields", None)
+    def put(self, obj: JSON) -> JSON:
+        """Store `obj` in the cache (a watch event, or the reply of the controller's own write), stripped of what
+        kflare never reads (`strip`); returns the cached copy."""
         key = key_of(obj)
         self._unindex(key)
         self.revision = next(_REVISIONS)
-        obj = self.cache[key] = compact(obj)
+        obj = self.cache[key] = compact(strip(obj))
         for name, indexer in self.indexers.items():
             table = self._indexed.setdefault(name, {})
             for value in indexer(obj):
                 table.setdefault(value, set()).add(key)
+        return obj
 
     def pop(self, key: Key) -> JSON | None:
         self._unindex(key)
@@ -172,8 +189,7 @@ class Informer:
                 # LIST items carry no kind; handlers and reconcilers want self-describing objects.
                 obj.setdefault("kind", self.rt.kind)
                 obj.setdefault("apiVersion", self.rt.api_version)
-                obj.get("metadata", {}).pop("managedFields", None)
-                items[key_of(obj)] = compact(obj)
+                items[key_of(obj)] = compact(strip(obj))
             cont = page.get("metadata", {}).get("continue") or ""
             if not cont:
                 self.resource_version = page["metadata"]["resourceVersion"]
@@ -218,8 +234,8 @@ class Informer:
                 self.pop(key)
                 await self._notify("DELETED", obj)
             elif kind in ("ADDED", "MODIFIED"):
-                self.put(obj)
-                await self._notify(kind, obj)
+                # Handlers get the cached copy: what they keep of it (names in references) is then shared with it.
+                await self._notify(kind, self.put(obj))
 
     async def _run(self) -> None:
         failures = 0

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from app.kube.client import JSON, SECRETS, KubeError, ResourceType
-from app.kube.informer import Informer
+from app.kube.informer import LAST_APPLIED, Informer
 from app.kube.referenced import ReferencedObjects
 
 WIDGETS = ResourceType("test.kflare.dev", "v1", "widgets", "Widget")
@@ -192,3 +192,24 @@ async def test_a_required_api_not_served_is_never_synced() -> None:
         assert not informer.synced.is_set()
     finally:
         await informer.stop()
+
+
+def applied(name: str, rv: str) -> JSON:
+    """An object as `kubectl apply` leaves it: managed fields and, client-side, the whole object as applied."""
+    widget = obj(name, rv)
+    widget["metadata"]["managedFields"] = [{"manager": "kubectl", "operation": "Apply", "fieldsV1": {"f:spec": {}}}]
+    widget["metadata"]["annotations"] = {LAST_APPLIED: '{"apiVersion": "v1", "spec": {}}', "team": "dns"}
+    return widget
+
+
+async def test_the_cache_holds_neither_managed_fields_nor_the_last_applied_copy() -> None:
+    kube = ScriptedKube(lists=[[applied("a", "5")]], watches=[[{"type": "ADDED", "object": applied("b", "6")}]])
+    handed: list[JSON] = []
+    informer = Informer(kube, WIDGETS)  # type: ignore[arg-type]
+    informer.add_handler(lambda kind, o: handed.append(o))
+    await run_until_idle(informer, kube)
+    reply = informer.put(applied("c", "7"))  # the reply of the controller's own write
+    for cached in [*informer.list(), *handed, reply]:
+        assert "managedFields" not in cached["metadata"]
+        assert cached["metadata"]["annotations"] == {"team": "dns"}  # what kflare reads is kept
+    assert sorted(o["metadata"]["name"] for o in informer.list()) == ["a", "b", "c"]
