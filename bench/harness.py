@@ -1,6 +1,10 @@
 """What the benchmarks share: the test control plane with kflare's CRDs, the emulator, `kflare run` as its own
 process (with plain-HTTP metrics the benchmarks read), kubectl, and waiting for objects to be Ready.
 
+A benchmark starts a control plane of its own, unless `KFLARE_BENCH_PLANE` names the directory of one already running
+with kflare's CRDs (the smoke runs of tests/bench share one so): it then uses that one, emptied first of what an
+earlier benchmark left in it, and leaves it running.
+
 Not a benchmark itself; the scripts beside it import it as `bench.harness`.
 """
 
@@ -18,6 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from app.api.crds import render_crds
 from app.controlplane import ControlPlane, free_port
 from app.dev import default_bin_dir
@@ -27,6 +33,9 @@ API = "kflare.dev/v1alpha1"
 NS = "bench"
 UNLIMITED = 1_000_000
 """Calls per window for the emulator and the controller when a benchmark counts calls, not waits for them."""
+SHARED_PLANE = "KFLARE_BENCH_PLANE"
+"""The variable naming the work directory (its kubeconfig) of a running control plane the benchmarks share."""
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 
 
 def bin_dir() -> Path:
@@ -79,10 +88,18 @@ def cluster(
     bins: Path, work: Path, state: Mapping[str, Any] | None = None, *, unlimited: bool = False
 ) -> tuple[ControlPlane, EmulatorProcess]:
     """A started control plane with every kflare CRD established and the namespaces `kflare-system` and `bench`,
-    and a started emulator (seeded with `state`; its rate limit lifted when `unlimited`)."""
+    and a started emulator (seeded with `state`; its rate limit lifted when `unlimited`).
+
+    With `KFLARE_BENCH_PLANE` set, the plane is that one, emptied (`empty`); its `stop()` leaves it running, as it
+    stops only what it started."""
     stop_on_sigterm()
-    plane = ControlPlane.in_tempdir(bins)
-    plane.start()
+    shared = os.environ.get(SHARED_PLANE)
+    if shared:
+        plane = ControlPlane(bin_dir=bins, workdir=Path(shared))
+        empty(plane)
+    else:
+        plane = ControlPlane.in_tempdir(bins)
+        plane.start()
     try:
         emulator = EmulatorProcess(state, workdir=work).start()
     except BaseException:
@@ -91,15 +108,39 @@ def cluster(
     try:
         if unlimited:
             emulator.set_rate_limit(UNLIMITED, 300, 1)
-        kubectl(plane, "apply", "--server-side", "-f", "-", stdin="\n---\n".join(render_crds(helm=False).values()))
-        kubectl(plane, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-        kubectl(plane, "create", "namespace", "kflare-system")
-        kubectl(plane, "create", "namespace", NS)
+        if not shared:
+            crds = "\n---\n".join(render_crds(helm=False).values())
+            kubectl(plane, "apply", "--server-side", "-f", "-", stdin=crds)
+            kubectl(plane, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        namespaces = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in ("kflare-system", NS)
+        ]
+        apply(plane, namespaces)
     except BaseException:
         emulator.stop()
         plane.stop()
         raise
     return plane, emulator
+
+
+def empty(plane: ControlPlane) -> None:
+    """Delete what an earlier benchmark left in a shared plane, so that no count of Ready objects or reconciles, and
+    no controller, sees it: every kflare object, and the Secrets, Events and Leases outside the system namespaces.
+    No controller runs to remove their finalizers, so they are dropped first."""
+    crds = [yaml.safe_load(crd)["metadata"]["name"] for crd in render_crds(helm=False).values()]
+    listed = json.loads(kubectl(plane, "get", ",".join([*crds, "secrets", "events", "leases"]), "-A", "-o", "json"))
+    left = [item for item in listed["items"] if item["metadata"].get("namespace") not in SYSTEM_NAMESPACES]
+    if not left:
+        return
+    held = [item for item in left if item["metadata"].get("finalizers")]
+    if held:
+        kubectl(
+            plane,
+            *("patch", "-f", "-", "--type=merge", "-p", json.dumps({"metadata": {"finalizers": None}})),
+            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": held}),
+        )
+    everything = json.dumps({"apiVersion": "v1", "kind": "List", "items": left})
+    kubectl(plane, "delete", "-f", "-", "--ignore-not-found", "--wait=false", stdin=everything)
 
 
 def account_docs(emulator: EmulatorProcess, name: str = "bench", account_id: str | None = None) -> list[dict[str, Any]]:

@@ -4,6 +4,10 @@ A benchmark nobody runs stops running (an import moved, a flag renamed, a kind's
 no longer be reproduced. Each script here runs as a user runs it, `.venv/bin/python bench/X.py` with the flags that
 make it smallest, and must exit 0 and print the lines of its table. What the figures are is not checked: at this
 size, and on a shared machine, they mean nothing.
+
+The benchmarks that need a control plane share one (`KFLARE_BENCH_PLANE`, see bench/harness.py), which each empties
+of what the one before it left: starting a plane for each would cost more than most of them take at this size.
+`bench/chaos.py` runs its own, as `make chaos` does (its API server writes an audit log).
 """
 
 from __future__ import annotations
@@ -12,11 +16,17 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from app.controlplane import bin_dir_from_env
+from app.controlplane import ControlPlane, bin_dir_from_env
+from tests.fixtures.controller import install_crds
+from tests.fixtures.kube import leaked
+
+SHARED_PLANE = "KFLARE_BENCH_PLANE"
+"""As bench/harness.py reads it (the tests do not import the benchmarks)."""
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 STOP_GRACE = 30.0
@@ -61,7 +71,7 @@ def lines_with(out: str, *labels: str) -> None:
     assert not missing, f"not printed: {missing}\n{out[-4000:]}"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def test_bins() -> dict[str, str]:
     """K8S_TEST_BIN for the benchmarks that start the test control plane."""
     bins = bin_dir_from_env()
@@ -71,6 +81,19 @@ def test_bins() -> dict[str, str]:
             pytest.fail(message)
         pytest.skip(message)
     return {"K8S_TEST_BIN": str(bins), "NO_PROXY": "127.0.0.1,localhost"}
+
+
+@pytest.fixture(scope="module")
+def shared_plane(test_bins: dict[str, str]) -> Iterator[dict[str, str]]:
+    """The environment of a benchmark that uses the module's control plane (kflare's CRDs installed) as its own."""
+    plane = ControlPlane.in_tempdir(Path(test_bins["K8S_TEST_BIN"]))
+    plane.start()
+    try:
+        install_crds(plane)
+        yield {**test_bins, SHARED_PLANE: str(plane.workdir)}
+    finally:
+        plane.stop()
+        assert not leaked(plane), f"control plane left behind: {leaked(plane)}"
 
 
 def test_chaos_help_starts_nothing(tmp_path: Path) -> None:
@@ -99,10 +122,10 @@ def test_webhook() -> None:
 
 
 @pytest.mark.integration
-def test_converge(test_bins: dict[str, str]) -> None:
+def test_converge(shared_plane: dict[str, str]) -> None:
     # One scale: a second one would add a converge, two restarts and a drift round for the RSS slope line only.
     args = ("--scales", "4:1", "--drift", "2", "--outage", "1", "--secrets-mib", "1")
-    out = run("converge.py", *args, timeout=240, env=test_bins)
+    out = run("converge.py", *args, timeout=240, env=shared_plane)
     lines_with(
         out,
         "kflare converge benchmark",
@@ -116,34 +139,34 @@ def test_converge(test_bins: dict[str, str]) -> None:
 
 
 @pytest.mark.integration
-def test_tunnels(test_bins: dict[str, str]) -> None:
-    out = run("tunnels.py", "--tunnels", "1", "--drift", "2", timeout=240, env=test_bins)
+def test_tunnels(shared_plane: dict[str, str]) -> None:
+    out = run("tunnels.py", "--tunnels", "1", "--drift", "2", timeout=240, env=shared_plane)
     lines_with(out, "calls to converge", "calls after a restart", "calls per drift round", "token reads")
 
 
 @pytest.mark.integration
-def test_rules(test_bins: dict[str, str]) -> None:
-    out = run("rules.py", "--rules", "7", "--items", "10", "--drift", "2", timeout=240, env=test_bins)
+def test_rules(shared_plane: dict[str, str]) -> None:
+    out = run("rules.py", "--rules", "7", "--items", "10", "--drift", "2", timeout=240, env=shared_plane)
     lines_with(out, "converge rules:", "drift round of the rules", "converge the list", "drift round of the list")
 
 
 @pytest.mark.integration
-def test_workers(test_bins: dict[str, str]) -> None:
-    out = run("workers.py", "--workers", "2", "--drift", "2", timeout=240, env=test_bins)
+def test_workers(shared_plane: dict[str, str]) -> None:
+    out = run("workers.py", "--workers", "2", "--drift", "2", timeout=240, env=shared_plane)
     lines_with(out, "calls to converge the Workers", "calls per drift round", "uploads on an idle resync")
 
 
 @pytest.mark.integration
-def test_soak(test_bins: dict[str, str]) -> None:
+def test_soak(shared_plane: dict[str, str]) -> None:
     args = ("--resources", "4", "--minutes", "0.1", "--window", "0.05", "--drift", "2", "--warmup", "0")
-    out = run("soak.py", *args, timeout=240, env=test_bins)
+    out = run("soak.py", *args, timeout=240, env=shared_plane)
     lines_with(out, "soak: 4 records", "RSS slope", "open sockets slope", "not Ready at the end")
 
 
 @pytest.mark.integration
-def test_gateway(test_bins: dict[str, str]) -> None:
+def test_gateway(shared_plane: dict[str, str]) -> None:
     args = ("--routes", "2", "--repeat", "1", "--changes", "2", "--seconds", "0.5")
-    out = run("gateway.py", *args, "--concurrency", "2", timeout=240, env=test_bins)
+    out = run("gateway.py", *args, "--concurrency", "2", timeout=240, env=shared_plane)
     lines_with(out, "translation of 2 HTTPRoutes", "route change", "requests per second", "ingress document")
 
 

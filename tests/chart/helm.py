@@ -21,7 +21,11 @@ CRD_DIR = CHART / "templates" / "crds"
 
 
 HELMS = ("helm", "helm4")
-"""Helm 3 and Helm 4, as hack/test-bins.sh names them: every chart test runs with both."""
+"""Helm 3 and Helm 4, as hack/test-bins.sh names them: every chart test runs with both (but `ONE_HELM`'s)."""
+ONE_HELM = pytest.mark.parametrize("helm", HELMS[-1:], indirect=True)
+"""For a test of what the installed chart lets kflare do, not of how helm installs it: both majors render the same
+objects (test_render.py, `test_both_helms_render_the_same_objects`), so running kflare under each would test one
+thing twice. Installing, upgrading and uninstalling run with both."""
 
 
 def helm_binary(name: str = "helm") -> Path:

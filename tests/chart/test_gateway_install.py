@@ -16,6 +16,7 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from app.api.tunnel import TOKEN_KEY
 from app.controlplane import ControlPlane, free_port
 from reconcilers.gateway.kinds import GATEWAY_EXISTS_FINALIZER, GATEWAY_GROUP
+from tests.chart.helm import ONE_HELM
 from tests.chart.test_install import Release, can_i, read, release, sa_kubeconfig  # noqa: F401 (the fixture)
 from tests.fixtures.controller import controller_process
 from tests.fixtures.emulator import EmulatorProcess
@@ -26,6 +27,7 @@ pytestmark = pytest.mark.integration
 V1 = "v1"
 
 
+@ONE_HELM
 async def test_the_class_runs_with_the_charts_rbac(
     release: Release,  # noqa: F811
     kube: ApiClient,

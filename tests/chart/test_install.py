@@ -22,7 +22,7 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from app.controlplane import ControlPlane
-from tests.chart.helm import CHART, Helm, crd_plurals
+from tests.chart.helm import CHART, ONE_HELM, Helm, crd_plurals
 from tests.fixtures.controller import GROUP, VERSION, Kflare, controller_process
 from tests.fixtures.emulator import EmulatorProcess
 from tests.fixtures.kube import api_client_for, token_kubeconfig
@@ -331,6 +331,7 @@ def can_i(plane: ControlPlane, kubeconfig: Path, *args: str) -> bool:
     return done.stdout.strip() == "yes"
 
 
+@ONE_HELM
 async def test_controller_runs_with_the_charts_rbac(
     release: Release,
     kube: ApiClient,

@@ -1,6 +1,10 @@
 """The rule kinds from `kubectl apply` to the zone's rulesets: the controller as its own process, the real API server
-and the emulator. Rules go in priority order beside rules made outside kflare, which are never touched; drift is
-corrected with one read of the entry point per (zone, phase) per round; a managed ruleset deploys once per zone."""
+and the emulator. Every example converges; drift is corrected with one read of the entry point per (zone, phase) per
+drift round; the CRDs refuse what Cloudflare would; a zone waits for its rules.
+
+The ruleset engine itself (priority order beside rules made outside kflare, which are never touched; updates, moves
+and deletions; a managed ruleset deployed once per zone) is shown in process, in tests/unit/reconcilers/
+test_rulesets.py."""
 
 from __future__ import annotations
 
@@ -21,8 +25,6 @@ from tests.kinds import cf, cf_raw
 pytestmark = pytest.mark.integration
 
 CUSTOM = "http_request_firewall_custom"
-MANAGED = "http_request_firewall_managed"
-FREE_MANAGED = "77454fe2d30c4220b5701f6fdfb893ba"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "40-rules.yaml"
 LIST_EXAMPLE = EXAMPLES.with_name("35-ip-list.yaml")
 
@@ -61,13 +63,6 @@ def waf(name: str, priority: int, **spec: Any) -> dict[str, Any]:
     }
 
 
-def order(emulator: EmulatorProcess, zone_id: str, namespace: str) -> list[str]:
-    """The entry point's rules as resource names (kflare's) or their refs (others')."""
-    names = {ref_for("WAFCustomRule", namespace, n): n for n in "abcdef"}
-    ruleset = entrypoint(emulator, zone_id, CUSTOM) or {"rules": []}
-    return [names.get(rule["ref"], rule["ref"]) for rule in ruleset["rules"]]
-
-
 async def test_every_example_rule_converges_in_a_free_zone(
     controller: ControllerProcess, kflare: Kflare, fresh_emulator: EmulatorProcess
 ) -> None:
@@ -94,52 +89,6 @@ async def test_every_example_rule_converges_in_a_free_zone(
     assert rule["action_parameters"]["from_value"]["status_code"] == 301, "301 unless statusCode says otherwise"
     assert rule["action_parameters"]["from_value"]["preserve_query_string"] is True
     assert rule["expression"] == redirect["spec"]["expression"]
-
-
-async def test_priority_order_beside_a_foreign_rule_that_is_never_touched(
-    controller: ControllerProcess, kflare: Kflare, fresh_emulator: EmulatorProcess
-) -> None:
-    zone_id = await kflare.ready_zone("order.example")
-    foreign = seed_foreign(fresh_emulator, zone_id)
-    since = time.time()
-    await kflare.apply(waf("c", 30))
-    await kflare.ready("WAFCustomRule", "c")
-    await kflare.apply(waf("a", 10))
-    await kflare.ready("WAFCustomRule", "a")
-    assert order(fresh_emulator, zone_id, kflare.namespace) == ["made-by-hand", "a", "c"]
-    # Someone moves their rule between a and c: b joins between a and c, and their rule stays between them.
-    ruleset = entrypoint(fresh_emulator, zone_id, CUSTOM)
-    assert ruleset is not None
-    first = ruleset["rules"][1]["id"]
-    cf(fresh_emulator, "PATCH", f"/zones/{zone_id}/rulesets/{ruleset['id']}/rules/{foreign['id']}",
-       json={"position": {"after": first}})  # fmt: skip
-    await kflare.apply(waf("b", 20))
-    await kflare.ready("WAFCustomRule", "b")
-    assert order(fresh_emulator, zone_id, kflare.namespace) == ["a", "b", "made-by-hand", "c"]
-    # An update, then a reorder (a goes last), then deletions.
-    await kflare.patch("WAFCustomRule", "b", {"spec": {"action": "managed_challenge"}})
-    await kflare.ready("WAFCustomRule", "b")
-    await kflare.patch("WAFCustomRule", "a", {"spec": {"priority": 40}})
-    await kflare.ready("WAFCustomRule", "a")
-
-    async def reordered() -> bool:
-        kflares = [n for n in order(fresh_emulator, zone_id, kflare.namespace) if n != "made-by-hand"]
-        return kflares == ["b", "c", "a"]
-
-    await eventually(reordered, timeout=20, what="a to move after c")
-    for name in ("a", "b", "c"):
-        await kflare.delete("WAFCustomRule", name)
-        await kflare.gone("WAFCustomRule", name)
-    ruleset = entrypoint(fresh_emulator, zone_id, CUSTOM)
-    assert ruleset is not None, "the entry point is left in place"
-    (left,) = ruleset["rules"]
-    assert {k: left[k] for k in ("id", "version", "action", "expression")} == {
-        k: foreign[k] for k in ("id", "version", "action", "expression")
-    }
-    touched = [
-        c for c in fresh_emulator.calls(since=since) if c["method"] != "GET" and c["path"].endswith(foreign["id"])
-    ]
-    assert [c["method"] for c in touched] == ["PATCH"], "the one write to the foreign rule is the test's own move"
 
 
 async def test_a_rule_edited_in_cloudflare_is_corrected_with_one_read_per_phase_per_round(
@@ -184,30 +133,6 @@ async def test_a_rule_edited_in_cloudflare_is_corrected_with_one_read_per_phase_
     origin = [p for p in paths if p[1] == "http_request_origin/entrypoint"]
     assert len(custom) == 3, "one read of the custom phase per round for its four rules"
     assert len(origin) <= 4, "one read of the origin phase per round"
-
-
-async def test_a_managed_ruleset_deploys_once_and_the_last_one_hands_back_the_default(
-    controller: ControllerProcess, kflare: Kflare, fresh_emulator: EmulatorProcess
-) -> None:
-    zone_id = await kflare.ready_zone("managed.example")
-    assert entrypoint(fresh_emulator, zone_id, MANAGED) is None, "a Free zone starts on Cloudflare's default"
-    spec = {"zoneRef": {"name": "zone"}, "rulesetID": FREE_MANAGED}
-    await kflare.apply({"kind": "ManagedRuleset", "metadata": {"name": "first"}, "spec": spec})
-    await kflare.ready("ManagedRuleset", "first")
-    await kflare.apply({"kind": "ManagedRuleset", "metadata": {"name": "second"}, "spec": spec})
-    await kflare.ready("ManagedRuleset", "second", reason="RulesetConflict", status="False")
-    await kflare.patch("ManagedRuleset", "first", {"spec": {"enabled": False}})
-    await kflare.ready("ManagedRuleset", "first")
-    ruleset = entrypoint(fresh_emulator, zone_id, MANAGED)
-    assert ruleset is not None
-    assert [(r["action_parameters"]["id"], r["enabled"]) for r in ruleset["rules"]] == [(FREE_MANAGED, False)]
-    # The one in conflict holds no rule: deleting it changes nothing; deleting the last one hands the zone back.
-    await kflare.delete("ManagedRuleset", "second")
-    await kflare.gone("ManagedRuleset", "second")
-    assert entrypoint(fresh_emulator, zone_id, MANAGED) == ruleset | {"last_updated": ruleset["last_updated"]}
-    await kflare.delete("ManagedRuleset", "first")
-    await kflare.gone("ManagedRuleset", "first")
-    assert entrypoint(fresh_emulator, zone_id, MANAGED) is None
 
 
 async def test_a_rate_limit_without_cf_colo_id_is_refused_by_the_api_server(kflare_crds: None, kflare: Kflare) -> None:

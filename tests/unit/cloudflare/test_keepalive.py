@@ -14,7 +14,9 @@ from app.cloudflare.keepalive import Keepalive
 from tests.unit.cloudflare.helpers import TOKEN
 from tests.unit.cloudflare.servers import Certificates, H2Server
 
-MARGIN = 5.0
+NEVER = 30.0
+"""Seconds after which what a ping bound should end counts as never ended: far above the bounds set here, so the
+error's type, not a clock, says which bound ended it."""
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +65,9 @@ async def test_a_silent_connection_is_pinged_and_kept_when_it_answers(certificat
     ):
         client = session.client(TOKEN)
         await client.verify_token()
-        async with asyncio.timeout(0.2 + MARGIN):
+        async with asyncio.timeout(NEVER):
             await server.pinged.wait()
-        await _until(lambda: _keepalive(session).pings_answered >= 1, MARGIN)
+        await _until(lambda: _keepalive(session).pings_answered >= 1, NEVER)
         await client.verify_token()
         assert server.connections == 1
         assert _keepalive(session).connections_closed == 0
@@ -78,10 +80,8 @@ async def test_a_connection_that_does_not_answer_the_ping_is_closed(certificates
     ):
         client = session.client(TOKEN)
         await client.verify_token()
-        started = time.monotonic()
-        async with asyncio.timeout(0.2 + 0.3 + MARGIN):
+        async with asyncio.timeout(NEVER):
             await server.connection_closed.wait()
-        assert time.monotonic() - started < 0.2 + 0.3 + MARGIN
         assert _keepalive(session).connections_closed == 1
         # The next call gets a fresh connection (the server answers one request per connection before going mute).
         await client.verify_token()
@@ -95,9 +95,7 @@ async def test_a_request_stuck_on_a_dead_connection_fails_at_the_ping_timeout(ce
     ):
         client = session.client(TOKEN)
         await client.verify_token()
-        started = time.monotonic()
         with pytest.raises(Transient) as caught:
-            await client.verify_token()
-        elapsed = time.monotonic() - started
-    assert isinstance(caught.value, NetworkError)
-    assert elapsed < 0.2 + 0.3 + MARGIN  # not the 60 s response-start bound
+            async with asyncio.timeout(NEVER):
+                await client.verify_token()
+    assert isinstance(caught.value, NetworkError)  # the ping's, not the response-start bound's DeadlineExceeded

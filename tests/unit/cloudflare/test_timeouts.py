@@ -1,11 +1,12 @@
-"""Every bound of a call ends it with `DeadlineExceeded` naming the bound, within that bound (plus a generous
-margin for a loaded machine)."""
+"""Every bound of a call ends it with `DeadlineExceeded` naming the bound (its phase), not a later one.
+
+Which bound ended a call is read from the error, not from a clock: a call is given far longer than its bound
+(`NEVER`) only so that one no bound ends fails the test instead of hanging it."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
-import time
 
 import httpx
 import pytest
@@ -23,7 +24,8 @@ from app.cloudflare import (
 from tests.unit.cloudflare.helpers import BASE, TOKEN, ok
 from tests.unit.cloudflare.servers import TcpServer, answer, dribble_body, envelope, hang_after_request, silent
 
-MARGIN = 3.0  # seconds of slack on top of a bound, for slow CI machines
+NEVER = 30.0
+"""Seconds after which a call counts as one no bound ended: far above every bound these tests set."""
 
 
 async def test_connect_timeout(client: CloudflareClient, api: respx.MockRouter) -> None:
@@ -69,13 +71,11 @@ async def test_whole_request_deadline(api: respx.MockRouter) -> None:
     config = HttpConfig(base_url=BASE, timeouts=Timeouts(request=0.3))
     async with CloudflareSession(config) as session:
         client = session.client(TOKEN)
-        started = time.monotonic()
         with pytest.raises(DeadlineExceeded) as caught:
-            await client.get_zone("z1")
-        elapsed = time.monotonic() - started
+            async with asyncio.timeout(NEVER):
+                await client.get_zone("z1")
     assert caught.value.phase == "request"
     assert "whole request took longer than 0.3 s" in str(caught.value)
-    assert elapsed < 0.3 + MARGIN
 
 
 def _session(base_url: str, **bounds: float) -> CloudflareSession:
@@ -85,48 +85,40 @@ def _session(base_url: str, **bounds: float) -> CloudflareSession:
 async def test_response_start_bound_against_a_server_that_never_answers() -> None:
     async with TcpServer(hang_after_request) as server, _session(server.url(), response_start=0.3) as session:
         client = session.client(TOKEN)
-        started = time.monotonic()
         with pytest.raises(DeadlineExceeded) as caught:
-            await client.get_zone("z1")
-        elapsed = time.monotonic() - started
+            async with asyncio.timeout(NEVER):
+                await client.get_zone("z1")
     assert caught.value.phase == "response_start"
     assert caught.value.sent is True
-    assert elapsed < 0.3 + MARGIN
 
 
 async def test_tls_handshake_bound_against_a_server_that_says_nothing() -> None:
     async with TcpServer(silent) as server, _session(server.url("https"), tls=0.3, connect=20) as session:
         client = session.client(TOKEN)
-        started = time.monotonic()
         with pytest.raises(DeadlineExceeded) as caught:
-            await client.get_zone("z1")
-        elapsed = time.monotonic() - started
+            async with asyncio.timeout(NEVER):
+                await client.get_zone("z1")
     assert caught.value.phase == "tls"
     assert caught.value.sent is False
     assert "TLS handshake took longer than 0.3 s" in str(caught.value)
-    assert elapsed < 0.3 + MARGIN
 
 
 async def test_whole_request_bound_against_a_body_that_never_ends() -> None:
     async with TcpServer(dribble_body) as server, _session(server.url(), request=0.5, response_start=30) as session:
         client = session.client(TOKEN)
-        started = time.monotonic()
         with pytest.raises(DeadlineExceeded) as caught:
-            await client.get_zone("z1")
-        elapsed = time.monotonic() - started
+            async with asyncio.timeout(NEVER):
+                await client.get_zone("z1")
     assert caught.value.phase == "request"
-    assert elapsed < 0.5 + MARGIN
 
 
 async def test_whole_request_bound_covers_a_large_upload() -> None:
     async with TcpServer(hang_after_request) as server, _session(server.url(), request=0.5, response_start=30) as s:
         client = s.client(TOKEN)
-        started = time.monotonic()
         with pytest.raises(DeadlineExceeded) as caught:
-            await client.request("PUT", "/accounts/a/workers/scripts/big", content=b"x" * (64 * 1024 * 1024))
-        elapsed = time.monotonic() - started
+            async with asyncio.timeout(NEVER):
+                await client.request("PUT", "/accounts/a/workers/scripts/big", content=b"x" * (64 * 1024 * 1024))
     assert caught.value.phase == "request"
-    assert elapsed < 0.5 + MARGIN
 
 
 async def test_refused_connection_is_a_network_error_not_sent() -> None:

@@ -138,6 +138,13 @@ async def test_rules_go_in_priority_order_and_a_foreign_rule_keeps_its_place(wor
     after = await world.entrypoint()
     assert refs(after) == [ours("a"), ours("b"), "someone-else", ours("c")]
     assert next(r for r in after["rules"] if r["ref"] == "someone-else")["version"] == foreign["version"]
+    # A change of b's spec is written to b, which keeps its place; so does the foreign rule.
+    world.kube.objects[("WAFCustomRule", NS, "b")]["spec"]["action"] = "managed_challenge"
+    await world.reconcile("WAFCustomRule", "b")
+    updated = await world.entrypoint()
+    assert next(r for r in updated["rules"] if r["ref"] == ours("b"))["action"] == "managed_challenge"
+    assert refs(updated) == refs(after)
+    assert next(r for r in updated["rules"] if r["ref"] == "someone-else")["version"] == foreign["version"]
 
 
 async def test_a_priority_change_moves_the_rule_and_only_moves_it(world: World) -> None:
@@ -229,10 +236,14 @@ async def test_a_managed_ruleset_deploys_once_and_hands_back_the_default_when_de
         assert second["status"]["conditions"][0]["reason"] == "RulesetConflict"
         world.kube.objects[("ManagedRuleset", NS, "free")]["spec"]["enabled"] = False
         await world.reconcile("ManagedRuleset", "free")
-        assert (await world.entrypoint(MANAGED))["rules"][0]["enabled"] is False
-        for name in ("again", "free"):
-            mark_deleted(world.kube, "ManagedRuleset", name, NS)
-            await world.runtime.reconcile("ManagedRuleset", name, NS)
+        disabled = await world.entrypoint(MANAGED)
+        assert [(r["action_parameters"]["id"], r["enabled"]) for r in disabled["rules"]] == [(FREE_MANAGED, False)]
+        # The one in conflict holds no rule: deleting it changes nothing; deleting the last one hands the zone back.
+        mark_deleted(world.kube, "ManagedRuleset", "again", NS)
+        await world.runtime.reconcile("ManagedRuleset", "again", NS)
+        assert await world.entrypoint(MANAGED) == disabled
+        mark_deleted(world.kube, "ManagedRuleset", "free", NS)
+        await world.runtime.reconcile("ManagedRuleset", "free", NS)
         reply = await world.cloudflare.http.get(MANAGED, headers={"Authorization": f"Bearer {TOKEN}"})
         assert reply.status_code == 404, "no entry point: Cloudflare's default applies again"
     finally:
