@@ -63,7 +63,7 @@ class CloudflareAccountKind(ManagedKind[CloudflareAccount, AccountLink, Account]
         ref = obj.spec.token_secret_ref
         obj.status.protected_token_secret = SecretReference(name=ref.name, namespace=ref.namespace)
 
-    async def released(self, obj: CloudflareAccount) -> None:
+    async def releasing(self, obj: CloudflareAccount) -> None:
         ref = obj.status.protected_token_secret or obj.spec.token_secret_ref
         await self._release((ref.namespace, ref.name), obj.name)
 

@@ -263,6 +263,11 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         """Ready's reason and message once in sync (a kind may qualify them)."""
         return self.ready_reason, self.ready_message
 
+    async def releasing(self, obj: R) -> None:
+        """Called before the resource loses its finalizer (after any Cloudflare deletion): what must be undone while
+        the resource still exists, so that a failure keeps the finalizer and is tried again (a token Secret's
+        protection)."""
+
     async def released(self, obj: R) -> None:
         """Called once the resource has lost its finalizer (after any Cloudflare deletion); the cache shows it."""
 
@@ -586,6 +591,8 @@ class Lifecycle(Generic[R, L, ObservedT]):
         return await self._finish_deletion(raw, key, obj)
 
     async def _finish_deletion(self, raw: JSON, key: Key, obj: R | None) -> Outcome:
+        if obj is not None:
+            await self.of.releasing(obj)
         await self.writer.remove_finalizer(raw)
         if obj is not None:
             await self.of.released(obj)

@@ -40,7 +40,7 @@ def reasons_the_reconcilers_set() -> set[str]:
     for path in (REPO_ROOT / "reconcilers").glob("*.py"):
         source = path.read_text()
         found |= {Reason[name].value for name in re.findall(r"\bReason\.([A-Z0-9_]+)", source)}
-        found |= set(re.findall(r'_set_ready\(\s*raw,\s*"(?:True|False)",\s*"([A-Za-z]+)"', source))
+        found |= set(re.findall(r'_?set_ready\(\s*raw,\s*"(?:True|False)",\s*"([A-Za-z]+)"', source))
     return found
 
 
