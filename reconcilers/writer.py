@@ -128,8 +128,11 @@ class ObjectWriter:
             if not exc.not_found:
                 raise
         else:
-            # Until the watch says it is gone, what reads the cache sees that kflare is done with it.
-            self.remember(answer)
+            # Until the watch says it is gone, what reads the cache sees that kflare is done with it; but once the
+            # watch has said so, the answer must not bring the deleted object back into the cache for good.
+            informer = self.ctx.informer_of(self.kind)
+            if informer is not None and informer.get(name, namespace or None) is not None:
+                self.remember(answer)
 
     async def write_status(self, raw: JSON, status: JSON) -> JSON:
         patch = merge_patch(raw.get("status") or {}, status)
