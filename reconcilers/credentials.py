@@ -141,3 +141,16 @@ async def ready_zone(ctx: Context, namespace: str | None, name: str) -> ZoneLink
     account_ref = str((spec.get("accountRef") or {}).get("name", ""))
     account = await ready_account(ctx, account_ref)
     return ZoneLink(account, str(zone_id), str(spec.get("name", "")), account_ref)
+
+
+def zone_ref_key(raw: JSON) -> list[str]:
+    """An index of the objects that name a Zone (`spec.zoneRef`), by the Zone as `namespace/name`."""
+    name = ((raw.get("spec") or {}).get("zoneRef") or {}).get("name")
+    return [f"{raw['metadata'].get('namespace') or ''}/{name}"] if name else []
+
+
+def account_id_of(ctx: Context, account: str | None) -> str | None:
+    """The Cloudflare account ID a CloudflareAccount names (two may name one); None while it is not known."""
+    raw = ctx.cached("CloudflareAccount", account) if account else None
+    value = ((raw or {}).get("spec") or {}).get("accountID")
+    return str(value) if value else None

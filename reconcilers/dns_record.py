@@ -37,7 +37,7 @@ from app.kube.index import Ref
 from app.kube.informer import Indexer, Key, key_of
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
-from reconcilers.credentials import ready_account
+from reconcilers.credentials import ready_account, zone_ref_key
 from reconcilers.dns_batch import Batches, ZoneBatcher
 from reconcilers.lifecycle import ManagedKind, NotReady, can_serve
 
@@ -189,11 +189,7 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
 
     @classmethod
     def indexes(cls) -> dict[str, Indexer]:
-        def zone_of(raw: JSON) -> list[str]:
-            name = ((raw.get("spec") or {}).get("zoneRef") or {}).get("name")
-            return [f"{raw['metadata'].get('namespace') or ''}/{name}"] if name else []
-
-        return {**super().indexes(), ZONE_INDEX: zone_of}
+        return {**super().indexes(), ZONE_INDEX: zone_ref_key}
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:

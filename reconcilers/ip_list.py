@@ -31,7 +31,7 @@ from app.kube.index import Ref
 from app.kube.informer import Indexer, Key, key_of
 from reconcilers.account_members import account_drift_group, account_parents, collection_name
 from reconcilers.context import AccountLink, Context
-from reconcilers.credentials import ready_account
+from reconcilers.credentials import account_id_of, ready_account
 from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady
 from reconcilers.rulesets import LIST_NAME_INDEX, LISTS_INDEX
 
@@ -229,11 +229,8 @@ class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
         return (((zone or {}).get("spec") or {}).get("accountRef") or {}).get("name")
 
     def _account_id(self, account: str | None) -> str | None:
-        """The Cloudflare account a CloudflareAccount names (two may name one); None while it is not known, and a rule
-        whose account is not known counts as a user."""
-        raw = self.ctx.cached("CloudflareAccount", account) if account else None
-        value = ((raw or {}).get("spec") or {}).get("accountID")
-        return str(value) if value else None
+        """None while it is not known: a rule whose account is not known counts as a user."""
+        return account_id_of(self.ctx, account)
 
     async def delete(self, link: ListLink, obj: IPList, object_id: str) -> None:
         lists = await self.engine.lists.items(link.collection, self._lists(link), newer_than=time.monotonic())

@@ -24,7 +24,7 @@ from app.cloudflare.models import ManagedHeaders
 from app.kube.client import JSON
 from app.kube.index import Ref
 from app.kube.informer import Indexer, key_of
-from reconcilers.credentials import ZoneLink, ready_zone, zones_of
+from reconcilers.credentials import ZoneLink, ready_zone, zone_ref_key, zones_of
 from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady
 
 ZONE_INDEX = "zone"
@@ -54,11 +54,7 @@ class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
 
     @classmethod
     def indexes(cls) -> dict[str, Indexer]:
-        def zone(raw: JSON) -> list[str]:
-            name = ((raw.get("spec") or {}).get("zoneRef") or {}).get("name")
-            return [f"{raw['metadata'].get('namespace') or ''}/{name}"] if name else []
-
-        return {**super().indexes(), ZONE_INDEX: zone}
+        return {**super().indexes(), ZONE_INDEX: zone_ref_key}
 
     async def connect(self, obj: ManagedTransform) -> ZoneLink:
         zone = await ready_zone(self.ctx, obj.namespace, obj.spec.zone_ref.name)

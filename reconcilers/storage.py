@@ -35,6 +35,7 @@ from app.cloudflare.models import KVNamespace as CloudflareNamespace
 from app.cloudflare.models import R2Bucket as CloudflareBucket
 from app.kube.client import JSON
 from reconcilers.account_members import AccountMember, AccountScope, account_name, collection_name
+from reconcilers.credentials import account_id_of
 from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, NotReady
 
 BUCKET_NOT_EMPTY_CODE = 10008
@@ -131,8 +132,7 @@ class R2BucketKind(AccountMember[R2Bucket, CloudflareBucket]):
         return None
 
     def _account_id(self, account: str) -> str | None:
-        raw = self.ctx.cached("CloudflareAccount", account)
-        return None if raw is None else ((raw.get("spec") or {}).get("accountID"))
+        return account_id_of(self.ctx, account)
 
     def _check_claim(self, obj: R2Bucket) -> None:
         owner = self.owner_of(obj.spec.name, obj)
