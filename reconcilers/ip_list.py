@@ -19,33 +19,25 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from app.api.constants import Reason
 from app.api.iplist import IPList, IPListMetadata, normal_ip
-from app.cloudflare.errors import NotFound, Terminal
+from app.cloudflare.errors import Terminal
 from app.cloudflare.models import CustomList, ListItem
 from app.kube.client import JSON
 from app.kube.index import Ref
 from app.kube.informer import Indexer, Key, key_of
-from reconcilers.account_members import account_drift_group, account_parents, collection_name
+from reconcilers.account_members import AccountMemberBase, AccountScope, collection_name
+from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
-from reconcilers.credentials import account_id_of, ready_account
-from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady
+from reconcilers.credentials import account_id_of
+from reconcilers.lifecycle import RETRY_PARENT, NotReady
 from reconcilers.rulesets import LIST_NAME_INDEX, LISTS_INDEX
 
 OPERATION_TIMEOUT = 120.0
 POLL_FIRST, POLL_MAX = 0.05, 2.0
-
-
-@dataclass(frozen=True)
-class ListLink:
-    account: AccountLink
-
-    @property
-    def collection(self) -> str:
-        return f"account:{self.account.account_id}"
 
 
 @dataclass(frozen=True)
@@ -66,19 +58,24 @@ def _items_of(items: list[ListItem]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out))
 
 
-class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
+class IPListKind(AccountMemberBase[IPList, AccountScope, CustomList, ObservedList]):
+    """A member of the account's lists, read from the listing the rule kinds share (keyed by the account's
+    Cloudflare ID, as a rule knows its account); what it observes is the list with its items."""
+
     model = IPList
     status_id = "list_id"
     in_use_reason = Reason.LIST_IN_USE
 
     def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
         self.engine = ctx.rulesets
+        super().__init__(ctx)
         self.operations: dict[str, asyncio.Lock] = {}
 
-    @classmethod
-    def parents_of(cls, raw: JSON) -> list[Ref]:
-        return account_parents(raw)
+    def new_listings(self) -> Collections[CustomList]:
+        return self.engine.lists
+
+    def collection_of(self, account_ref: str, account: AccountLink, partition: str) -> str:
+        return f"account:{account.account_id}"
 
     @classmethod
     def indexes(cls) -> dict[str, Indexer]:
@@ -98,21 +95,17 @@ class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
         list_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("listID")
         return spec.get("name"), (spec.get("accountRef") or {}).get("name"), bool(list_id)
 
-    @classmethod
-    def drift_group(cls, raw: JSON) -> str | None:
-        """Lists are drift-checked per account, as every account member is: one listing of the account's lists
-        serves them all (the listing the rules read too, which is keyed by the account's Cloudflare ID)."""
-        return account_drift_group(raw)
-
     def open_drift_round(self, group: str) -> None:
+        """Lists are drift-checked per account, as every account member is; the round opens the listing the rules
+        share, which is keyed by the account's Cloudflare ID."""
         name = group.removeprefix(collection_name(""))
         raw = self.ctx.cached("CloudflareAccount", name)
         account_id = ((raw or {}).get("spec") or {}).get("accountID")
         if account_id:
-            self.engine.lists.open_round(f"account:{account_id}")
+            self.listings.open_round(f"account:{account_id}")
 
-    async def connect(self, obj: IPList) -> ListLink:
-        return ListLink(await ready_account(self.ctx, obj.spec.account_ref.name))
+    async def connect(self, obj: IPList) -> AccountScope:
+        return await self.account_scope(obj)
 
     def id_of(self, observed: ObservedList) -> str:
         return observed.list.id
@@ -120,44 +113,38 @@ class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
     def describe(self, observed: ObservedList) -> str:
         return f"list {observed.list.name} ({observed.list.id})"
 
-    def _lists(self, link: ListLink) -> Callable[[], AsyncIterator[CustomList]]:
-        return lambda: link.account.client.list_lists(link.account.account_id)
+    def list_members(self, link: AccountScope) -> AsyncIterator[CustomList]:
+        return link.account.client.list_lists(link.account.account_id)
 
-    async def _with_items(self, link: ListLink, found: CustomList) -> ObservedList:
+    async def get_member(self, link: AccountScope, object_id: str) -> CustomList:
+        return await link.account.client.get_list(link.account.account_id, object_id)
+
+    def listed_key(self, listed: CustomList) -> str:
+        return listed.name
+
+    async def observed_from(self, link: AccountScope, listed: CustomList) -> ObservedList:
         client = link.account.client
-        items = [item async for item in client.list_items(link.account.account_id, found.id)]
-        return ObservedList(found, _items_of(items))
+        items = [item async for item in client.list_items(link.account.account_id, listed.id)]
+        return ObservedList(listed, _items_of(items))
 
-    async def observe(self, link: ListLink, obj: IPList, object_id: str) -> ObservedList | None:
-        found = (await self.engine.lists.items(link.collection, self._lists(link))).get(object_id)
-        if found is None:
-            try:  # not in the listing: make sure before anything is recreated
-                found = await link.account.client.get_list(link.account.account_id, object_id)
-            except NotFound:
-                self.engine.lists.drop(link.collection, object_id)
-                return None
-            self.engine.lists.put(link.collection, found)
-        return await self._with_items(link, found)
-
-    async def find(self, link: ListLink, obj: IPList) -> ObservedList | None:
-        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
-        named = await self.engine.lists.named(link.collection, obj.spec.name, self._lists(link), newer_than=newer_than)
+    async def find(self, link: AccountScope, obj: IPList) -> ObservedList | None:
+        named = await self.named(link, obj, obj.spec.name)
         candidates = [found for found in named if not self.claimed_by_other(found.id, obj)]
-        return await self._with_items(link, candidates[0]) if candidates else None
+        return await self.observed_from(link, candidates[0]) if candidates else None
 
-    async def create(self, link: ListLink, obj: IPList) -> ObservedList:
+    async def create(self, link: AccountScope, obj: IPList) -> ObservedList:
         client = link.account.client
         created = await client.create_list(
             link.account.account_id, obj.spec.name, description=obj.spec.description or ""
         )
-        self.engine.lists.put(link.collection, created)
+        self.listings.put(link.collection, created)
         return ObservedList(created, ())
 
     @staticmethod
     def _wanted(obj: IPList) -> tuple[tuple[str, str], ...]:
         return tuple(sorted((normal_ip(item.ip), item.comment or "") for item in obj.spec.items))
 
-    def diff(self, link: ListLink, obj: IPList, observed: ObservedList) -> dict[str, object]:
+    def diff(self, link: AccountScope, obj: IPList, observed: ObservedList) -> dict[str, object]:
         changes: dict[str, object] = {}
         if (obj.spec.description or "") != (observed.list.description or ""):
             changes["description"] = obj.spec.description or ""
@@ -166,7 +153,7 @@ class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
         return changes
 
     async def update(
-        self, link: ListLink, obj: IPList, observed: ObservedList, changes: dict[str, object]
+        self, link: AccountScope, obj: IPList, observed: ObservedList, changes: dict[str, object]
     ) -> ObservedList:
         client = link.account.client
         account_id = link.account.account_id
@@ -182,10 +169,10 @@ class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
                 await self._finished(link, operation)
             current = await client.get_list(account_id, current.id)
             items = wanted
-        self.engine.lists.put(link.collection, current)
+        self.listings.put(link.collection, current)
         return ObservedList(current, items)
 
-    async def _finished(self, link: ListLink, operation_id: str) -> None:
+    async def _finished(self, link: AccountScope, operation_id: str) -> None:
         """Poll the bulk operation until Cloudflare says it is done; a failed one is Cloudflare's refusal."""
         client = link.account.client
         deadline = time.monotonic() + OPERATION_TIMEOUT
@@ -232,8 +219,8 @@ class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
         """None while it is not known: a rule whose account is not known counts as a user."""
         return account_id_of(self.ctx, account)
 
-    async def delete(self, link: ListLink, obj: IPList, object_id: str) -> None:
-        lists = await self.engine.lists.items(link.collection, self._lists(link), newer_than=time.monotonic())
+    async def delete(self, link: AccountScope, obj: IPList, object_id: str) -> None:
+        lists = await self.listings.items(link.collection, lambda: self.list_members(link), newer_than=time.monotonic())
         found = lists.get(object_id)
         if found is not None and found.num_referencing_filters > 0:
             raise NotReady(
@@ -242,9 +229,9 @@ class IPListKind(ManagedKind[IPList, ListLink, ObservedList]):
                 requeue_after=RETRY_PARENT,
             )
         await link.account.client.delete_list(link.account.account_id, object_id)
-        self.engine.lists.drop(link.collection, object_id)
+        self.listings.drop(link.collection, object_id)
 
-    def record(self, link: ListLink, obj: IPList, observed: ObservedList) -> None:
+    def record(self, link: AccountScope, obj: IPList, observed: ObservedList) -> None:
         obj.status.cloudflare_metadata = IPListMetadata(
             list_id=observed.list.id,
             num_items=len(observed.items),

@@ -44,10 +44,10 @@ from app.cloudflare.models import WorkerRoute as CloudflareRoute
 from app.cloudflare.models import WorkerScript as CloudflareScript
 from app.kube.client import JSON
 from app.kube.index import Ref
-from reconcilers.account_members import account_drift_group, account_name
+from reconcilers.account_members import AccountMemberBase, AccountScope, account_name
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
-from reconcilers.credentials import ready_account, ready_zone
+from reconcilers.credentials import ready_zone
 from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady, can_serve
 
 ENTRY_MODULE = "worker.js"
@@ -69,14 +69,11 @@ class Upload:
 
 
 @dataclass(frozen=True)
-class WorkerLink:
-    account: AccountLink
-    account_ref: str
-    upload: Upload | None  # None while the resource is being deleted
+class WorkerLink(AccountScope):
+    """The account's collection of Workers, and what would be uploaded (None while the resource is being
+    deleted)."""
 
-    @property
-    def collection(self) -> str:
-        return f"account:{self.account_ref}"
+    upload: Upload | None = None
 
 
 def _decode(value: str | None) -> str | None:
@@ -87,14 +84,13 @@ def _decode(value: str | None) -> str | None:
     return None
 
 
-class WorkerScriptKind(ManagedKind[WorkerScript, WorkerLink, CloudflareScript]):
+class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScript, CloudflareScript]):
     model = WorkerScript
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.listings: Collections[CloudflareScript] = Collections(id_of=lambda s: s.id, name_of=lambda s: s.id)
-        self._digests: dict[str, str] = {}  # resource UID -> the hash of what connect() found to upload
-        self._uploaded: dict[str, tuple[str, str | None]] = {}  # resource UID -> (hash, modified_on) last uploaded
+        # resource UID -> (hash, modified_on) this process last uploaded; dropped when the resource is released
+        self._uploaded: dict[str, tuple[str, str | None]] = {}
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
@@ -121,13 +117,6 @@ class WorkerScriptKind(ManagedKind[WorkerScript, WorkerLink, CloudflareScript]):
                     refs.append(Ref(kind, namespace, ref["name"]))
         return refs
 
-    @classmethod
-    def drift_group(cls, raw: JSON) -> str | None:
-        return account_drift_group(raw)
-
-    def open_drift_round(self, group: str) -> None:
-        self.listings.open_round(group)
-
     def dependants(self, key: tuple[str, str]) -> list[Ref]:
         # Routes do not hold their Worker: Cloudflare deletes them with it, and a WorkerRoute whose Worker is gone
         # says so (and cleans up under its own policy).
@@ -136,12 +125,12 @@ class WorkerScriptKind(ManagedKind[WorkerScript, WorkerLink, CloudflareScript]):
     # ---- what is uploaded --------------------------------------------------------------------------------------
 
     async def connect(self, obj: WorkerScript) -> WorkerLink:
-        name = obj.spec.account_ref.name
-        account = await ready_account(self.ctx, name)
+        scope = await self.account_scope(obj)
         upload = None if obj.metadata.deleting else await self._upload(obj)
-        if upload is not None:
-            self._digests[obj.metadata.uid or ""] = upload.digest
-        return WorkerLink(account, name, upload)
+        return WorkerLink(scope.account, scope.collection, scope.partition, upload)
+
+    async def released(self, obj: WorkerScript) -> None:
+        self._uploaded.pop(obj.metadata.uid or "", None)
 
     async def _upload(self, obj: WorkerScript) -> Upload:
         spec = obj.spec
@@ -272,8 +261,17 @@ class WorkerScriptKind(ManagedKind[WorkerScript, WorkerLink, CloudflareScript]):
 
     # ---- the Worker in Cloudflare ------------------------------------------------------------------------------
 
-    def _lister(self, link: WorkerLink) -> AsyncIterator[CloudflareScript]:
+    def list_members(self, link: WorkerLink) -> AsyncIterator[CloudflareScript]:
         return link.account.client.list_worker_scripts(link.account.account_id)
+
+    async def get_member(self, link: WorkerLink, object_id: str) -> CloudflareScript:
+        return await self.fresh_member(link, object_id)  # Cloudflare reads a Worker's metadata only by listing
+
+    def listed_key(self, listed: CloudflareScript) -> str:
+        return listed.id
+
+    async def observed_from(self, link: WorkerLink, listed: CloudflareScript) -> CloudflareScript:
+        return listed
 
     def object_id(self, obj: WorkerScript) -> str | None:
         meta = obj.status.cloudflare_metadata
@@ -293,14 +291,10 @@ class WorkerScriptKind(ManagedKind[WorkerScript, WorkerLink, CloudflareScript]):
                     requeue_after=RETRY_PARENT,
                 )
 
-    async def observe(self, link: WorkerLink, obj: WorkerScript, object_id: str) -> CloudflareScript | None:
-        return (await self.listings.items(link.collection, lambda: self._lister(link))).get(object_id)
-
     async def find(self, link: WorkerLink, obj: WorkerScript) -> CloudflareScript | None:
         self._check_claim(obj)
-        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
-        scripts = await self.listings.items(link.collection, lambda: self._lister(link), newer_than=newer_than)
-        return scripts.get(obj.spec.name)
+        named = await self.named(link, obj, obj.spec.name)
+        return named[0] if named else None
 
     async def _put(self, link: WorkerLink, obj: WorkerScript) -> CloudflareScript:
         upload = link.upload
@@ -329,7 +323,7 @@ class WorkerScriptKind(ManagedKind[WorkerScript, WorkerLink, CloudflareScript]):
         if last is not None and last[1] == observed.modified_on:
             applied, recorded = last  # this process uploaded it (just now, before the status says so)
         changes: dict[str, Any] = {}
-        if self._digests.get(obj.metadata.uid or "") != applied:
+        if (link.upload.digest if link.upload is not None else None) != applied:
             changes["content"] = "what is uploaded changed"
         if recorded != observed.modified_on:
             changes["modifiedOn"] = "changed outside kflare" if recorded else "not uploaded by this resource"

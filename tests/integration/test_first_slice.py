@@ -279,7 +279,14 @@ async def test_deleting_everything_at_once_cleans_up_in_any_order(
 async def test_leader_failover(
     control_plane: ControlPlane, fresh_emulator: EmulatorProcess, kflare_crds: None, kflare: Kflare, tmp_path: Path
 ) -> None:
-    lease = [f"--lease-name=failover-{kflare.namespace}", "--leader-elect=true"]
+    # A short lease: what is tested is the handover, not its default timing (`make e2e` times that in pods).
+    lease = [
+        f"--lease-name=failover-{kflare.namespace}",
+        "--leader-elect=true",
+        "--lease-duration=4s",
+        "--renew-deadline=3s",
+        "--retry-period=1s",
+    ]
     with (
         controller_process(control_plane, fresh_emulator, tmp_path, *lease) as first,
         controller_process(control_plane, fresh_emulator, tmp_path, *lease) as second,

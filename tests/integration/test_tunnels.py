@@ -484,5 +484,6 @@ async def test_a_new_process_reads_no_token_for_a_secret_as_kflare_left_it(
         # The first listing is the new process's reconcile of the Tunnel; the next ones its drift checks.
         await eventually(lambda: rounds(3), timeout=30, what="the new process to reconcile and check the tunnel")
         assert fresh_emulator.calls(path=rf"/cfd_tunnel/{tunnel_id}/token$") == []
-    after = await kflare.core.read_namespaced_secret("tok", kflare.namespace)
-    assert after.metadata.resource_version == before.metadata.resource_version
+        after = await kflare.core.read_namespaced_secret("tok", kflare.namespace)
+        assert after.metadata.resource_version == before.metadata.resource_version
+        await kflare.cleanup()  # while a controller runs to release what the test made

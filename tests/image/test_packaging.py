@@ -1,6 +1,7 @@
 """The package as it ships: a wheel built from what the Docker build context holds, installed into a clean
 virtualenv the way the Dockerfile installs it, runs; and the Dockerfile keeps the shape the deployment relies on.
-The image itself is built and run in tests/image."""
+The image itself is built and run beside it (test_image.py). Here rather than in tests/unit: building a wheel and a
+virtualenv takes longer than all of `make check`'s unit tests together."""
 
 from __future__ import annotations
 

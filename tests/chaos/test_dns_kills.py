@@ -1,4 +1,4 @@
-"""A controller killed at any point never duplicates nor orphans a Cloudflare object.
+"""Scenario 1, DNS in depth: a controller killed at any point never duplicates nor orphans a Cloudflare object.
 
 The controller is SIGKILLed again and again while it creates, updates and deletes 50 records. Its writes to
 Cloudflare are slowed a little, so each kill, drawn at random from the stream of writes, lands while writes are
