@@ -6,6 +6,11 @@ bodies and JSON strings of the webhook come from the heap, where they fragment i
 freed. 200 hostile 3 MiB reviews left the process about 30-50 MiB bigger for good; with the threshold pinned at
 glibc's default they leave it a few MiB bigger (bench/webhook.py prints both figures). Pinning it (`mallopt`) turns
 that adjustment off. Other C libraries are left alone.
+
+After a burst of reconciles (a bulk apply, a restart) the heap holds tens of MiB that are free but not given back:
+glibc returns the top of the heap only, and the burst's short-lived objects are interleaved with the cache's
+long-lived ones. `trim_heap` (glibc's `malloc_trim`) gives back every free page wherever it lies; the manager calls it
+once the work queues have drained after a burst (`app.kube.manager`).
 """
 
 from __future__ import annotations
@@ -33,3 +38,15 @@ def pin_mmap_threshold() -> bool:
     pinned = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
     log.debug("malloc's mmap threshold %s", "pinned" if pinned else "left as it is")
     return pinned
+
+
+def trim_heap() -> bool:
+    """Give the heap's free pages back to the system; False where there is no glibc `malloc_trim`. It walks the
+    whole heap (milliseconds for hundreds of MiB): call it off the event loop."""
+    try:
+        malloc_trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    malloc_trim.argtypes = [ctypes.c_size_t]
+    malloc_trim.restype = ctypes.c_int
+    return bool(malloc_trim(0))

@@ -107,6 +107,8 @@ class Workers:
     _series: _Series | None = field(default=None, init=False)
     observers: list[Observer] = field(default_factory=list)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    finished: int = field(default=0, init=False)
+    """Reconciles finished since the workers started (how the manager tells a burst of work has passed)."""
 
     def __post_init__(self) -> None:
         self.queue = WorkQueue(self.name)
@@ -172,6 +174,7 @@ class Workers:
                 series.work_duration.observe(elapsed)
                 self.queue.done(key)
                 series.depth.set(self.queue.depth)
+                self.finished += 1
                 self._settle(key)
 
     async def _process(self, key: Key) -> None:

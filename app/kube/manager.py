@@ -24,10 +24,15 @@ from app.kube.index import DependencyIndex, Ref
 from app.kube.informer import EventType, Indexer, Informer, Key, key_of
 from app.kube.leader import LeaderElector
 from app.kube.referenced import ReferencedObjects
+from app.memory import trim_heap
 
 log = logging.getLogger(__name__)
 
 SECRET_KIND = "Secret"
+TRIM_CHECK = 5.0
+"""Seconds between looks at whether a burst of work has drained (see `Manager._trim_after_bursts`)."""
+TRIM_AFTER = 100
+"""Reconciles that make a burst: fewer (a drift round of a small cluster) leave little to give back."""
 CONFIGMAP_KIND = "ConfigMap"
 _UNSEEN = object()
 
@@ -420,11 +425,16 @@ class Manager:
                 workers.start_workers()
             self.drift.start()
             log.info("controllers started", extra={"kinds": sorted(self.controllers), "identity": self.identity})
-            while True:
-                await asyncio.sleep(self.resync_period)
-                for controller in self.controllers.values():
-                    for obj in controller.informer.list():
-                        controller.enqueue(key_of(obj))
+            trimmer = asyncio.create_task(self._trim_after_bursts(), name="trim-after-bursts")
+            try:
+                while True:
+                    await asyncio.sleep(self.resync_period)
+                    for controller in self.controllers.values():
+                        for obj in controller.informer.list():
+                            controller.enqueue(key_of(obj))
+            finally:
+                trimmer.cancel()
+                await asyncio.gather(trimmer, return_exceptions=True)
         finally:
             self.leading = False
             self.synced = False
@@ -447,6 +457,20 @@ class Manager:
                 self.watch(spec)
             for reconciler in list(self.aggregate_reconcilers.values()):
                 self.register_aggregate(reconciler)
+
+    async def _trim_after_bursts(self) -> None:
+        """Once the queues have drained after work, give the heap's free memory back (`app.memory.trim_heap`): a
+        bulk apply or a restart leaves tens of MiB free but resident otherwise. Looked at every `TRIM_CHECK`
+        seconds; trimmed again only after `TRIM_AFTER` more reconciles."""
+        trimmed_at = 0
+        while True:
+            await asyncio.sleep(TRIM_CHECK)
+            workers = (*self.controllers.values(), *self.aggregates.values())
+            finished = sum(w.finished for w in workers)
+            if finished - trimmed_at < TRIM_AFTER or not all(w.queue.idle for w in workers):
+                continue
+            trimmed_at = finished
+            await asyncio.to_thread(trim_heap)
 
 
 def _input_state(obj: JSON) -> object:

@@ -53,6 +53,11 @@ class WorkQueue(Generic[K]):
     def depth(self) -> int:
         return len(self._queue)
 
+    @property
+    def idle(self) -> bool:
+        """Nothing waiting to be handed out and nothing being worked on (keys scheduled for later do not count)."""
+        return not self._queue and not self._processing
+
     def processing_seconds(self) -> list[float]:
         """How long each key handed out is being worked on (the queue's unfinished-work metrics)."""
         now = time.monotonic()

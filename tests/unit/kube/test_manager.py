@@ -4,15 +4,18 @@ kind has them); the process is ready once the caches are filled, and stops witho
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
+import app.kube.manager as manager_module
 from app.kube.client import JSON, SECRETS, ResourceType
 from app.kube.controller import Outcome
 from app.kube.index import Ref
 from app.kube.informer import Indexer, Key
 from app.kube.manager import IndexLink, Manager, Registration
+from app.memory import trim_heap
 from tests.unit.kube.feed import FeedKube, obj, until
 
 PARENTS = ResourceType("test.kflare.dev", "v1", "parents", "Parent")
@@ -261,3 +264,38 @@ async def test_deleted_objects_leave_nothing_behind_in_the_indexes_and_links(
     await until(lambda: not rules.cache, "the last deletions to be seen")
     assert rules.index_values("lists") == set()
     assert manager.named["Rule"] == {}
+
+
+async def test_the_heap_is_trimmed_once_a_burst_of_work_has_drained(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a bulk apply the process gives its free heap back, once per burst: not on every quiet spell."""
+    trims: list[int] = []
+    monkeypatch.setattr(manager_module, "TRIM_CHECK", 0.01)
+    monkeypatch.setattr(manager_module, "TRIM_AFTER", 3)
+    kube = FeedKube()
+    kube.put(PARENTS, obj("p1", 1), obj("p2", 1), obj("p3", 1))
+    log: list[tuple[str, Key]] = []
+    manager = Manager(kube, "kflare-system", workers=1, drift_interval=600.0)  # type: ignore[arg-type]
+    manager.register(Registration(Parent(log)))
+
+    def trim() -> bool:
+        trims.append(len(log))
+        return True
+
+    monkeypatch.setattr(manager_module, "trim_heap", trim)
+    manager.start()
+    try:
+        await until(lambda: len(trims) == 1, "a trim after the first three reconciles")
+        kube.push(PARENTS, "ADDED", obj("p4", 1))  # one reconcile: no burst
+        await until(lambda: len(log) == 4, "the fourth reconcile")
+        kube.push(PARENTS, "ADDED", obj("p5", 1))
+        kube.push(PARENTS, "ADDED", obj("p6", 1))
+        await until(lambda: len(trims) == 2, "a trim once three more reconciles drained")
+        assert trims == [3, 6]
+    finally:
+        await manager.stop()
+
+
+def test_the_heap_trim_reaches_glibc() -> None:
+    """kflare's image and CI run on glibc: the trim is there (it answers whether it gave anything back)."""
+    assert hasattr(ctypes.CDLL(None), "malloc_trim")
+    assert trim_heap() in (True, False)
