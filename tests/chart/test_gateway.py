@@ -7,6 +7,9 @@ import base64
 import json
 import re
 import subprocess
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +18,11 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from app.api.tunnel import TOKEN_KEY
+from app.controlplane import free_port
 from reconcilers.gateway import envoy
 from reconcilers.gateway.kinds import CONTROLLER_NAME
-from tests.chart.helm import Helm, Rendered
-from tests.fixtures.envoy import envoy_binary
+from tests.chart.helm import Helm, Rendered, helm_binary
+from tests.fixtures.envoy import envoy_binary, running_envoy
 
 ROOT = Path(__file__).resolve().parents[2]
 ON = {
@@ -252,7 +256,76 @@ def test_network_policy_admits_the_data_plane_to_xds(helm: Helm) -> None:
     xds = [rule for rule in policy["spec"]["ingress"] if {"port": 18000, "protocol": "TCP"} in rule["ports"]]
     assert len(xds) == 1
     assert xds[0]["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "data-plane"
-    assert on.one("NetworkPolicy", "kflare-data-plane")["spec"]["ingress"] == []
+    # Only Prometheus connects to the data plane, on its metrics ports (from the peers metricsFrom names).
+    (scrape,) = on.one("NetworkPolicy", "kflare-data-plane")["spec"]["ingress"]
+    assert sorted(port["port"] for port in scrape["ports"]) == [2000, 9902]
+    assert "from" not in scrape
+    peer = {"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}
+    limited = helm.render({**ON, "networkPolicy": {"enabled": True, "metricsFrom": [peer]}})
+    assert limited.one("NetworkPolicy", "kflare-data-plane")["spec"]["ingress"][0]["from"] == [peer]
+
+
+def test_prometheus_scrapes_envoy_and_cloudflared_of_the_data_plane(helm: Helm) -> None:
+    values = {**ON, "metrics": {"service": {"enabled": True}, "serviceMonitor": {"enabled": True}}}
+    on = helm.render(values)
+    service = on.one("Service", "kflare-data-plane-metrics")
+    pod = on.one("Deployment", "kflare-data-plane")["spec"]["template"]
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    served = {port["name"]: port["containerPort"] for c in pod["spec"]["containers"] for port in c["ports"]}
+    by_name = {port["name"]: port for port in service["spec"]["ports"]}
+    assert served[by_name["envoy-metrics"]["targetPort"]] == 9902
+    assert served[by_name["tunnel-metrics"]["targetPort"]] == 2000
+    monitor = on.one("ServiceMonitor", "kflare-data-plane")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    endpoints = {e["port"]: e["path"] for e in monitor["spec"]["endpoints"]}
+    assert endpoints == {"envoy-metrics": "/stats/prometheus", "tunnel-metrics": "/metrics"}
+    # Without the Gateway class there is no data plane to scrape.
+    off = helm.render({"metrics": values["metrics"]})
+    assert [m["metadata"]["name"] for m in off.all("ServiceMonitor")] == ["kflare"]
+
+
+def test_the_data_plane_listener_serves_readiness_and_statistics_and_nothing_else_of_the_admin(tmp_path: Path) -> None:
+    """The rendered bootstrap run by the tests' Envoy (its ports moved to free ones): GET /ready and
+    GET /stats/prometheus reach the admin interface through the pod's listener; the rest of the admin (which can
+    stop Envoy or dump its configuration) does not. Rendered by Helm 4 alone: both render the same bootstrap (the
+    other tests here compare them field by field)."""
+    on = Helm(helm_binary("helm4"), tmp_path / "helm").render(ON)
+    for key in ("ca.crt", "client.crt", "client.key"):
+        (tmp_path / key).write_bytes(secret_file(on, key))
+    text = secret_file(on, "bootstrap.json").decode().replace("/etc/envoy/", f"{tmp_path}/")
+    admin, listener = free_port(), free_port()
+    text = text.replace('"port_value":9901', f'"port_value":{admin}').replace(
+        '"port_value":9902', f'"port_value":{listener}'
+    )
+    bootstrap = json.loads(text)
+    assert bootstrap["admin"]["address"]["socket_address"]["port_value"] == admin
+    # No control plane answers here: Envoy opens its listeners once its first fetch gives up, after 15 s unless
+    # told sooner.
+    for source in ("lds_config", "cds_config"):
+        bootstrap["dynamic_resources"][source]["initial_fetch_timeout"] = "0.2s"
+
+    def answer(method: str, path: str) -> tuple[int, str]:
+        request = urllib.request.Request(f"http://127.0.0.1:{listener}{path}", method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=5) as reply:  # noqa: S310 (http, loopback)
+                return reply.status, reply.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, ""
+
+    with running_envoy(bootstrap, wait_ready=False) as log:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                status, body = answer("GET", "/stats/prometheus")
+                break
+            except OSError:
+                assert time.monotonic() < deadline, f"the listener never answered:\n{log.read_text()[-3000:]}"
+                time.sleep(0.1)
+        assert status == 200
+        assert "envoy_server_live" in body
+        assert answer("GET", "/ready")[0] in (200, 503)  # the admin's answer (LIVE or not yet), not the listener's
+        for method, path in (("POST", "/quitquitquit"), ("GET", "/config_dump"), ("POST", "/stats/prometheus")):
+            assert answer(method, path)[0] == 404, (method, path)
 
 
 def test_the_data_plane_serves_grpc_over_tls_with_an_origin_certificate_cloudflared_checks(on: Rendered) -> None:

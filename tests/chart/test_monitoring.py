@@ -59,6 +59,10 @@ def dashboard(helm: Helm) -> dict[str, Any]:
     return dict(json.loads(config_map["data"]["kflare.json"]))
 
 
+DATA_PLANE_PREFIXES = ("envoy_", "cloudflared_")
+"""What the dashboard's data-plane row reads: Envoy's and cloudflared's own metrics, not the controller's."""
+
+
 def dashboard_exprs(helm: Helm) -> list[str]:
     return [t["expr"] for p in dashboard(helm)["panels"] for t in p.get("targets", [])]
 
@@ -272,6 +276,7 @@ def test_dashboard_config_map_for_the_sidecar(helm: Helm) -> None:
     assert namespace["current"]["value"] == NAMESPACE  # the release's, not the ConfigMap's
     titles = {p["title"] for p in board["panels"]}
     assert {"Resources not Ready", "Reconcile errors by controller", "Cloudflare budget remaining per token"} <= titles
+    assert {"Requests through the data plane / s", "5xx / s", "Upstream latency p99 by backend", "Tunnel connections"} <= titles
     assert all("$namespace" in expr for expr in dashboard_exprs(helm))
 
 
@@ -291,6 +296,8 @@ async def test_the_metrics_the_rules_and_dashboard_read_are_served(
         used |= set(SELECTOR.findall(rule["expr"]))
     for expr in dashboard_exprs(helm):
         used |= set(SELECTOR.findall(expr))
+    # The data plane's row reads Envoy and cloudflared (tests/dataplane/test_envoy_metrics.py checks Envoy's names).
+    used = {name for name in used if not name.startswith(DATA_PLANE_PREFIXES)}
     assert {"controller_runtime_reconcile_errors_total", "kflare_resources"} <= used
     port = free_port()
     args = (f"--metrics-bind-address=127.0.0.1:{port}", "--metrics-secure=false")

@@ -241,10 +241,13 @@ def test_every_dashboard_query_returns_data(monitored: Monitored) -> None:
     _targets_up(monitored)  # a sample from before the change, for the rates to start from
     installed.kubectl("apply", "-f", "-", input_text=_record("watched", "192.0.2.31"))
     installed.wait_converged(60)
+    # The data plane's row reads Envoy and cloudflared, which this release (no Gateway class) does not run; that
+    # Envoy serves what it reads is checked by tests/dataplane/test_envoy_metrics.py.
     queries = {
         f"{panel['title']}: {target['expr']}": _substituted(target["expr"], monitored.dashboard)
         for panel in monitored.dashboard["panels"]
         for target in panel.get("targets", [])
+        if not re.search(r"\b(envoy|cloudflared)_", target["expr"])
     }
     assert len(queries) >= 10
     assert all(NAMESPACE in q for q in queries.values())
