@@ -276,7 +276,12 @@ def test_dashboard_config_map_for_the_sidecar(helm: Helm) -> None:
     assert namespace["current"]["value"] == NAMESPACE  # the release's, not the ConfigMap's
     titles = {p["title"] for p in board["panels"]}
     assert {"Resources not Ready", "Reconcile errors by controller", "Cloudflare budget remaining per token"} <= titles
-    assert {"Requests through the data plane / s", "5xx / s", "Upstream latency p99 by backend", "Tunnel connections"} <= titles
+    assert {
+        "Requests through the data plane / s",
+        "5xx / s",
+        "Upstream latency p99 by backend",
+        "Tunnel connections",
+    } <= titles
     assert all("$namespace" in expr for expr in dashboard_exprs(helm))
 
 
