@@ -23,7 +23,7 @@ from app.kube.index import Ref
 from app.kube.informer import Key
 from app.kube.manager import CONFIGMAP_KIND, SECRET_KIND, DocumentsOf, Input, Manager
 from reconcilers.context import Context
-from reconcilers.gateway import envoy, publish
+from reconcilers.gateway import envoy, publish, shapes
 from reconcilers.gateway.kinds import (
     BACKEND_TLS_POLICIES,
     BUNDLE_VERSION_ANNOTATION,
@@ -39,10 +39,10 @@ from reconcilers.gateway.kinds import (
     ORIGIN_SERVER_NAME,
 )
 from reconcilers.gateway.policies import config_map_refs
-from reconcilers.gateway.shapes import JSON, BackendTLSPolicy, GatewayClass, ObjectKey, Route
+from reconcilers.gateway.shapes import JSON, BackendTLSPolicy, Condition, GatewayClass, ObjectKey, Route
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.gateway.status import TunnelState
-from reconcilers.gateway.translate import Translation, World, certificate_refs, translate
+from reconcilers.gateway.translate import Translation, World, certificate_refs, publishes_dns, translate
 from reconcilers.gateway.tunnels import (
     ACCOUNTS,
     DNS_RECORDS,
@@ -248,22 +248,32 @@ class GatewayClassReconciler:
             (str(r["metadata"].get("namespace")), str(r["metadata"]["name"])): r
             for r in self.ctx.cached_all(DNS_RECORDS.kind)
         }
+        dns_of = {shapes.key(g): publishes_dns(g) for g in world.gateways}
         for rkey, entries in result.route_parents.items():
             for entry in entries:
                 accepted = next((c for c in entry["conditions"] if c["type"] == "Accepted"), None)
                 if accepted is None or accepted["status"] != "True":
                     continue
                 parent = entry["parentRef"]
-                tunnel = tunnel_of.get((parent.get("namespace") or rkey[1], parent["name"]))
+                gkey = (parent.get("namespace") or rkey[1], parent["name"])
+                tunnel = tunnel_of.get(gkey)
                 view = views.get(tunnel) if tunnel is not None else None
                 if view is None:
                     continue
                 plans = [p for p in view.plans if rkey in p.routes]
-                found = publish.dns_condition(
-                    plans, records, view.target, accepted["observedGeneration"], view.conflict
-                )
+                generation = accepted["observedGeneration"]
+                found: Condition | None
+                if plans and view.target is not None and not dns_of.get(gkey, True):
+                    found = publish.dns_disabled_condition(f"{gkey[0]}/{gkey[1]}", generation)
+                else:
+                    found = publish.dns_condition(plans, records, view.target, generation, view.conflict)
                 if found is not None:
                     entry["conditions"].append(found)
+                covered = publish.certificate_condition(
+                    ((p.hostname, p.domain) for p in plans if p.zone is not None), generation
+                )
+                if covered is not None:
+                    entry["conditions"].append(covered)
 
     async def _read_certificates(self, world: World) -> None:
         """Watch the Secrets the listeners name as certificates and the ConfigMaps BackendTLSPolicies name as CAs

@@ -35,6 +35,13 @@ TUNNEL_ANNOTATION = "kflare.dev/gateway-tunnel"
 
 DNS_CONDITION = "DNSPublished"
 """The condition of a route's parent entry that says what became of its hostnames' DNS records."""
+DISABLED = "Disabled"
+"""`DNSPublished` of a route on a Gateway that says `kflare.dev/dns-publishing: disabled`."""
+CERTIFICATE_CONDITION = "UniversalSSL"
+"""The condition of a route's parent entry that says whether Cloudflare's Universal SSL certificate (the zone's apex
+and one label below it) covers its hostnames in kflare Zones."""
+COVERED = "Covered"
+TOO_DEEP = "BeyondUniversalSSL"
 PUBLISHED = "Published"
 PENDING = "Pending"
 ZONE_NOT_MANAGED = "ZoneNotManaged"
@@ -280,7 +287,7 @@ def plan_records(
             holders.setdefault(key, record)
     plans = []
     for hostname in hostnames:
-        zone = zone_of(hostname.hostname, zones, tunnel, accounts)
+        zone = zone_of(hostname.hostname, zones, tunnel, accounts) if hostname.dns else None
         if zone is None:
             plans.append(RecordPlan(hostname.hostname, hostname.routes, None))
             continue
@@ -299,6 +306,34 @@ def plan_records(
         else:
             plans.append(RecordPlan(hostname.hostname, hostname.routes, zone, name))
     return plans
+
+
+def dns_disabled_condition(gateway: str, generation: int) -> Condition:
+    """`DNSPublished` of a route's entry for a Gateway that publishes no DNS."""
+    message = (
+        f"Gateway {gateway} says kflare.dev/dns-publishing: disabled: its hostnames are in the tunnel's ingress "
+        "only, and their DNS is yours to point at the tunnel"
+    )
+    return condition(DNS_CONDITION, False, DISABLED, message, generation)
+
+
+def certificate_condition(hostnames: Iterable[tuple[str, str]], generation: int) -> Condition | None:
+    """`UniversalSSL` of a route's entry from its (hostname, zone domain) pairs in kflare Zones; None when there are
+    none. Universal SSL covers the apex and `*.<apex>`: a hostname two labels or more below the zone gets Cloudflare's
+    certificate error until an Advanced Certificate (or Total TLS) covers it."""
+    pairs = sorted(set(hostnames))
+    if not pairs:
+        return None
+    deep = [host for host, domain in pairs if host.count(".") - domain.count(".") > 1]
+    if not deep:
+        return condition(
+            CERTIFICATE_CONDITION, True, COVERED, "the zone's Universal SSL certificate covers them", generation
+        )
+    message = (
+        f"more than one label below their zone, which Universal SSL (the apex and *.<apex>) does not cover: "
+        f"{', '.join(deep)}; visitors get a certificate error until an Advanced Certificate or Total TLS covers them"
+    )
+    return condition(CERTIFICATE_CONDITION, False, TOO_DEEP, message, generation)
 
 
 def record_changes(current: JSON, wanted: JSON) -> JSON | None:

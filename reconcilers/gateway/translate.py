@@ -17,7 +17,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from reconcilers.gateway import envoy, shapes
 from reconcilers.gateway.backends import Resolver
@@ -100,6 +100,19 @@ class Hostname:
     tunnel: ObjectKey | None
     """(namespace, name) of the Tunnel of the class serving it; None for a class with no Tunnel."""
     routes: tuple[RouteKey, ...]
+    dns: bool = True
+    """Whether the class makes its DNS record: False when every Gateway serving it says
+    `kflare.dev/dns-publishing: disabled`."""
+
+
+DNS_PUBLISHING_ANNOTATION = "kflare.dev/dns-publishing"
+"""On a Gateway: `disabled` keeps the class from making DNS records for its hostnames, which stay in the tunnel's
+ingress document (their DNS is then the user's to point at the tunnel)."""
+
+
+def publishes_dns(gateway: Mapping[str, Any]) -> bool:
+    annotations = (gateway.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(DNS_PUBLISHING_ANNOTATION, "")).strip().lower() != "disabled"
 
 
 class ParentStatus(TypedDict):
@@ -481,7 +494,7 @@ def _translate(world: World) -> Translation:
     ancestors: dict[ObjectKey, set[ObjectKey]] = defaultdict(set)
 
     vhosts: dict[str, list[EnvoyRoute]] = defaultdict(list)
-    published: dict[str, tuple[bool, ObjectKey | None, set[RouteKey]]] = {}
+    published: dict[str, tuple[bool, ObjectKey | None, set[RouteKey], list[bool]]] = {}
     route_parents: dict[RouteKey, list[ParentStatus]] = {}
     for attachment in attachments:
         rkey = attachment.key
@@ -500,9 +513,11 @@ def _translate(world: World) -> Translation:
                 existing = {route.entry["name"] for route in vhosts[hostname]}
                 vhosts[hostname] += [r for r in routes if r.entry["name"] not in existing]
                 if hostname != "*":
-                    published.setdefault(hostname, (attachment.kind == GRPC_ROUTE, parent.tunnel_key, set()))[2].add(
-                        rkey
+                    entry = published.setdefault(
+                        hostname, (attachment.kind == GRPC_ROUTE, parent.tunnel_key, set(), [False])
                     )
+                    entry[2].add(rkey)
+                    entry[3][0] = entry[3][0] or publishes_dns(parent.gateway)
         route_parents.setdefault(rkey, []).append(
             {
                 "parentRef": attachment.parent,
@@ -521,8 +536,8 @@ def _translate(world: World) -> Translation:
         gateway_status={key: served.status() for key, served in gateways.items()},
         route_parents=route_parents,
         hostnames=[
-            Hostname(name, grpc, tunnel, tuple(sorted(routes)))
-            for name, (grpc, tunnel, routes) in sorted(published.items())
+            Hostname(name, grpc, tunnel, tuple(sorted(routes)), dns[0])
+            for name, (grpc, tunnel, routes, dns) in sorted(published.items())
         ],
         classes_in_use={gateway["spec"]["gatewayClassName"] for gateway in (g.gateway for g in gateways.values())},
         policy_ancestors=tls.statuses(ancestors, world.controller_name),

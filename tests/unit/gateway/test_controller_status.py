@@ -157,3 +157,48 @@ async def test_the_reconcile_writes_a_policys_ancestors_beside_other_controllers
         "Accepted": "NotAllowed",
         "Programmed": "NotAllowed",
     }
+
+
+def _route_conditions(ctx: FakeContext) -> dict[str, dict[str, Any]]:
+    route = next(p for kind, _, p in reversed(ctx.kube.patches) if kind == "HTTPRoute")["status"]["parents"][0]
+    return {c["type"]: c for c in route["conditions"]}
+
+
+async def test_a_gateway_can_turn_dns_publishing_off_and_deep_hostnames_get_a_certificate_warning() -> None:
+    """`kflare.dev/dns-publishing: disabled` on the Gateway: the route's DNSPublished says Disabled and its hostnames
+    get no DNSRecord; a hostname two labels below its zone is flagged as beyond Universal SSL."""
+    tunnel = {
+        "metadata": {"name": TUNNEL[1], "namespace": TUNNEL[0]},
+        "spec": {"accountRef": {"name": "main"}},
+        "status": {"cloudflareMetadata": {"tunnelID": "t-1"}},
+    }
+    zone = {
+        "metadata": {"name": "example", "namespace": "dns", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"name": "example.com", "accountRef": {"name": "main"}},
+    }
+    account = {"metadata": {"name": "main"}, "spec": {"accountID": "a" * 32}}
+    route = http_route("web", ["web.example.com", "a.deep.example.com"], [{"backendRefs": [backend("alpha")]}])
+    more = {"Tunnel": [tunnel], "Zone": [zone], "CloudflareAccount": [account], "HTTPRoute": [route]}
+    ctx = FakeContext(objects(PARAMETERS, **more))
+    reconciler = GatewayClassReconciler(
+        ctx,  # type: ignore[arg-type]
+        SnapshotStore(),
+        GatewayOptions("127.0.0.1", 8080),
+        tunnels=lambda ns, name: TunnelState(True, "", "t-1.cfargotunnel.com"),
+    )
+    await reconciler.reconcile(("", "data-plane"))
+    said = _route_conditions(ctx)
+    assert (said["DNSPublished"]["status"], said["DNSPublished"]["reason"]) == ("False", "Pending")
+    certificate = said["UniversalSSL"]
+    assert (certificate["status"], certificate["reason"]) == ("False", "BeyondUniversalSSL")
+    assert "a.deep.example.com" in certificate["message"]
+    assert "web.example.com" not in certificate["message"]
+    hostnames = {h.hostname: h.dns for h in reconciler.last.hostnames}
+    assert hostnames == {"a.deep.example.com": True, "web.example.com": True}
+
+    ctx.objects["Gateway"][0]["metadata"]["annotations"] = {"kflare.dev/dns-publishing": "disabled"}
+    await reconciler.reconcile(("", "data-plane"))
+    said = _route_conditions(ctx)
+    assert (said["DNSPublished"]["status"], said["DNSPublished"]["reason"]) == ("False", "Disabled")
+    assert f"Gateway {NS}/edge says kflare.dev/dns-publishing: disabled" in said["DNSPublished"]["message"]
+    assert not any(h.dns for h in reconciler.last.hostnames), "no DNSRecord is planned for them"

@@ -287,3 +287,18 @@ async def test_a_document_is_read_once_then_written_only_when_it_changes() -> No
     known.forget(ID)  # another writer may have written it: read again
     assert not await known.sync(cloudflare, "acct", ID, one)  # type: ignore[arg-type]
     assert cloudflare.calls == ["GET", "PUT", "GET"]
+
+
+def test_a_hostname_without_dns_gets_no_record_and_deep_hostnames_are_beyond_universal_ssl() -> None:
+    off = Hostname("app.example.com", False, TUNNEL, (("HTTPRoute", NS, "web"),), dns=False)
+    (plan,) = publish.plan_records(TARGET, [off], [zone("example", "example.com")], [], accounts)
+    assert (plan.zone, plan.body) == (None, None), "in the ingress document only: an existing record of ours goes"
+    covered = publish.certificate_condition([("example.com", "example.com"), ("*.example.com", "example.com")], 2)
+    assert covered is not None
+    assert (covered["status"], covered["reason"], covered["observedGeneration"]) == ("True", "Covered", 2)
+    deep = publish.certificate_condition([("a.example.com", "example.com"), ("*.b.example.com", "example.com")], 2)
+    assert deep is not None
+    assert (deep["status"], deep["reason"]) == ("False", "BeyondUniversalSSL")
+    assert "*.b.example.com" in deep["message"]
+    assert "a.example.com," not in deep["message"]
+    assert publish.certificate_condition([], 2) is None
