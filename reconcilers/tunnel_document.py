@@ -104,6 +104,11 @@ class KnownDocuments:
             self.held[key] = known
         return known[1] == normalise(config)
 
+    async def current(self, client: CloudflareClient, account_id: str, tunnel_id: str) -> dict[str, Any]:
+        """What Cloudflare holds, normalised (one GET when it is not known)."""
+        await self.holds(client, account_id, tunnel_id, {})
+        return dict(self.held[(account_id, tunnel_id)][1])
+
     async def sync(self, client: CloudflareClient, account_id: str, tunnel_id: str, config: dict[str, Any]) -> bool:
         """Make Cloudflare hold `config` (one GET when it is not known, one PUT when it differs); True when written."""
         if await self.holds(client, account_id, tunnel_id, config):

@@ -130,6 +130,15 @@ def ingress_document(hostnames: Iterable[Hostname], origin: str, tls_origin: TLS
     return {"ingress": [*rules, {"service": CATCH_ALL_404}]}
 
 
+def written_by_class(document: Mapping[str, Any], origin: str, tls_origin: TLSOrigin | None) -> bool:
+    """Whether a tunnel's ingress document holds rules the class wrote and nothing else: every rule but the
+    catch-all sends its hostname to the data plane. A document with a rule of anyone else's is not the class's to
+    clear."""
+    rules = [r for r in document.get("ingress") or [] if r.get("hostname")]
+    ours = {origin, *((tls_origin.url,) if tls_origin is not None else ())}
+    return bool(rules) and all(r.get("service") in ours for r in rules)
+
+
 # ---- the tunnel, its account and zones -----------------------------------------------------------------------------
 
 

@@ -321,6 +321,12 @@ class TunnelPublisher:
             if not named:
                 return await self._records(tunnel_key, [])
             return Outcome.done()  # the Tunnel's status feeds this document once it has an ID
+        if not named:
+            # No class names the tunnel any more (its class changed or went): what the class wrote into its
+            # ingress document goes with its DNS records.
+            released = await self._release_document(key[1], view.target)
+            outcome = await self._records(tunnel_key, [])
+            return released if released.retry or released.requeue_after else outcome
         failed = False
         later: Outcome | None = None
         if named:
@@ -352,6 +358,29 @@ class TunnelPublisher:
         if failed or outcome.retry:
             return Outcome(retry=True)
         return later or outcome
+
+    async def _release_document(self, tunnel: str, target: publish.TunnelTarget) -> Outcome:
+        """Clear the class's rules from the ingress document of a tunnel no class names: the catch-all alone is
+        left. A document holding any rule the class did not write (someone configured the tunnel meanwhile) is left
+        as it is."""
+        assert target.tunnel_id is not None
+        try:
+            link = await ready_account(self.ctx, target.account_ref)
+        except NotReady as wait:
+            return Outcome(requeue_after=wait.requeue_after or ACCOUNT_RETRY)
+        try:
+            current = await self.known.current(link.client, link.account_id, target.tunnel_id)
+            if not publish.written_by_class(current, self.options.origin, self.options.tls_origin):
+                return Outcome.done()
+            empty = publish.ingress_document([], self.options.origin, self.options.tls_origin)
+            if await self.known.sync(link.client, link.account_id, target.tunnel_id, empty):
+                self.writes += 1
+                log.info("tunnel no class names: the class's ingress rules removed", extra={"tunnel": tunnel})
+        except CloudflareError as exc:
+            self.known.forget(target.tunnel_id)
+            log.warning("tunnel ingress document not cleared", extra={"tunnel": tunnel, "error": str(exc)})
+            return Outcome(retry=True)
+        return Outcome.done()
 
     async def _records(self, tunnel: tuple[str, str], plans: list[publish.RecordPlan]) -> Outcome:
         """Make the DNSRecords the plans ask for, and delete the class's that no route claims any more."""

@@ -354,3 +354,42 @@ async def test_a_tunnel_configuration_of_the_same_tunnel_is_a_conflict_the_gatew
         return found is not None and found["status"] == "True"
 
     await eventually(programmed, what="the Gateway to be Programmed again")
+
+
+async def test_dns_publishing_turned_off_then_the_class_letting_go_of_its_tunnel(published: Published) -> None:
+    """A Gateway annotated `kflare.dev/dns-publishing: disabled` keeps its hostnames in the ingress document and
+    takes their DNS records away (the route says Disabled); a class that stops naming the tunnel takes its ingress
+    rules away, leaving the catch-all."""
+    p, d = published, published.domain
+    await p.route("web", [f"app.{d}"])
+    await p.kflare.ready("DNSRecord", f"gw.app.{d}", reason="Synced")
+
+    async def in_document() -> bool:
+        return [r.get("hostname") for r in p.document()] == [f"app.{d}", None]
+
+    await eventually(in_document, what="the route's hostname in the ingress document", timeout=30)
+    await p.objects.patch_namespaced_custom_object(
+        GATEWAY_GROUP, V1, p.ns, "gateways", "edge",
+        {"metadata": {"annotations": {"kflare.dev/dns-publishing": "disabled"}}},
+        _content_type="application/merge-patch+json",
+    )  # fmt: skip
+
+    async def disabled() -> dict[str, Any] | None:
+        found = await p.dns("web")
+        return found if found is not None and found["reason"] == "Disabled" else None
+
+    said = await eventually(disabled, what="the route to say its DNS is not published", timeout=30)
+    assert said["status"] == "False"
+    await p.kflare.gone("DNSRecord", f"gw.app.{d}")
+    assert p.records(f"app.{d}") == []
+    assert [r.get("hostname") for r in p.document()] == [f"app.{d}", None], "still in the ingress document"
+
+    await p.objects.patch_cluster_custom_object(
+        GATEWAY_GROUP, V1, "gatewayclasses", p.class_name, {"spec": {"parametersRef": None}},
+        _content_type="application/merge-patch+json",
+    )  # fmt: skip
+
+    async def cleared() -> bool:
+        return p.document() == [{"service": "http_status:404"}]
+
+    await eventually(cleared, what="the class's rules to leave the tunnel's ingress document", timeout=30)

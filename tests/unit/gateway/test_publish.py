@@ -302,3 +302,11 @@ def test_a_hostname_without_dns_gets_no_record_and_deep_hostnames_are_beyond_uni
     assert "*.b.example.com" in deep["message"]
     assert "a.example.com," not in deep["message"]
     assert publish.certificate_condition([], 2) is None
+
+
+def test_only_a_document_of_the_class_rules_alone_is_cleared_when_no_class_names_the_tunnel() -> None:
+    ours = publish.ingress_document([host("app.example.com")], ORIGIN)
+    assert publish.written_by_class(ours, ORIGIN, None)
+    mixed = {"ingress": [*ours["ingress"][:-1], {"hostname": "ssh.example.com", "service": "ssh://bastion:22"}]}
+    assert not publish.written_by_class(mixed, ORIGIN, None), "a rule of someone else's: left as it is"
+    assert not publish.written_by_class(publish.ingress_document([], ORIGIN), ORIGIN, None), "nothing to clear"
