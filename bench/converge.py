@@ -50,6 +50,7 @@ from bench.harness import (
     rss_mib,
     wait_ready,
 )
+from tests.fixtures.emulator import EmulatorProcess
 
 CLOUDFLARE_SUSTAINED = 1200 / 300  # calls per second Cloudflare allows a token
 
@@ -109,6 +110,32 @@ def baseline(bins: Path, work: Path, records: int, zones: int) -> tuple[int, int
         plane.stop()
 
 
+def kube_writes(controller: Controller) -> dict[tuple[str, str], float]:
+    """The controller's writes to the API server so far, by (resource, subresource)."""
+    out: dict[tuple[str, str], float] = {}
+    for (name, labels), value in controller.scrape().items():
+        if name == "kflare_kubernetes_writes_total":
+            tags = dict(labels)
+            key = (tags["resource"], tags["subresource"])
+            out[key] = out.get(key, 0) + value
+    return out
+
+
+def other_writes(written: dict[tuple[str, str], float]) -> int:
+    counted = {("dnsrecords", ""), ("zones", ""), ("dnsrecords", "status"), ("zones", "status"), ("events", "")}
+    return int(sum(v for k, v in written.items() if k not in counted))
+
+
+def wait_in_cloudflare(emulator: EmulatorProcess, records: int, timeout: float) -> float:
+    """When the emulator first held `records` records (what external-dns's wall time measures)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if emulator.counts()["dns_records"] >= records:
+            return time.monotonic()
+        time.sleep(0.2)
+    raise RuntimeError(f"fewer than {records} records in the emulator after {timeout}s")
+
+
 def changed_since(plane: ControlPlane, versions: dict[str, str]) -> int:
     now = {f"{i['kind']}/{i['metadata']['name']}": i["metadata"]["resourceVersion"] for i in objects_of(plane)}
     return sum(now.get(key) != version for key, version in versions.items())
@@ -155,16 +182,30 @@ def main() -> int:
             docs = (account_docs(emulator) if n == 0 else []) + zone_docs(zones_so_far, new_zones)
             docs += record_docs(zones_so_far, new_zones, new_records // new_zones)
             emulator.clear_calls()
+            written_before = kube_writes(controller)
             started = time.monotonic()
             apply(plane, docs)
+            in_cloudflare = wait_in_cloudflare(emulator, records, 1800)
             wait_ready(plane, "dnsrecords.kflare.dev", records, 1800)
             seconds = time.monotonic() - started
+            written = {k: v - written_before.get(k, 0) for k, v in kube_writes(controller).items()}
             total, for_records, writes, limited = counts(emulator.calls())
             label = f"{records:,} records, {zones} zones"
             what = "account, zones and records" if n == 0 else f"{new_records:,} more records in {new_zones} new zones"
             rows.append((f"[{label}] calls to converge", f"{total}", f"{what}; {limited} answered 429"))
             rows.append((f"[{label}] of which for the records", f"{for_records}", f"{writes} writes in all"))
             rows.append((f"[{label}] wall time to all Ready", f"{seconds:.1f} s", "Cloudflare's real rate limit on"))
+            rows.append((f"[{label}] time until every record is in Cloudflare", f"{in_cloudflare - started:.1f} s", ""))
+            per = new_records + new_zones
+            rows.append(
+                (
+                    f"[{label}] Kubernetes writes per new object",
+                    f"{sum(written.values()) / per:.2f}",
+                    f"metadata {written.get(('dnsrecords', ''), 0) + written.get(('zones', ''), 0):.0f}, "
+                    f"status {written.get(('dnsrecords', 'status'), 0) + written.get(('zones', 'status'), 0):.0f}, "
+                    f"Events {written.get(('events', ''), 0):.0f}, other {other_writes(written)}",
+                )
+            )
             time.sleep(5)
             rss_at.append((records + zones, rss_mib(controller.pid)))
 

@@ -42,6 +42,20 @@ def logger_of(kind: str, key: Key) -> ContextLogger:
     return ContextLogger(log, {"kind": kind, "namespace": key[0] or None, "object_name": key[1]})
 
 
+def waits_for_a_parent(reason: str | None) -> bool:
+    """A reason that says the resource waits for another kflare object to be Ready (`ZoneNotReady`...)."""
+    return reason is not None and reason.endswith("NotReady")
+
+
+def worth_an_event(before: str | None, status: str, reason: str) -> bool:
+    """Whether a change of Ready (from the reason `before`, None for a new resource) is one a user wants an Event
+    for. A new resource coming up (Ready for the first time, or waiting for its parent on its way there) is not:
+    its status says so, and in a bulk apply an Event each would double the writes to the API server. A change of
+    a resource that was Ready, or that failed, is."""
+    coming_up = before is None or waits_for_a_parent(before)
+    return not (coming_up and (status == "True" or waits_for_a_parent(reason)))
+
+
 def key_of(raw: JSON) -> Key:
     meta = raw["metadata"]
     return meta.get("namespace") or "", meta["name"]
@@ -158,8 +172,11 @@ class ObjectWriter:
         after = model.condition()
         assert after is not None
         if before is None or (before.status, before.reason) != (after.status, after.reason):
-            normal = status == "True" or reason == Reason.PAUSED
-            await self.ctx.recorder.record(raw, type_="Normal" if normal else "Warning", reason=reason, note=message)
+            if worth_an_event(before.reason if before is not None else None, status, reason):
+                normal = status == "True" or reason == Reason.PAUSED
+                await self.ctx.recorder.record(
+                    raw, type_="Normal" if normal else "Warning", reason=reason, note=message
+                )
             self.logger(key_of(raw)).info("Ready=%s %s: %s", status, reason, message)
         return raw
 

@@ -84,6 +84,11 @@ async def get_state(emulator: EmulatorDep) -> JSONResponse:
     return JSONResponse(dump_state(emulator.store))
 
 
+@router.get("/counts")
+async def get_counts(emulator: EmulatorDep) -> JSONResponse:
+    return JSONResponse(emulator.store.counts())
+
+
 @router.post("/state")
 async def seed_state(request: Request, emulator: EmulatorDep) -> JSONResponse:
     raw = await _json(request)

@@ -25,6 +25,7 @@ from urllib.parse import quote
 import httpx
 import yaml
 
+from app.kube import metrics
 from app.kube.identity import FIELD_MANAGER
 
 JSON = dict[str, Any]
@@ -298,9 +299,11 @@ class KubeClient:
         return await self.request("GET", rt.path(namespace), query=query)
 
     async def create(self, rt: ResourceType, body: JSON, namespace: str | None = None) -> JSON:
+        metrics.KUBERNETES_WRITES.labels(rt.plural, "", "create").inc()
         return await self.request("POST", rt.path(namespace), body=body, query=MANAGED)
 
     async def replace(self, rt: ResourceType, body: JSON, namespace: str | None = None) -> JSON:
+        metrics.KUBERNETES_WRITES.labels(rt.plural, "", "update").inc()
         return await self.request("PUT", rt.path(namespace, body["metadata"]["name"]), body=body, query=MANAGED)
 
     async def patch(
@@ -314,9 +317,11 @@ class KubeClient:
         content_type: str = MERGE_PATCH,
     ) -> JSON:
         path = rt.path(namespace, name, subresource)
+        metrics.KUBERNETES_WRITES.labels(rt.plural, subresource or "", "patch").inc()
         return await self.request("PATCH", path, body=patch, content_type=content_type, query=MANAGED)
 
     async def delete(self, rt: ResourceType, name: str, namespace: str | None = None) -> JSON:
+        metrics.KUBERNETES_WRITES.labels(rt.plural, "", "delete").inc()
         return await self.request("DELETE", rt.path(namespace, name))
 
     async def watch(

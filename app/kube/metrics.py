@@ -80,3 +80,10 @@ WORKQUEUE_LONGEST = Gauge(
     registry=REGISTRY,
 )
 LEADER = Gauge("leader_election_master_status", "1 while this process leads", ["name"], registry=REGISTRY)
+
+KUBERNETES_WRITES = Counter(
+    "kflare_kubernetes_writes_total",
+    "Writes the controller sent to the Kubernetes API, by resource, subresource (empty for the object itself) and verb",
+    ["resource", "subresource", "verb"],
+    registry=REGISTRY,
+)

@@ -205,3 +205,25 @@ def test_call_log_names_each_client(fresh_emulator: EmulatorProcess) -> None:
         headers = {"Authorization": f"Bearer {fresh_emulator.token}", "User-Agent": agent}
         assert httpx.get(f"{fresh_emulator.base_url}/zones", headers=headers, timeout=10).status_code == 200
     assert [c["user_agent"] for c in fresh_emulator.calls()] == ["kflare/1 (replica-a)", "kflare/1 (replica-b)"]
+
+
+def test_counts_are_the_objects_each_kind_holds(fresh_emulator: EmulatorProcess) -> None:
+    before = fresh_emulator.counts()
+    seeded = fresh_emulator.seed(
+        {
+            "zones": [
+                {
+                    "name": "counted.example",
+                    "account_id": fresh_emulator.account_id,
+                    "dns_records": [
+                        {"type": "A", "name": "a", "content": "192.0.2.1"},
+                        {"type": "A", "name": "b", "content": "192.0.2.2"},
+                    ],
+                }
+            ]
+        }
+    )
+    assert seeded
+    after = fresh_emulator.counts()
+    assert after["zones"] == before["zones"] + 1
+    assert after["dns_records"] == before["dns_records"] + 2
