@@ -186,7 +186,7 @@ def main() -> int:
             started = time.monotonic()
             apply(plane, docs)
             in_cloudflare = wait_in_cloudflare(emulator, records, 1800)
-            wait_ready(plane, "dnsrecords.kflare.dev", records, 1800)
+            wait_ready(plane, "dnsrecords.kflare.dev", records, 1800, controller)
             seconds = time.monotonic() - started
             written = {k: v - written_before.get(k, 0) for k, v in kube_writes(controller).items()}
             total, for_records, writes, limited = counts(emulator.calls())

@@ -62,7 +62,7 @@ from app.kube.informer import Indexer, Key
 from app.kube.manager import IndexLink
 from app.logs import ContextLogger
 from reconcilers.context import Context
-from reconcilers.writer import ObjectWriter, logger_of
+from reconcilers.writer import ObjectWriter, logger_of, waits_for_a_parent
 
 CREATE_INTENT_ANNOTATION = "kflare.dev/create-intent"
 CLAIM_INDEX = "claim"
@@ -111,6 +111,25 @@ def pending_intent(obj: Resource[Any, Any]) -> dict[str, str] | None:
         if isinstance(parsed, dict):
             return {str(k): str(v) for k, v in parsed.items()}
     return {"at": value}
+
+
+WAIT_GRACE = 10.0
+"""Seconds a new resource may wait for its parent before it says so in its status (see
+`new_and_waiting_for_a_parent`)."""
+
+
+def new_and_waiting_for_a_parent(obj: Resource[Any, Any], reason: str, now: dt.datetime | None = None) -> float | None:
+    """Seconds to hold back the status of a resource that has none yet and waits for its parent (a DNSRecord applied
+    with its Zone): in a bulk apply the parent is Ready within seconds, and writing the wait first would cost one
+    status write per object for nothing. None: write it now (the resource has a status, or has waited long enough,
+    or waits for something else)."""
+    created = obj.metadata.creation_timestamp
+    if not waits_for_a_parent(reason) or created is None or obj.status.condition() is not None:
+        return None
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=dt.UTC)
+    age = ((now or dt.datetime.now(dt.UTC)) - created).total_seconds()
+    return WAIT_GRACE - age if 0 <= age < WAIT_GRACE else None
 
 
 class ManagedKind(ABC, Generic[R, L, ObservedT]):
@@ -403,6 +422,10 @@ class Lifecycle(Generic[R, L, ObservedT]):
             link = await kind.connect(obj)
         except NotReady as wait:
             logger.info("waiting: %s", wait.message, extra={"reason": wait.reason})
+            held = new_and_waiting_for_a_parent(obj, wait.reason)
+            if held is not None:
+                # The parent's becoming Ready wakes it (the dependency index); the wait is written only if it lasts.
+                return Outcome(requeue_after=held)
             await writer.set_ready(raw, "False", wait.reason, wait.message)
             return Outcome(requeue_after=wait.requeue_after)
         except CloudflareError as exc:  # some kinds read Cloudflare to connect (a rule, its zone's entry point)

@@ -1,11 +1,15 @@
-"""Which changes of Ready get an Event: every change of a resource that was Ready or failed, none for a new resource
-coming up (Ready for the first time, or waiting for its parent on the way), which a bulk apply makes by the
-thousand."""
+"""What a new resource coming up costs the API server: which changes of Ready get an Event (every change of a
+resource that was Ready or failed, none for a new resource becoming Ready or waiting for its parent on the way), and
+when a wait for a parent is written at all. A bulk apply makes these by the thousand."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
+from app.api.dnsrecord import DNSRecord
+from reconcilers.lifecycle import WAIT_GRACE, new_and_waiting_for_a_parent
 from reconcilers.writer import worth_an_event
 
 
@@ -29,3 +33,24 @@ def test_an_event_for_each_change_a_user_wants_to_see(
     before: str | None, status: str, reason: str, event: bool
 ) -> None:
     assert worth_an_event(before, status, reason) is event
+
+
+def test_a_new_resource_waiting_for_its_parent_says_so_only_if_the_wait_lasts() -> None:
+    """A DNSRecord applied with its Zone writes no `ZoneNotReady` status in its first seconds (the Zone's Ready
+    wakes it): one status write per record less in a bulk apply. A wait that lasts, a resource that already has a
+    status, or a wait for something other than a parent is written at once."""
+    created = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
+    record = DNSRecord.model_validate(
+        {
+            "apiVersion": "kflare.dev/v1alpha1",
+            "kind": "DNSRecord",
+            "metadata": {"name": "www", "namespace": "demo", "creationTimestamp": created.isoformat()},
+            "spec": {"zoneRef": {"name": "example"}, "name": "www.example.com", "type": "A", "content": "192.0.2.1"},
+        }
+    )
+    held = new_and_waiting_for_a_parent(record, "ZoneNotReady", created + dt.timedelta(seconds=3))
+    assert held == pytest.approx(WAIT_GRACE - 3)
+    assert new_and_waiting_for_a_parent(record, "ZoneNotReady", created + dt.timedelta(seconds=WAIT_GRACE)) is None
+    assert new_and_waiting_for_a_parent(record, "SecretNotFound", created + dt.timedelta(seconds=1)) is None
+    record.status.set_condition("False", "ZoneNotReady", "waiting", observed_generation=1)
+    assert new_and_waiting_for_a_parent(record, "ZoneNotReady", created + dt.timedelta(seconds=1)) is None
