@@ -83,6 +83,16 @@ def objects(parameters: dict[str, Any] | None = None, **more: list[dict[str, Any
     }
 
 
+def on_tunnel(ctx: FakeContext) -> GatewayClassReconciler:
+    """The class's reconciler, its Tunnel Ready with ID t-1."""
+    return GatewayClassReconciler(
+        ctx,  # type: ignore[arg-type]
+        SnapshotStore(),
+        GatewayOptions("127.0.0.1", 8080),
+        tunnels=lambda ns, name: TunnelState(True, "", "t-1.cfargotunnel.com"),
+    )
+
+
 def programmed(ctx: FakeContext) -> dict[str, Any]:
     status = next(p for kind, _, p in reversed(ctx.kube.patches) if kind == "Gateway")["status"]
     return next(c for c in status["conditions"] if c["type"] == "Programmed")
@@ -121,12 +131,7 @@ async def test_a_tunnel_configuration_of_the_same_tunnel_is_reported_on_the_gate
         "spec": {"tunnelRef": {"name": TUNNEL[1]}},
     }
     ctx = FakeContext(objects(PARAMETERS, Tunnel=[tunnel], TunnelConfiguration=[configuration]))
-    reconciler = GatewayClassReconciler(
-        ctx,  # type: ignore[arg-type]
-        SnapshotStore(),
-        GatewayOptions("127.0.0.1", 8080),
-        tunnels=lambda ns, name: TunnelState(True, "", "t-1.cfargotunnel.com"),
-    )
+    reconciler = on_tunnel(ctx)
     await reconciler.reconcile(("", "data-plane"))
     found = programmed(ctx)
     assert (found["status"], found["reason"]) == ("False", "TunnelAlreadyConfigured")
@@ -180,12 +185,7 @@ async def test_a_gateway_can_turn_dns_publishing_off_and_deep_hostnames_get_a_ce
     route = http_route("web", ["web.example.com", "a.deep.example.com"], [{"backendRefs": [backend("alpha")]}])
     more = {"Tunnel": [tunnel], "Zone": [zone], "CloudflareAccount": [account], "HTTPRoute": [route]}
     ctx = FakeContext(objects(PARAMETERS, **more))
-    reconciler = GatewayClassReconciler(
-        ctx,  # type: ignore[arg-type]
-        SnapshotStore(),
-        GatewayOptions("127.0.0.1", 8080),
-        tunnels=lambda ns, name: TunnelState(True, "", "t-1.cfargotunnel.com"),
-    )
+    reconciler = on_tunnel(ctx)
     await reconciler.reconcile(("", "data-plane"))
     said = _route_conditions(ctx)
     assert (said["DNSPublished"]["status"], said["DNSPublished"]["reason"]) == ("False", "Pending")
