@@ -265,6 +265,31 @@ def test_network_policy_admits_the_data_plane_to_xds(helm: Helm) -> None:
     assert limited.one("NetworkPolicy", "kflare-data-plane")["spec"]["ingress"][0]["from"] == [peer]
 
 
+def test_the_data_plane_policy_is_on_by_default_and_reaches_only_dns_xds_backends_and_the_edge(on: Rendered) -> None:
+    policy = on.one("NetworkPolicy", "kflare-data-plane")["spec"]
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    assert [p["metadata"]["name"] for p in on.all("NetworkPolicy")] == ["kflare-data-plane"], "the controller's is off"
+    dns, xds, backends, edge = policy["egress"]
+    assert {(p["port"], p["protocol"]) for p in dns["ports"]} == {(53, "UDP"), (53, "TCP")}
+    assert dns["to"][0]["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"}
+    assert xds["ports"] == [{"port": 18000, "protocol": "TCP"}]
+    controller = on.one("Deployment", "kflare")["spec"]["template"]["metadata"]["labels"]
+    assert xds["to"][0]["podSelector"]["matchLabels"].items() <= controller.items()
+    assert backends == {"to": [{"namespaceSelector": {}}]}, "any pod of the cluster, on any port"
+    assert {(p["port"], p["protocol"]) for p in edge["ports"]} == {(7844, "TCP"), (7844, "UDP"), (443, "TCP")}
+    assert "to" not in edge, "the edge has no address a policy could name"
+
+
+def test_the_data_plane_policy_can_be_narrowed_or_turned_off(helm: Helm) -> None:
+    peer = {"namespaceSelector": {"matchLabels": {"gateway-backends": "true"}}}
+    narrowed = helm.render({**ON, "gateway": {**ON["gateway"], "dataPlane": {
+        **ON["gateway"]["dataPlane"], "networkPolicy": {"backendsFrom": [peer]}}}})  # fmt: skip
+    assert narrowed.one("NetworkPolicy", "kflare-data-plane")["spec"]["egress"][2] == {"to": [peer]}
+    off = helm.render({**ON, "gateway": {**ON["gateway"], "dataPlane": {
+        **ON["gateway"]["dataPlane"], "networkPolicy": {"enabled": False}}}})  # fmt: skip
+    assert off.all("NetworkPolicy") == []
+
+
 def test_prometheus_scrapes_envoy_and_cloudflared_of_the_data_plane(helm: Helm) -> None:
     values = {**ON, "metrics": {"service": {"enabled": True}, "serviceMonitor": {"enabled": True}}}
     on = helm.render(values)
