@@ -49,11 +49,12 @@ def waits_for_a_parent(reason: str | None) -> bool:
 
 def worth_an_event(before: str | None, status: str, reason: str) -> bool:
     """Whether a change of Ready (from the reason `before`, None for a new resource) is one a user wants an Event
-    for. A new resource coming up (Ready for the first time, or waiting for its parent on its way there) is not:
-    its status says so, and in a bulk apply an Event each would double the writes to the API server. A change of
-    a resource that was Ready, or that failed, is."""
+    for: every change, as the Go controller records them (a new resource's first Ready included), but a new
+    resource waiting for its parent on its way up. That wait is transient in a bulk apply (the parent is Ready
+    within seconds), the parent's own Event says what is wrong when it is not, and an Event each would add a write
+    per object to the API server."""
     coming_up = before is None or waits_for_a_parent(before)
-    return not (coming_up and (status == "True" or waits_for_a_parent(reason)))
+    return not (coming_up and waits_for_a_parent(reason))
 
 
 def key_of(raw: JSON) -> Key:

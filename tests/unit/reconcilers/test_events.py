@@ -1,6 +1,6 @@
-"""What a new resource coming up costs the API server: which changes of Ready get an Event (every change of a
-resource that was Ready or failed, none for a new resource becoming Ready or waiting for its parent on the way), and
-when a wait for a parent is written at all. A bulk apply makes these by the thousand."""
+"""What a new resource coming up costs the API server: which changes of Ready get an Event (every change, the first
+Ready included, but a new resource's wait for its parent on the way), and when a wait for a parent is written at all.
+A bulk apply makes these by the thousand."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from reconcilers.writer import worth_an_event
 @pytest.mark.parametrize(
     ("before", "status", "reason", "event"),
     [
-        (None, "True", "Synced", False),  # created: the status says so
+        (None, "True", "Synced", True),  # created: as the Go controller records it
         (None, "False", "ZoneNotReady", False),  # on its way: the Zone's own Event says what is wrong
-        ("ZoneNotReady", "True", "Synced", False),
+        ("ZoneNotReady", "True", "Synced", True),
         ("ZoneNotReady", "False", "AccountNotReady", False),
         (None, "False", "InvalidToken", True),  # a failure on the way is news
         (None, "False", "AlreadyExists", True),
