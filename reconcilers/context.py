@@ -29,6 +29,11 @@ class AccountLink:
     client: CloudflareClient
 
 
+def lists_key(account_id: str) -> str:
+    """The key of an account's custom lists in `RulesetEngine.lists`: by Cloudflare ID, as a rule knows its account."""
+    return f"account:{account_id}"
+
+
 @dataclass
 class RulesetEngine:
     """What every rule kind (and IPList) of one manager shares: the entry points and each account's custom lists as

@@ -31,7 +31,7 @@ from app.kube.index import Ref
 from app.kube.informer import Indexer, Key, key_of
 from reconcilers.account_members import AccountMemberBase, AccountScope, collection_name
 from reconcilers.collections import Collections
-from reconcilers.context import AccountLink, Context
+from reconcilers.context import AccountLink, Context, lists_key
 from reconcilers.credentials import account_id_of
 from reconcilers.lifecycle import RETRY_PARENT, NotReady
 from reconcilers.rulesets import LIST_NAME_INDEX, LISTS_INDEX
@@ -75,7 +75,7 @@ class IPListKind(AccountMemberBase[IPList, AccountScope, CustomList, ObservedLis
         return self.engine.lists
 
     def collection_of(self, account_ref: str, account: AccountLink, partition: str) -> str:
-        return f"account:{account.account_id}"
+        return lists_key(account.account_id)
 
     @classmethod
     def indexes(cls) -> dict[str, Indexer]:
@@ -102,7 +102,7 @@ class IPListKind(AccountMemberBase[IPList, AccountScope, CustomList, ObservedLis
         raw = self.ctx.cached("CloudflareAccount", name)
         account_id = ((raw or {}).get("spec") or {}).get("accountID")
         if account_id:
-            self.listings.open_round(f"account:{account_id}")
+            self.listings.open_round(lists_key(account_id))
 
     async def connect(self, obj: IPList) -> AccountScope:
         return await self.account_scope(obj)

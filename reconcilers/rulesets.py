@@ -45,7 +45,7 @@ from app.kube.client import JSON
 from app.kube.index import Ref
 from app.kube.informer import Indexer
 from app.kube.manager import IndexLink
-from reconcilers.context import ENTRYPOINT, AccountLink, Context
+from reconcilers.context import ENTRYPOINT, AccountLink, Context, lists_key
 from reconcilers.credentials import ready_zone, zone_ids, zones_of
 from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady
 
@@ -307,7 +307,7 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
             return
         account = link.account
         held = await self.engine.lists.items(
-            f"account:{account.account_id}", lambda: account.client.list_lists(account.account_id)
+            lists_key(account.account_id), lambda: account.client.list_lists(account.account_id)
         )
         missing = sorted(names - {found.name for found in held.values()})
         if missing:
