@@ -6,6 +6,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 PYTEST_ARGS ?=
+# pytest workers of `make pytest` and `make check`: one per core of a 2-core machine (a single worker leaves a core idle
+# while the suite waits on the processes it starts); each worker starts its own control plane. Whole files go to one
+# worker (`loadfile`), so a module's fixtures are set up once. `PYTEST_WORKERS=0` runs everything in one process.
+PYTEST_WORKERS ?= 2
 
 .PHONY: test check venv test-bins node-bins lint types layers pytest chaos e2e conformance clean dev
 
@@ -13,7 +17,7 @@ test: lint types layers pytest
 
 # The quick loop: lint, types, layers and the unit tests (no API server, no subprocesses).
 check: lint types layers
-	$(BIN)/python -m pytest tests/unit -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile tests/unit -q $(PYTEST_ARGS)
 
 venv: $(STAMP)
 
@@ -44,7 +48,8 @@ layers: venv
 
 pytest: venv
 	bins=$$(PYTHON=$(abspath $(BIN)/python) bash hack/test-bins.sh | tail -n 1); \
-	K8S_TEST_BIN="$$bins" $(BIN)/python -m pytest --ignore=tests/chaos --ignore=tests/e2e $(PYTEST_ARGS)
+	K8S_TEST_BIN="$$bins" $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile \
+		--ignore=tests/chaos --ignore=tests/e2e $(PYTEST_ARGS)
 
 # Breaks kflare on purpose (crashes, Cloudflare and Kubernetes faults, hostile input) at CI size and prints a table
 # of what held; `bench/chaos.py` runs the same scenarios at full size.

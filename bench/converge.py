@@ -16,6 +16,11 @@ Runs the real stack on this machine: the test control plane, the Cloudflare emul
 5. RSS with all resources Ready, and its slope per resource between the two scales; and RSS after a restart with
    `--secrets-mib` of Secrets nobody references in the cluster.
 
+The floor, measured in the same run on the same API server once the controller has stopped: what the API server
+alone needs for the same objects, `kubectl apply` of each scale's new Zones and records (into another namespace,
+which no controller reads) plus one status write each by a trivial client (`FLOOR_IN_FLIGHT` at once). Each scale's
+wall time to all Ready is printed beside it as a multiple of it.
+
 The baseline, measured in the same run: the same first scale converged with every write sent alone
 (`--dns-batch-size=1`), against the emulator with its rate limit lifted (its calls would take minutes otherwise).
 
@@ -25,6 +30,7 @@ The baseline, measured in the same run: the same first scale converged with ever
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import json
 import os
@@ -55,27 +61,32 @@ from tests.fixtures.emulator import EmulatorProcess
 CLOUDFLARE_SUSTAINED = 1200 / 300  # calls per second Cloudflare allows a token
 
 
-def zone_docs(first: int, count: int) -> list[dict[str, Any]]:
+FLOOR_NS = "floor"
+FLOOR_IN_FLIGHT = 32
+"""Status writes the floor's client keeps in flight (as a controller with that many workers would)."""
+
+
+def zone_docs(first: int, count: int, namespace: str = NS) -> list[dict[str, Any]]:
     return [
         {
             "apiVersion": "kflare.dev/v1alpha1",
             "kind": "Zone",
-            "metadata": {"name": f"z{z}", "namespace": NS},
+            "metadata": {"name": f"z{z}", "namespace": namespace},
             "spec": {"name": f"bench{z}.example", "accountRef": {"name": "bench"}},
         }
         for z in range(first, first + count)
     ]
 
 
-def record_docs(first_zone: int, zones: int, per_zone: int, tag: str = "") -> list[dict[str, Any]]:
+def record_docs(first_zone: int, zones: int, per_zone: int, namespace: str = NS) -> list[dict[str, Any]]:
     return [
         {
             "apiVersion": "kflare.dev/v1alpha1",
             "kind": "DNSRecord",
-            "metadata": {"name": f"r{tag}{z}-{i}", "namespace": NS},
+            "metadata": {"name": f"r{z}-{i}", "namespace": namespace},
             "spec": {
                 "zoneRef": {"name": f"z{z}"},
-                "name": f"h{tag}{i}.bench{z}.example",
+                "name": f"h{i}.bench{z}.example",
                 "type": "A",
                 "content": f"10.{z % 250}.{i // 250}.{i % 250 + 1}",
                 "ttl": 300,
@@ -108,6 +119,45 @@ def baseline(bins: Path, work: Path, records: int, zones: int) -> tuple[int, int
     finally:
         emulator.stop()
         plane.stop()
+
+
+def floor(plane: ControlPlane, docs: list[dict[str, Any]]) -> tuple[float, float]:
+    """Seconds the API server takes for `docs` without kflare: one `kubectl apply`, then one status write each."""
+    started = time.monotonic()
+    apply(plane, docs)
+    applied = time.monotonic()
+    asyncio.run(write_statuses(plane, docs))
+    return applied - started, time.monotonic() - applied
+
+
+async def write_statuses(plane: ControlPlane, docs: list[dict[str, Any]]) -> None:
+    """What a trivial controller writes once per object: a Ready condition, `FLOOR_IN_FLIGHT` writes at once."""
+    from kubernetes_asyncio import client, config
+
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(plane.kubeconfig_path), client_configuration=configuration)
+    configuration.connection_pool_maxsize = FLOOR_IN_FLIGHT
+    async with client.ApiClient(configuration) as api:
+        objects = client.CustomObjectsApi(api)
+        slots = asyncio.Semaphore(FLOOR_IN_FLIGHT)
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+        async def write(doc: dict[str, Any]) -> None:
+            ready = {"type": "Ready", "status": "True", "reason": "Synced", "message": "", "lastTransitionTime": now}
+            body = {"status": {"observedGeneration": 1, "conditions": [{**ready, "observedGeneration": 1}]}}
+            plural = "zones" if doc["kind"] == "Zone" else "dnsrecords"
+            async with slots:
+                await objects.patch_namespaced_custom_object_status(
+                    "kflare.dev",
+                    "v1alpha1",
+                    doc["metadata"]["namespace"],
+                    plural,
+                    doc["metadata"]["name"],
+                    body,
+                    _content_type="application/merge-patch+json",
+                )
+
+        await asyncio.gather(*(write(doc) for doc in docs))
 
 
 def kube_writes(controller: Controller) -> dict[tuple[str, str], float]:
@@ -175,6 +225,7 @@ def main() -> int:
         time.sleep(3)  # a settled, idle process
         rss_empty = rss_mib(controller.pid)
         rss_at: list[tuple[int, float]] = []
+        walls: list[tuple[str, float]] = []
         records_so_far = zones_so_far = 0
         for n, (records, zones) in enumerate(scales):
             new_zones = zones - zones_so_far
@@ -195,6 +246,7 @@ def main() -> int:
             rows.append((f"[{label}] calls to converge", f"{total}", f"{what}; {limited} answered 429"))
             rows.append((f"[{label}] of which for the records", f"{for_records}", f"{writes} writes in all"))
             rows.append((f"[{label}] wall time to all Ready", f"{seconds:.1f} s", "Cloudflare's real rate limit on"))
+            walls.append((label, seconds))
             rows.append((f"[{label}] time until every record is in Cloudflare", f"{in_cloudflare - started:.1f} s", ""))
             per = new_records + new_zones
             rows.append(
@@ -254,6 +306,27 @@ def main() -> int:
             controller = Controller(plane, emulator, work / f"controller-{n}-next.log")
             controller.wait_reconciled({"cloudflareaccount": 1, "zone": zones, "dnsrecord": records}, 900)
             records_so_far, zones_so_far = records, zones
+
+        # The floor, with no controller running: each scale's new objects, in the same order, in a namespace of its own.
+        apply(plane, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": FLOOR_NS}}])
+        records_before = zones_before = 0
+        for (records, zones), (label, seconds) in zip(scales, walls, strict=True):
+            new_zones = zones - zones_before
+            per_zone = (records - records_before) // new_zones
+            docs = zone_docs(zones_before, new_zones, FLOOR_NS) + record_docs(
+                zones_before, new_zones, per_zone, FLOOR_NS
+            )
+            applying, writing = floor(plane, docs)
+            rows.append(
+                (
+                    f"[{label}] floor: kubectl apply + one status write each",
+                    f"{applying + writing:.1f} s",
+                    f"apply {applying:.1f} s, {len(docs):,} status writes {writing:.1f} s "
+                    f"({len(docs) / writing:.0f}/s, {FLOOR_IN_FLIGHT} in flight); no controller",
+                )
+            )
+            rows.append((f"[{label}] wall time to all Ready / floor", f"{seconds / (applying + writing):.1f}x", ""))
+            records_before, zones_before = records, zones
 
         (n1, r1), (n2, r2) = rss_at[0], rss_at[-1]
         rows.append(("controller RSS, no resources", f"{rss_empty:.1f} MiB", "baseline"))

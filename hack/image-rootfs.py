@@ -215,9 +215,10 @@ def record_debian_packages(root: Root, extra: set[str]) -> list[str]:
     return names
 
 
-def compile_bytecode(root: Path, paths: list[str]) -> None:
+def compile_bytecode(root: Path, paths: list[str], workers: int = 0) -> None:
     """Bytecode for every module under these paths of the root, unchecked-hash, and naming the source by its path
-    in the image (tracebacks show /opt/kflare/..., not the root's); any older bytecode is dropped first."""
+    in the image (tracebacks show /opt/kflare/..., not the root's); any older bytecode is dropped first. `workers`
+    processes compile (0: one per CPU; 1: this process, for a caller whose threads make forking unsafe)."""
     for path in paths:
         for top, dirs, _ in os.walk(root / path.lstrip("/")):
             if "__pycache__" in dirs:
@@ -226,7 +227,7 @@ def compile_bytecode(root: Path, paths: list[str]) -> None:
         ok = compileall.compile_dir(
             str(root / path.lstrip("/")),
             quiet=1,
-            workers=0,
+            workers=workers,
             stripdir=str(root),
             prependdir="/",
             invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,

@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 ADMISSION_API_VERSION: Final = "admission.k8s.io/v1"
 REVIEW_KIND: Final = "AdmissionReview"
@@ -57,6 +57,12 @@ class AdmissionRequest(_Wire):
     dry_run: bool | None = Field(None, alias="dryRun")
     options: Any = None
     """The request's CreateOptions / UpdateOptions / PatchOptions as the client sent them (`fieldManager`)."""
+    _cut: bool = PrivateAttr(False)
+
+    @property
+    def cut(self) -> bool:
+        """Whether values nested past MAX_DEPTH were replaced by TOO_DEEP (only then is `too_deep` worth a walk)."""
+        return self._cut
 
     @property
     def field_manager(self) -> str:
@@ -153,7 +159,9 @@ def parse_review(body: bytes) -> AdmissionReview:
         if invalid and "recursion limit" in str((invalid[0].get("ctx") or {}).get("error", "")):
             cut = cut_below(body)
             if cut is not None:
-                return parse_review(cut)
+                review = parse_review(cut)
+                review.request._cut = True
+                return review
         if invalid:
             why = str((invalid[0].get("ctx") or {}).get("error", ""))[:200]
             raise ReviewError(f"the body is not valid JSON: {why}" if why else "the body is not valid JSON") from None

@@ -32,7 +32,8 @@ def wire_name(name: str) -> str:
 
 
 class KflareModel(BaseModel):
-    """Base of every model: camelCase on the wire, snake_case in Python, docstrings become descriptions.
+    """Base of every model: camelCase on the wire, snake_case in Python, docstrings become descriptions (in the
+    rendered schemas: `app.api.schema.DocumentedSchema`).
 
     Unknown fields are ignored, the way the API server prunes fields a structural schema does not know; the
     admission webhook reports them with `app.api.validation.unknown_fields` before that could surprise anyone.
@@ -42,7 +43,6 @@ class KflareModel(BaseModel):
         alias_generator=wire_name,
         populate_by_name=True,
         extra="ignore",
-        use_attribute_docstrings=True,
     )
 
     def to_wire(self) -> dict[str, Any]:

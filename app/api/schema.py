@@ -20,10 +20,19 @@ keeps value validations (`anyOf`, `oneOf`, `not`) out of the way of the types. T
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
+import itertools
+import textwrap
 from collections.abc import Mapping
 from typing import Any, Final
 
 from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
+
+from app.api.base import KflareModel
 
 Schema = dict[str, Any]
 
@@ -60,9 +69,61 @@ class SchemaError(ValueError):
     """The model cannot be expressed as a structural schema."""
 
 
+def attribute_docstrings(cls: type) -> dict[str, str]:
+    """The docstrings of a class's annotated attributes (the string right below `name: type`), by attribute name,
+    its bases' first. Read from the source when a schema is rendered, not when the model is defined (pydantic's
+    `use_attribute_docstrings` would read every model's source at every start of the process)."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if klass.__module__ in ("builtins", "typing") or klass.__module__.startswith("pydantic"):
+            continue
+        out.update(_own_docstrings(klass))
+    return out
+
+
+@functools.cache
+def _own_docstrings(cls: type) -> dict[str, str]:
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    (node,) = ast.parse(source).body
+    out: dict[str, str] = {}
+    body = node.body if isinstance(node, ast.ClassDef) else []
+    for before, after in itertools.pairwise(body):
+        if (
+            isinstance(before, ast.AnnAssign)
+            and isinstance(before.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            out[before.target.id] = inspect.cleandoc(after.value.value)
+    return out
+
+
+class DocumentedSchema(GenerateJsonSchema):
+    """JSON schema with each field of a kflare model (`KflareModel`) described by its attribute docstring, unless
+    the field gives a description of its own."""
+
+    def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
+        out = super().model_schema(schema)
+        cls = schema["cls"]
+        fields = getattr(cls, "__pydantic_fields__", {})
+        properties = out.get("properties")
+        if not isinstance(properties, dict) or not fields or not issubclass(cls, KflareModel):
+            return out
+        docs = attribute_docstrings(cls)
+        for name, info in fields.items():
+            wire = (info.alias or name) if self.by_alias else name
+            if name in docs and wire in properties and info.description is None:
+                properties[wire] = {**properties[wire], "description": docs[name]}
+        return out
+
+
 def structural_schema(model: type[BaseModel]) -> Schema:
     """The structural OpenAPI v3 schema of a model, as its wire (alias) names spell it."""
-    raw = model.model_json_schema(by_alias=True, mode="validation")
+    raw = model.model_json_schema(by_alias=True, mode="validation", schema_generator=DocumentedSchema)
     defs: Mapping[str, Schema] = raw.pop("$defs", {})
     return _Converter(defs).convert(raw, model.__name__)
 

@@ -10,8 +10,9 @@ Free-form fields (`x-kubernetes-preserve-unknown-fields`, such as a DNSRecord's 
 
 from __future__ import annotations
 
+import functools
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, Final, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -38,38 +39,63 @@ def errors_from(exc: ValidationError, prefix: Loc = ()) -> list[FieldError]:
     return out
 
 
-def _walk(annotation: Any, value: Any, loc: Loc) -> Iterator[FieldError]:
+Walker = Callable[[Any, Loc], Iterator[FieldError]]
+"""Checks one value of a field for unknown fields below it, given the value and its location."""
+
+
+def _walker(annotation: Any) -> Walker | None:
+    """What checks a value of `annotation` for unknown fields; None where nothing below it can be unknown (scalars,
+    free-form values). Built once per model field (`_fields`): typing introspection per review would cost more than
+    the check itself."""
     origin = get_origin(annotation)
     if origin is Annotated:
-        yield from _walk(get_args(annotation)[0], value, loc)
-    elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        yield from _unknown(annotation, value, loc)
-    elif origin in (Union, types.UnionType):
+        return _walker(get_args(annotation)[0])
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        model = annotation
+        return lambda value, loc: _unknown(model, value, loc)
+    if origin in (Union, types.UnionType):
         options = [a for a in get_args(annotation) if a is not type(None)]
-        if len(options) == 1:
-            yield from _walk(options[0], value, loc)
-    elif origin in (list, tuple, set, frozenset, Sequence) and isinstance(value, list):
+        return _walker(options[0]) if len(options) == 1 else None
+    if origin in (list, tuple, set, frozenset, Sequence):
         (item,) = get_args(annotation)[:1] or (Any,)
-        for index, element in enumerate(value):
-            yield from _walk(item, element, (*loc, index))
-    elif origin in (dict, Mapping) and isinstance(value, dict):
+        each = _walker(item)
+        if each is None:
+            return None
+        return lambda value, loc: _each(each, enumerate(value) if isinstance(value, list) else (), loc)
+    if origin in (dict, Mapping):
         _, item = get_args(annotation) or (Any, Any)
-        for key, element in value.items():
-            yield from _walk(item, element, (*loc, str(key)))
+        each_value = _walker(item)
+        if each_value is None:
+            return None
+        return lambda value, loc: _each(each_value, value.items() if isinstance(value, dict) else (), loc)
+    return None
+
+
+def _each(walker: Walker, entries: Iterable[tuple[int | str, Any]], loc: Loc) -> Iterator[FieldError]:
+    for key, element in entries:
+        yield from walker(element, (*loc, key if isinstance(key, int) else str(key)))
+
+
+@functools.cache
+def _fields(model: type[BaseModel]) -> tuple[dict[str, Walker | None], dict[str, str]]:
+    """A model's fields by their name on the wire, each with its walker, and the wire name of each Python name."""
+    by_wire = {(info.alias or name): _walker(info.annotation) for name, info in model.model_fields.items()}
+    by_python = {name: info.alias or name for name, info in model.model_fields.items()}
+    return by_wire, by_python
 
 
 def _unknown(model: type[BaseModel], data: Any, loc: Loc) -> Iterator[FieldError]:
     if not isinstance(data, Mapping):
         return
-    by_wire = {(info.alias or name): (name, info) for name, info in model.model_fields.items()}
-    by_python = {name: info.alias or name for name, info in model.model_fields.items()}
+    by_wire, by_python = _fields(model)
     for key, value in data.items():
-        known = by_wire.get(key)
-        if known is None:
+        if key not in by_wire:
             hint = f' (did you mean "{by_python[key]}"?)' if key in by_python else ""
             yield FieldError(format_path((*loc, str(key))), f'unknown field "{key}"{hint}')
             continue
-        yield from _walk(known[1].annotation, value, (*loc, key))
+        walker = by_wire[key]
+        if walker is not None:
+            yield from walker(value, (*loc, key))
 
 
 def unknown_fields(model: type[BaseModel], data: Any, loc: Loc = ()) -> list[FieldError]:

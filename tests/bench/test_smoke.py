@@ -134,6 +134,8 @@ def test_converge(shared_plane: dict[str, str]) -> None:
         "calls per drift round",
         "account 503 for 1 s",
         "controller RSS, 5 resources Ready",
+        "floor: kubectl apply + one status write each",
+        "wall time to all Ready / floor",
         "baseline: 4 records, each write alone",
     )
 

@@ -190,7 +190,9 @@ async def test_the_charts_pod_runs_the_image(
     assert lines
     for line in lines:  # logging.format json: one object per line, nothing else
         json.loads(line)
-    denied = [line for line in lines if "forbidden" in line.lower()]
+    # RBAC refusals. Not one: an Event refused in a namespace being deleted (earlier tests' namespaces stay
+    # Terminating, with their objects, on an API server without a controller-manager; the pod watches them all).
+    denied = [line for line in lines if "forbidden" in line.lower() and "because it is being terminated" not in line]
     assert not denied, "\n".join(denied[:10])
 
 

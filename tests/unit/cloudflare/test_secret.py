@@ -52,6 +52,9 @@ def test_redact() -> None:
 @pytest.fixture
 def everything_logged(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
     caplog.set_level(logging.DEBUG)
+    # `app.logs.configure` (run in process by earlier tests) quiets these to WARNING; here they must say everything.
+    for noisy in ("httpx", "httpcore"):
+        caplog.set_level(logging.DEBUG, logger=noisy)
     return caplog
 
 
