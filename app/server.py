@@ -30,9 +30,7 @@ from app.metrics.collectors import instrument
 from app.metrics.listener import listener as metrics_listener
 from app.settings import Settings, split_bind_address
 from app.tls import ReloadingTLS
-from app.xds import TokenFile, XdsServer
 from reconcilers.context import Context
-from reconcilers.gateway.controller import GatewayOptions, register_gateway
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.registry import register_all
 from webhooks import create_app as webhook_app
@@ -100,6 +98,10 @@ class Runtime:
         )
         register_all(self.manager, ctx)
         if s.gateway_enabled:
+            # Imported here: the class (and gRPC with Envoy's messages, under the xDS listener) costs a process that
+            # runs no Gateway class about half a second of start and some MiB it would never use.
+            from reconcilers.gateway.controller import GatewayOptions, register_gateway
+
             host, port = split_bind_address(s.gateway_data_plane_address) or ("127.0.0.1", 8080)
             options = GatewayOptions(
                 host,
@@ -268,6 +270,8 @@ def xds_listener(settings: Settings, runtime: Runtime, host: str, port: int) -> 
     --gateway-xds-client-ca-file a client certificate signed by that CA too."""
     if settings.gateway_xds_token_file is None:
         raise ValueError("--gateway-xds-token-file is required with --gateway-enabled")
+    from app.xds import TokenFile, XdsServer  # see Runtime.start: only a process running the Gateway class
+
     token = TokenFile(settings.gateway_xds_token_file)
     tls = ReloadingTLS(settings.gateway_xds_cert_dir) if settings.gateway_xds_cert_dir is not None else None
     if settings.gateway_xds_client_ca_file is not None:

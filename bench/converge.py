@@ -25,6 +25,7 @@ The baseline, measured in the same run: the same first scale converged with ever
 (`--dns-batch-size=1`), against the emulator with its rate limit lifted (its calls would take minutes otherwise).
 
     .venv/bin/python bench/converge.py [--scales 1000:5,5000:25] [--drift 20] [--outage 60] [--secrets-mib 100]
+        [--settle 5] [--no-baseline]
 """
 
 from __future__ import annotations
@@ -125,13 +126,13 @@ def floor(plane: ControlPlane, docs: list[dict[str, Any]]) -> tuple[float, float
     """Seconds the API server takes for `docs` without kflare: one `kubectl apply`, then one status write each."""
     started = time.monotonic()
     apply(plane, docs)
-    applied = time.monotonic()
-    asyncio.run(write_statuses(plane, docs))
-    return applied - started, time.monotonic() - applied
+    applied = time.monotonic() - started
+    return applied, asyncio.run(write_statuses(plane, docs))
 
 
-async def write_statuses(plane: ControlPlane, docs: list[dict[str, Any]]) -> None:
-    """What a trivial controller writes once per object: a Ready condition, `FLOOR_IN_FLIGHT` writes at once."""
+async def write_statuses(plane: ControlPlane, docs: list[dict[str, Any]]) -> float:
+    """What a trivial controller writes once per object: a Ready condition, `FLOOR_IN_FLIGHT` writes at once.
+    Seconds from the first write to the last answer (the client's setup is not counted)."""
     from kubernetes_asyncio import client, config
 
     configuration = client.Configuration()
@@ -157,7 +158,9 @@ async def write_statuses(plane: ControlPlane, docs: list[dict[str, Any]]) -> Non
                     _content_type="application/merge-patch+json",
                 )
 
+        started = time.monotonic()
         await asyncio.gather(*(write(doc) for doc in docs))
+        return time.monotonic() - started
 
 
 def kube_writes(controller: Controller) -> dict[tuple[str, str], float]:
@@ -211,6 +214,9 @@ def main() -> int:
     parser.add_argument("--scales", default="1000:5,5000:25", help="records:zones, cumulative, comma-separated")
     parser.add_argument("--drift", type=int, default=20, help="drift check interval in seconds")
     parser.add_argument("--outage", type=int, default=60, help="seconds the account's GET answers 503")
+    parser.add_argument(
+        "--settle", type=float, default=5, help="seconds the process idles before its RSS is read (at most 3 at start)"
+    )
     parser.add_argument("--secrets-mib", type=int, default=100)
     parser.add_argument("--no-baseline", action="store_true")
     args = parser.parse_args()
@@ -222,7 +228,7 @@ def main() -> int:
     try:
         # Converging runs without drift checks: a round falling due meanwhile would count as a cost of converging.
         controller = Controller(plane, emulator, work / "controller.log")
-        time.sleep(3)  # a settled, idle process
+        time.sleep(min(3, args.settle))  # a settled, idle process
         rss_empty = rss_mib(controller.pid)
         rss_at: list[tuple[int, float]] = []
         walls: list[tuple[str, float]] = []
@@ -258,7 +264,7 @@ def main() -> int:
                     f"Events {written.get(('events', ''), 0):.0f}, other {other_writes(written)}",
                 )
             )
-            time.sleep(5)
+            time.sleep(args.settle)
             rss_at.append((records + zones, rss_mib(controller.pid)))
 
             controller.stop()

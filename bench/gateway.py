@@ -186,7 +186,7 @@ def filler_routes(count: int) -> list[dict[str, Any]]:
     ]
 
 
-async def bench_change(changes: int, seconds: float, concurrency: int, routes: int) -> None:
+async def bench_change(changes: int, seconds: float, concurrency: int, routes: int, idle_seconds: float) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="kflare-bench-gateway-"))
     plane, emulator = cluster(bin_dir(), workdir / "emulator")
     servers = _Thread()
@@ -308,7 +308,7 @@ async def bench_change(changes: int, seconds: float, concurrency: int, routes: i
                         f"requests per second ({concurrency} clients, {seconds:g} s): through Envoy {via:.0f},"
                         f" backend directly {direct:.0f}, ratio {via / direct:.2f}"
                     )
-            bench_document_writes(plane, emulator, routes)
+            bench_document_writes(plane, emulator, routes, idle_seconds)
         finally:
             controller.stop()
     finally:
@@ -317,7 +317,7 @@ async def bench_change(changes: int, seconds: float, concurrency: int, routes: i
         plane.stop()
 
 
-def bench_document_writes(plane: ControlPlane, emulator: EmulatorProcess, routes: int) -> None:
+def bench_document_writes(plane: ControlPlane, emulator: EmulatorProcess, routes: int, idle_seconds: float) -> None:
     token = base64.b64encode(emulator.token.encode()).decode()
     docs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cf", "namespace": "apps"},
@@ -371,8 +371,8 @@ def bench_document_writes(plane: ControlPlane, emulator: EmulatorProcess, routes
         f" (baseline: {routes} writes, one per route)"
     )
     idle = writes()
-    time.sleep(5)
-    print(f"  writes in 5 s idle: {writes() - idle}")
+    time.sleep(idle_seconds)
+    print(f"  writes in {idle_seconds:g} s idle: {writes() - idle}")
     before = writes()
     kubectl(plane, "apply", "-f", "-", stdin=json.dumps(route(0, "app0.bench.example.org", "/v2")))
     kubectl(plane, "apply", "-f", "-", stdin=json.dumps(route(1, "renamed.bench.example.org")))
@@ -441,10 +441,11 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=30)
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--idle", type=float, default=5, help="seconds the ingress document's idle writes are counted")
     args = parser.parse_args()
     bench_translation(args.routes, args.repeat)
     bench_push(args.routes, args.changes)
-    asyncio.run(bench_change(args.changes, args.seconds, args.concurrency, args.routes))
+    asyncio.run(bench_change(args.changes, args.seconds, args.concurrency, args.routes, args.idle))
     bench_dependency_cost()
 
 

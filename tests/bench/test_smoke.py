@@ -124,7 +124,7 @@ def test_webhook() -> None:
 @pytest.mark.integration
 def test_converge(shared_plane: dict[str, str]) -> None:
     # One scale: a second one would add a converge, two restarts and a drift round for the RSS slope line only.
-    args = ("--scales", "4:1", "--drift", "2", "--outage", "1", "--secrets-mib", "1")
+    args = ("--scales", "4:1", "--drift", "2", "--outage", "1", "--secrets-mib", "1", "--settle", "0")
     out = run("converge.py", *args, timeout=240, env=shared_plane)
     lines_with(
         out,
@@ -168,7 +168,7 @@ def test_soak(shared_plane: dict[str, str]) -> None:
 @pytest.mark.integration
 def test_gateway(shared_plane: dict[str, str]) -> None:
     args = ("--routes", "2", "--repeat", "1", "--changes", "2", "--seconds", "0.5")
-    out = run("gateway.py", *args, "--concurrency", "2", timeout=240, env=shared_plane)
+    out = run("gateway.py", *args, "--concurrency", "2", "--idle", "1", timeout=240, env=shared_plane)
     lines_with(out, "translation of 2 HTTPRoutes", "route change", "requests per second", "ingress document")
 
 

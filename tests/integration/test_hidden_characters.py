@@ -38,7 +38,8 @@ async def test_the_crds_refuse_hidden_characters_in_every_string(
     for kind in ("CloudflareAccount", "Zone", "DNSRecord"):
         base = sample(kind, **FULL.get(kind, {}))
         base["metadata"] = {"name": "hidden", "namespace": namespace}
-        assert await _dry_run(kube, namespace, copy.deepcopy(base)) is None  # the object itself is fine
+        plain = await _dry_run(kube, namespace, copy.deepcopy(base))
+        assert plain is None, f"{kind} as it is refused: {plain.status} {plain.body}"  # the object itself is fine
         for path in _strings(base["spec"], "spec"):
             for char in ("\x00", "\u202e", "\u2066"):
                 obj = copy.deepcopy(base)
