@@ -15,13 +15,14 @@ SAMPLES: dict[str, str] = {model.info.kind: examples_of(model.info.kind)[0] for 
 
 
 def sample(kind: str, **spec: Any) -> dict[str, Any]:
-    """The sample manifest of `kind` with `spec` changes (None removes a field)."""
+    """The sample manifest of `kind` with `spec` changes (None removes a field), sharing nothing with the changes:
+    a caller may edit it in place without editing what it passed."""
     obj = samples.load(SAMPLES[kind])
     for key, value in spec.items():
         if value is None:
             obj["spec"].pop(key, None)
         else:
-            obj["spec"][key] = value
+            obj["spec"][key] = copy.deepcopy(value)
     return obj
 
 
