@@ -108,6 +108,7 @@ def test_bytecode_is_compiled_and_never_checked(image: str) -> None:
             return source_to_code(self, data, path, *args, **kwargs)
         external.SourceLoader.source_to_code = spy
         import app.cli, app.server
+        import app.xds, reconcilers.gateway.controller  # what `kflare run --gateway-enabled` imports as well
         flags, missing = set(), []
         for module in list(sys.modules.values()):
             cached = getattr(getattr(module, "__spec__", None), "cached", None)

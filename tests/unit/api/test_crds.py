@@ -249,6 +249,25 @@ class TestGenericConversion:
         assert props["name"]["description"] == "The widget's name."
         assert "title" not in props["name"]
 
+    def test_descriptions_come_from_attribute_docstrings_of_the_class_and_its_bases(self) -> None:
+        class Base(KflareModel):
+            shared: str = ""
+            """Said once, in the base."""
+
+        class Derived(Base):
+            own: int = 0
+            """Said in the subclass."""
+            given: str = Field("", description="Given explicitly.")
+            """Not this one."""
+            bare: str = ""
+
+        props = structural_schema(Derived)["properties"]
+        assert props["shared"]["description"] == "Said once, in the base."
+        assert props["own"]["description"] == "Said in the subclass."
+        assert props["given"]["description"] == "Given explicitly."
+        assert "description" not in props["bare"]
+        assert Derived.model_fields["own"].description is None  # read when rendering, not when the class is made
+
     def test_recursive_models_are_refused(self) -> None:
         class Node(KflareModel):
             children: list[Node] | None = None
