@@ -234,7 +234,9 @@ class FakeKube:
         self.answers = answers
         self.calls: list[tuple[str, str, Any, float]] = []
 
-    async def request(self, method: str, path: str, *, body: Any = None, timeout: float = 30.0) -> Any:
+    async def request(
+        self, method: str, path: str, *, body: Any = None, timeout: float = 30.0, queued: bool = True
+    ) -> Any:
         self.calls.append((method, path, body, timeout))
         answer = self.answers[path]
         if isinstance(answer, BaseException):
