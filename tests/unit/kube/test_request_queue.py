@@ -1,4 +1,4 @@
-"""A burst of writes waits its turn in the client, IN_FLIGHT at a time, and a Lease's renewal does not wait behind it."""
+"""A burst of writes waits its turn in the client, IN_FLIGHT at a time; a Lease renewal does not wait behind it."""
 
 from __future__ import annotations
 
