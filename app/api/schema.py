@@ -75,9 +75,8 @@ def attribute_docstrings(cls: type) -> dict[str, str]:
     `use_attribute_docstrings` would read every model's source at every start of the process)."""
     out: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
-        if klass.__module__ in ("builtins", "typing") or klass.__module__.startswith("pydantic"):
-            continue
-        out.update(_own_docstrings(klass))
+        if issubclass(klass, KflareModel):
+            out.update(_own_docstrings(klass))
     return out
 
 

@@ -43,6 +43,12 @@ no faster with more in flight (about 165 metadata patches a second here with 32)
 UNQUEUED: Final = frozenset({"leases"})
 """Resources whose requests skip the queue: leader election renews its Lease within its deadline whatever the
 backlog of other writes."""
+
+
+def _queued(rt: ResourceType) -> bool:
+    return rt.plural not in UNQUEUED
+
+
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REREAD = 60.0  # kubelet rotates projected tokens well before they expire; re-reading each minute keeps up
 
@@ -307,7 +313,7 @@ class KubeClient:
         return result
 
     async def get(self, rt: ResourceType, name: str, namespace: str | None = None) -> JSON:
-        return await self.request("GET", rt.path(namespace, name), queued=rt.plural not in UNQUEUED)
+        return await self.request("GET", rt.path(namespace, name), queued=_queued(rt))
 
     async def list(self, rt: ResourceType, namespace: str | None = None, **query: str | int | bool) -> JSON:
         return await self.request("GET", rt.path(namespace), query=query)
@@ -315,12 +321,12 @@ class KubeClient:
     async def create(self, rt: ResourceType, body: JSON, namespace: str | None = None) -> JSON:
         metrics.KUBERNETES_WRITES.labels(rt.plural, "", "create").inc()
         path = rt.path(namespace)
-        return await self.request("POST", path, body=body, query=MANAGED, queued=rt.plural not in UNQUEUED)
+        return await self.request("POST", path, body=body, query=MANAGED, queued=_queued(rt))
 
     async def replace(self, rt: ResourceType, body: JSON, namespace: str | None = None) -> JSON:
         metrics.KUBERNETES_WRITES.labels(rt.plural, "", "update").inc()
         path = rt.path(namespace, body["metadata"]["name"])
-        return await self.request("PUT", path, body=body, query=MANAGED, queued=rt.plural not in UNQUEUED)
+        return await self.request("PUT", path, body=body, query=MANAGED, queued=_queued(rt))
 
     async def patch(
         self,
@@ -334,11 +340,13 @@ class KubeClient:
     ) -> JSON:
         path = rt.path(namespace, name, subresource)
         metrics.KUBERNETES_WRITES.labels(rt.plural, subresource or "", "patch").inc()
-        return await self.request("PATCH", path, body=patch, content_type=content_type, query=MANAGED)
+        return await self.request(
+            "PATCH", path, body=patch, content_type=content_type, query=MANAGED, queued=_queued(rt)
+        )
 
     async def delete(self, rt: ResourceType, name: str, namespace: str | None = None) -> JSON:
         metrics.KUBERNETES_WRITES.labels(rt.plural, "", "delete").inc()
-        return await self.request("DELETE", rt.path(namespace, name))
+        return await self.request("DELETE", rt.path(namespace, name), queued=_queued(rt))
 
     async def watch(
         self,
