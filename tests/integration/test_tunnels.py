@@ -266,11 +266,14 @@ async def test_an_idle_resync_writes_nothing_and_drift_in_cloudflare_is_correcte
     async def corrected() -> bool:
         ingress = configuration(fresh_emulator, tunnel_id)["config"]["ingress"]
         assert ingress == [{"hostname": "app.example.com", "service": SERVICE}, {"service": "http_status:404"}]
-        return True
+        # The status is written after the correction: wait for it rather than race it.
+        status = (await kflare.get("TunnelConfiguration", "config"))["status"]["cloudflareMetadata"]
+        return bool(status["version"] > version)
 
-    await eventually(corrected, timeout=30, what="the configuration to be corrected")
+    await eventually(corrected, timeout=30, what="the configuration to be corrected and its status to follow")
     status = (await kflare.get("TunnelConfiguration", "config"))["status"]["cloudflareMetadata"]
     assert status["version"] == version + 2  # the outside write, then kflare's one correction
+    assert configuration(fresh_emulator, tunnel_id)["version"] == version + 2
 
 
 async def test_a_tunnel_deleted_in_cloudflare_is_recreated_and_its_record_and_configuration_follow(
