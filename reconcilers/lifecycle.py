@@ -15,12 +15,19 @@ the object has no ID, and a naive controller would either create a second object
 the object up by the kind's key (the same lookup adoption uses): if it is there, it is the one this resource created,
 and it is claimed as created (not adopted), so its deletion policy is a created object's.
 
-Crash safety of the claim. Claiming an object (created or adopted) is one metadata write that sets the claim label
-(the Cloudflare ID), sets or clears `kflare.dev/adopted` and removes the intent, all at once; the status is written
-after it. A crash between the two leaves the label, which names the object and, with the annotation beside it, how it
-was claimed: the next reconcile (or a deletion) reads the ID from the label. So at no point can an adopted object
-lose its mark, and with it the policy that keeps it. Deletion is safe by order: Cloudflare first (a 404 counts as
-done), the finalizer last.
+An intent is spent once an ID is recorded (in status, or in the claim label) other than the one it replaces: a
+create that follows the deletion of the object outside kflare names the ID it replaces, so recovery still finds the
+new object by its key. The intent is not removed once spent, which would cost a write per object.
+
+Crash safety of the claim. Claiming an adopted object is one metadata write that sets the claim label (the
+Cloudflare ID), sets `kflare.dev/adopted` and removes the intent, all at once; the status is written after it. A
+crash between the two leaves the label, which names the object and, with the annotation beside it, how it was
+claimed: the next reconcile (or a deletion) reads the ID from the label. So at no point can an adopted object lose its
+mark, and with it the policy that keeps it. An object kflare created needs no such write (`claim_in_status`): until
+the status holds its ID the intent is live and recovery finds it by its key, so a new resource costs one metadata
+write (finalizer and intent) and one status write (ID and Ready). Kinds whose ID is not a status field (a Worker's
+or a bucket's name) or whose claim orders resources (a ManagedTransform's zone) claim with the label as adoption
+does. Deletion is safe by order: Cloudflare first (a 404 counts as done), the finalizer last.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from pydantic import ValidationError
 
-from app.api.base import GROUP, VERSION
+from app.api.base import GROUP, VERSION, wire_name
 from app.api.constants import (
     ADOPTED_ANNOTATION,
     ADOPTION_POLICY_ANNOTATION,
@@ -101,8 +108,8 @@ def paused(obj: Resource[Any, Any]) -> bool:
     return obj.metadata.annotations.get(PAUSED_ANNOTATION, "").lower() == "true"
 
 
-def pending_intent(obj: Resource[Any, Any]) -> dict[str, str] | None:
-    """The create intent left by an earlier reconcile, if any (older ones hold only a timestamp)."""
+def create_intent(obj: Resource[Any, Any]) -> dict[str, str] | None:
+    """The create intent left by an earlier reconcile, spent or not (older ones hold only a timestamp)."""
     value = obj.metadata.annotations.get(CREATE_INTENT_ANNOTATION)
     if value is None:
         return None
@@ -160,6 +167,9 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     claim_label: ClassVar[str] = ""
     """A label recording the Cloudflare ID on the resource, so adoption skips objects other resources own and a
     crash between the claim and the status write loses nothing: the model's `KindInfo.claim_label`."""
+    claim_in_status: ClassVar[bool] = True
+    """Whether the status's ID is the claim of an object this resource created (no label written: the module's doc).
+    False by default for a kind whose ID is not a plain status field (it overrides `object_id`)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -168,6 +178,8 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
             cls.claim_label = model.info.claim_label or ""
             if cls.creates and not cls.claim_label:
                 raise TypeError(f"{model.info.kind} creates Cloudflare objects but declares no claim_label")
+        if "claim_in_status" not in cls.__dict__:
+            cls.claim_in_status = bool(cls.status_id) and cls.object_id is ManagedKind.object_id
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -208,10 +220,19 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
             return {}
 
         def claimed(raw: JSON) -> list[str]:
-            value = (raw["metadata"].get("labels") or {}).get(label)
+            value = cls.recorded_id(raw)
             return [value] if value else []
 
         return {CLAIM_INDEX: claimed}
+
+    @classmethod
+    def recorded_id(cls, raw: JSON) -> str | None:
+        """The Cloudflare ID the stored resource claims: its claim label, else (`claim_in_status`) its status's."""
+        value = (raw["metadata"].get("labels") or {}).get(cls.claim_label)
+        if not value and cls.claim_in_status:
+            metadata = (raw.get("status") or {}).get("cloudflareMetadata") or {}
+            value = metadata.get(wire_name(cls.status_id))
+        return str(value) if value else None
 
     @classmethod
     def links(cls) -> Sequence[IndexLink]:
@@ -315,7 +336,14 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         meta = raw["metadata"]
         return bool(meta.get("deletionTimestamp")) and FINALIZER not in (meta.get("finalizers") or [])
 
-    pending_intent = staticmethod(pending_intent)
+    def pending_intent(self, obj: R) -> dict[str, str] | None:
+        """The create intent whose create may have reached Cloudflare unrecorded: none is recorded yet, or only the
+        ID the create replaces (the module's doc)."""
+        intent = create_intent(obj)
+        if intent is None:
+            return None
+        recorded = obj.metadata.labels.get(self.claim_label) or self.object_id(obj)
+        return intent if not recorded or recorded == intent.get("replaces") else None
 
     def ref(self, key: Key) -> Ref:
         return Ref(self.kind, key[0], key[1])
@@ -469,9 +497,10 @@ class Lifecycle(Generic[R, L, ObservedT]):
         if object_id:
             observed = await kind.observe(link, obj, object_id)
             if observed is not None:
-                # Objects claimed before the label came first have it written now; the intent is spent.
-                labels = {kind.claim_label: kind.id_of(observed)} if kind.creates else None
-                raw = await writer.patch_meta(raw, labels=labels, annotations={CREATE_INTENT_ANNOTATION: None})
+                if not kind.claim_in_status:
+                    # Objects claimed before the label came first have it written now; the intent is spent.
+                    labels = {kind.claim_label: kind.id_of(observed)} if kind.creates else None
+                    raw = await writer.patch_meta(raw, labels=labels, annotations={CREATE_INTENT_ANNOTATION: None})
                 return raw, observed
             logger.info("Cloudflare object %s is gone; looking for it by key", object_id)
         if not kind.creates:
@@ -479,7 +508,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
         existing = await kind.find(link, obj)
         policy = annotations.get(ADOPTION_POLICY_ANNOTATION)
         if existing is not None:
-            if CREATE_INTENT_ANNOTATION in annotations or kind.key_marks_ownership:
+            if kind.pending_intent(obj) is not None or kind.key_marks_ownership:
                 # Created by this resource just before a crash (or before a move to this cluster): ours, not an
                 # adoption.
                 logger.info("recovered object created before a restart", extra={"id": kind.id_of(existing)})
@@ -505,10 +534,16 @@ class Lifecycle(Generic[R, L, ObservedT]):
         match = kind.intent_match(obj)
         if match is not None:
             intent["match"] = match
+        if object_id:
+            intent["replaces"] = object_id  # deleted outside kflare: recorded, yet not this create's object
+        # The object about to be created is the resource's own: an earlier adoption's mark and policy no longer
+        # apply to it, and a label naming the old object would outlive it.
+        stale: dict[str, str | None] | None = {kind.claim_label: None} if kind.claim_in_status else None
         raw = await writer.patch_meta(
             raw,
             finalizers=writer.with_finalizer(raw),
-            annotations={CREATE_INTENT_ANNOTATION: json.dumps(intent, sort_keys=True)},
+            labels=stale,
+            annotations={CREATE_INTENT_ANNOTATION: json.dumps(intent, sort_keys=True), ADOPTED_ANNOTATION: None},
         )
         created = await kind.create(link, obj)
         logger.info("created", extra={"id": kind.id_of(created)})
@@ -516,7 +551,10 @@ class Lifecycle(Generic[R, L, ObservedT]):
 
     async def _claim(self, raw: JSON, observed: ObservedT, *, adopted: bool) -> JSON:
         """Make the object this resource's: the claim and how it was made, in one metadata write. The status
-        (the ID, Ready) follows at the end of the reconcile; until then the label is the record of the claim."""
+        (the ID, Ready) follows at the end of the reconcile; until then the label is the record of the claim. An
+        object this resource created needs no write when the status is its claim: the live intent covers it."""
+        if not adopted and self.of.claim_in_status:
+            return raw
         return await self.writer.patch_meta(
             raw,
             finalizers=self.writer.with_finalizer(raw),
@@ -583,7 +621,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
             return Outcome.done()  # each dependant's deletion enqueues this object again
         logger = writer.logger(key)
         object_id = self.current_id(obj)
-        intent = CREATE_INTENT_ANNOTATION in obj.metadata.annotations
+        intent = kind.pending_intent(obj) is not None
         if kind.creates and self.deletion_policy(obj) == DeletionPolicy.DELETE and (object_id or intent):
             try:
                 link = await kind.connect(obj)

@@ -46,6 +46,7 @@ class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
     model = ManagedTransform
     observed_id = "zone_id"
     status_id = "zone_id"
+    claim_in_status = False  # the label says which ManagedTransform holds the zone (`_configured_by`)
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:

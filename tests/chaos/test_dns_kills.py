@@ -43,9 +43,13 @@ def write_count(emulator: EmulatorProcess, since: float) -> int:
 
 
 async def interrupted_creates(kflare: Kflare) -> int:
-    """DNSRecords whose create intent is still on them: a kill came between the intent and the claim."""
+    """DNSRecords whose create intent is live: a kill came between the intent and the status recording the ID."""
     listing = await kflare.objects.list_namespaced_custom_object(GROUP, VERSION, kflare.namespace, "dnsrecords")
-    return sum("kflare.dev/create-intent" in (i["metadata"].get("annotations") or {}) for i in listing["items"])
+    return sum(
+        "kflare.dev/create-intent" in (i["metadata"].get("annotations") or {})
+        and not ((i.get("status") or {}).get("cloudflareMetadata") or {}).get("recordID")
+        for i in listing["items"]
+    )
 
 
 async def unfinished(kflare: Kflare) -> int:

@@ -280,8 +280,8 @@ async def test_a_crash_at_any_write_keeps_what_was_claimed_and_how(case_name: st
 
 
 async def test_a_spec_changed_while_the_controller_was_down_recovers_the_record_it_created() -> None:
-    """Killed after Cloudflare created the record, before the claim; the content is edited before the restart: the
-    restarted controller must take its own record (and correct it), not create a second one beside it."""
+    """Killed after Cloudflare created the record, before its ID was recorded; the content is edited before the
+    restart: the restarted controller must take its own record (and correct it), not create a second one beside it."""
     case = CASES["record-created"]
     kube = MemoryKube()
     for obj in parents(case.kind):
@@ -289,7 +289,7 @@ async def test_a_spec_changed_while_the_controller_was_down_recovers_the_record_
     kube.add(case.resource)
     cloudflare = Cloudflare(emulator_state(case.zones))
     try:
-        kube.crash_at, kube.crash_after_apply = 3, False  # the finalizer, the intent, then the claim
+        kube.crash_at, kube.crash_after_apply = 2, False  # the finalizer with the intent, then the status
         with pytest.raises(Crash):
             await Runtime(kube, cloudflare, KINDS, SECRETS).reconcile(case.kind, "www", NS)
         assert len(await cloudflare.get(case.count_path, **case.count_params)) == 1
@@ -298,5 +298,75 @@ async def test_a_spec_changed_while_the_controller_was_down_recovers_the_record_
         await converge(kube, cloudflare, case)
         held = await cloudflare.get(case.count_path, **case.count_params)
         assert [r["content"] for r in held] == ["198.51.100.7"]
+    finally:
+        await cloudflare.aclose()
+
+
+async def cloudflare_call(cloudflare: Cloudflare, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """A change made in Cloudflare outside kflare (the dashboard, another tool)."""
+    reply = await cloudflare.http.request(method, path, json=body, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert reply.json()["success"], reply.text
+    return reply.json()["result"]
+
+
+async def test_an_adopted_record_deleted_outside_is_recreated_as_its_own_even_when_killed_before_the_status() -> None:
+    """An adopted record deleted in Cloudflare is created again (adopt-or-create). Killed after that create, before
+    the status records the new ID: the restarted controller takes the new record as its own (it replaces the recorded
+    one, so the intent is live), creates no second one, and the adoption's mark is gone, so deleting the resource
+    deletes the record it created."""
+    resource = record_resource({ADOPTION_POLICY_ANNOTATION: "adopt-or-create"})
+    kube, case = MemoryKube(), CASES["record-adopted"]
+    for obj in [*parents("DNSRecord"), resource]:
+        kube.add(obj)
+    cloudflare = Cloudflare(emulator_state(case.zones))
+    try:
+        await converge(kube, cloudflare, case)
+        stored = kube.get("DNSRecord", "www", NS)
+        assert stored is not None
+        assert stored["metadata"]["annotations"][ADOPTED_ANNOTATION] == "true"
+        (adopted,) = await cloudflare.get(RECORDS)
+        await cloudflare_call(cloudflare, "DELETE", f"{RECORDS}/{adopted['id']}")
+
+        kube.writes, kube.crash_at, kube.crash_after_apply = 0, 2, False  # the intent, then the status
+        with pytest.raises(Crash):
+            await Runtime(kube, cloudflare, KINDS, SECRETS).reconcile("DNSRecord", "www", NS)
+        (created,) = await cloudflare.get(RECORDS)
+        assert created["id"] != adopted["id"]
+        kube.crash_at = None
+        await converge(kube, cloudflare, case)
+
+        assert [r["id"] for r in await cloudflare.get(RECORDS)] == [created["id"]]
+        stored = kube.get("DNSRecord", "www", NS)
+        assert stored is not None
+        assert stored["status"]["cloudflareMetadata"]["recordID"] == created["id"]
+        assert ADOPTED_ANNOTATION not in stored["metadata"]["annotations"]
+        mark_deleted(kube, "DNSRecord", "www", NS)
+        await Runtime(kube, cloudflare, KINDS, SECRETS).reconcile("DNSRecord", "www", NS)
+        assert await cloudflare.get(RECORDS) == []
+    finally:
+        await cloudflare.aclose()
+
+
+async def test_a_spent_intent_never_makes_someone_elses_record_its_own() -> None:
+    """The intent stays on a resource once its ID is in status (removing it would cost a write). When the record is
+    then deleted in Cloudflare and someone else creates one like it, that one is not taken as this resource's own:
+    the resource says `AlreadyExists` and the record survives the resource's deletion."""
+    kube, case = MemoryKube(), CASES["record-created"]
+    for obj in [*parents("DNSRecord"), case.resource]:
+        kube.add(obj)
+    cloudflare = Cloudflare(emulator_state(case.zones))
+    try:
+        await converge(kube, cloudflare, case)
+        (created,) = await cloudflare.get(RECORDS)
+        await cloudflare_call(cloudflare, "DELETE", f"{RECORDS}/{created['id']}")
+        theirs = await cloudflare_call(cloudflare, "POST", RECORDS, {**WWW, "name": "www.example.com", "ttl": 1})
+
+        await converge(kube, cloudflare, case)
+        stored = kube.get("DNSRecord", "www", NS)
+        assert stored is not None
+        assert [(c["status"], c["reason"]) for c in stored["status"]["conditions"]] == [("False", "AlreadyExists")]
+        mark_deleted(kube, "DNSRecord", "www", NS)
+        await Runtime(kube, cloudflare, KINDS, SECRETS).reconcile("DNSRecord", "www", NS)
+        assert [r["id"] for r in await cloudflare.get(RECORDS)] == [theirs["id"]]
     finally:
         await cloudflare.aclose()
