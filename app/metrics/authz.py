@@ -91,7 +91,7 @@ class KubeReviewer:
         kube = self._client()
         try:
             async with asyncio.timeout(self.timeout):
-                return await kube.request("POST", path, body=body, timeout=self.timeout, queued=False)
+                return await kube.request("POST", path, body=body, timeout=self.timeout, flow=None)
         except KubeError as exc:
             # Never the token: the message is the API server's Status, which does not quote the request.
             raise ReviewUnavailable(f"{what} refused: {exc.status} {exc.reason}: {exc.message}") from None

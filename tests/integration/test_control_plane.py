@@ -14,6 +14,7 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from app.controlplane import ControlPlane
+from app.kube.client import IN_FLIGHT, NAMESPACES, KubeClient
 from tests.fixtures.kube import api_client_for, metrics_reader, service_account_token, user_kubeconfig
 from tests.helpers import eventually
 
@@ -238,3 +239,24 @@ def test_kubectl_and_helm_talk_to_the_server(control_plane: ControlPlane) -> Non
     assert helm.startswith("v3.")
     releases = _run(str(control_plane.binary("helm")), "--kubeconfig", kubeconfig, "list", "-A", "-o", "json")
     assert json.loads(releases) == []
+
+
+async def test_kflares_requests_share_one_http2_connection_and_its_watches_their_own(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """kflare's client sends its requests as HTTP/2 streams of one connection: with a connection per request in
+    flight, its pool's bookkeeping on each answer took most of the controller's CPU in a bulk apply. Watches keep
+    their own HTTP/1.1 connections."""
+    kube = await KubeClient.connect(control_plane.kubeconfig_path)
+    try:
+        answers = await asyncio.gather(*(kube.get(NAMESPACES, namespace) for _ in range(3 * IN_FLIGHT)))
+        assert {a["metadata"]["name"] for a in answers} == {namespace}
+        connections = kube.http._transport._pool.connections  # type: ignore[attr-defined]
+        assert len(connections) == 1
+        assert "HTTP/2" in connections[0].info()
+        events = kube.watch(NAMESPACES, resource_version="0", timeout_seconds=1)
+        assert (await anext(events))["type"] in {"ADDED", "BOOKMARK"}
+        await events.aclose()  # type: ignore[attr-defined]
+        assert len(kube.http._transport._pool.connections) == 1  # type: ignore[attr-defined]
+    finally:
+        await kube.close()
