@@ -235,7 +235,7 @@ class FakeKube:
         self.calls: list[tuple[str, str, Any, float]] = []
 
     async def request(
-        self, method: str, path: str, *, body: Any = None, timeout: float = 30.0, queued: bool = True
+        self, method: str, path: str, *, body: Any = None, timeout: float = 30.0, flow: str | None = ""
     ) -> Any:
         self.calls.append((method, path, body, timeout))
         answer = self.answers[path]
