@@ -171,6 +171,9 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     """Whether the status's ID is the claim of an object this resource created (no label written: the module's doc).
     False by default for a kind whose ID is not a plain status field (it overrides `object_id`)."""
 
+    _status_field: ClassVar[str] = ""
+    """`status_id` as the stored status spells it."""
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         model = cls.__dict__.get("model")
@@ -180,6 +183,7 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
                 raise TypeError(f"{model.info.kind} creates Cloudflare objects but declares no claim_label")
         if "claim_in_status" not in cls.__dict__:
             cls.claim_in_status = bool(cls.status_id) and cls.object_id is ManagedKind.object_id
+        cls._status_field = wire_name(cls.status_id)  # read by the claim index on every watch event
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -231,7 +235,7 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         value = (raw["metadata"].get("labels") or {}).get(cls.claim_label)
         if not value and cls.claim_in_status:
             metadata = (raw.get("status") or {}).get("cloudflareMetadata") or {}
-            value = metadata.get(wire_name(cls.status_id))
+            value = metadata.get(cls._status_field)
         return str(value) if value else None
 
     @classmethod
