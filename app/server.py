@@ -101,6 +101,7 @@ class Runtime:
             # Imported here: the class (and gRPC with Envoy's messages, under the xDS listener) costs a process that
             # runs no Gateway class about half a second of start and some MiB it would never use.
             from reconcilers.gateway.controller import GatewayOptions, register_gateway
+            from reconcilers.gateway.planes import PlaneSettings
 
             host, port = split_bind_address(s.gateway_data_plane_address) or ("127.0.0.1", 8080)
             options = GatewayOptions(
@@ -111,6 +112,18 @@ class Runtime:
                 tls_port=s.gateway_data_plane_tls_port or None,
                 tls_dir=s.gateway_origin_tls_dir,
                 server_name=s.gateway_origin_server_name,
+                planes=PlaneSettings(
+                    namespace=s.namespace,
+                    xds_secret=s.gateway_plane_xds_secret,
+                    origin_secret=s.gateway_plane_origin_secret,
+                    envoy_image=s.gateway_plane_envoy_image,
+                    cloudflared_image=s.gateway_plane_cloudflared_image,
+                    port=port,
+                    tls_port=s.gateway_data_plane_tls_port or None,
+                    cap=s.gateway_planes_per_namespace,
+                    resources=s.gateway_plane_resources,
+                    deletion_policy=str(s.default_deletion_policy),
+                ),
             )
             register_gateway(self.manager, ctx, self.xds, options)
         self.manager.start()

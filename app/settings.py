@@ -12,7 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BeforeValidator, Field, Json, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.api.constants import DeletionPolicy
@@ -171,6 +171,37 @@ class Settings(BaseSettings):
         None,
         description="namespace label whose value a route in a labelled namespace must own its hostnames under"
         " (namespace.cozystack.io/host, say); unset is no tenancy rule",
+    )
+    gateway_planes_per_namespace: int = Field(
+        3,
+        ge=0,
+        le=1000,
+        description="Gateways per namespace that may have a data plane (tunnel, Envoy and cloudflared) of their own"
+        " (spec.infrastructure.parametersRef naming a GatewayParameters); the oldest get theirs, the others are"
+        " refused; 0 is none",
+    )
+    gateway_plane_envoy_image: str = Field(
+        "envoyproxy/envoy:v1.40.0", min_length=1, description="Envoy image of a Gateway's own data plane"
+    )
+    gateway_plane_cloudflared_image: str = Field(
+        "cloudflare/cloudflared:2026.8.0", min_length=1, description="cloudflared image of a Gateway's own data plane"
+    )
+    gateway_plane_xds_secret: str = Field(
+        "kflare-xds",
+        min_length=1,
+        description="Secret, in --namespace, of the Envoy bootstrap and xDS client certificate a Gateway's own data"
+        " plane is given a copy of (the chart's)",
+    )
+    gateway_plane_origin_secret: str = Field(
+        "kflare-origin-tls",
+        min_length=1,
+        description="Secret, in --namespace, of the origin certificate a Gateway's own data plane is given a copy of"
+        " (the chart's)",
+    )
+    gateway_plane_resources: Json[dict[str, dict[str, str]]] | None = Field(
+        None,
+        description="resources (JSON, as a container's: requests and limits) of the Envoy of a Gateway's own data"
+        " plane whose GatewayParameters gives none",
     )
     metrics_secure: bool = True
     metrics_cert_path: Path | None = None

@@ -54,6 +54,7 @@ from app.kube.metrics import REGISTRY
 from app.listener import Limits
 from app.tls import ReloadingTLS
 from reconcilers.gateway import envoy
+from reconcilers.gateway.planes import CLUSTER_PREFIX
 from reconcilers.gateway.snapshot import SnapshotStore
 
 log = logging.getLogger(__name__)
@@ -237,6 +238,12 @@ class Encoder:
         return b"".join(parts)
 
 
+def plane_of(cluster: str) -> str:
+    """The data plane an Envoy of node cluster `cluster` belongs to: a Gateway's own (its Deployment says
+    `--service-cluster kflare-gateway/<namespace>/<name>`), or "" the shared one."""
+    return cluster if cluster.startswith(CLUSTER_PREFIX) else ""
+
+
 # ---- streams -------------------------------------------------------------------------------------------------
 
 
@@ -264,8 +271,9 @@ class XdsService:
 
     def __init__(self, store: SnapshotStore, token: Callable[[], str]) -> None:
         self.store, self.token = store, token
-        self.encoder = Encoder()
-        self._view: View | None = None
+        self.encoders: dict[str, Encoder] = {"": Encoder()}
+        """One per data plane ("" the shared one): each remembers what it encoded of its own plane."""
+        self._views: dict[str, View] = {}
         self._lock = asyncio.Lock()
         self._streams: set[tuple[asyncio.AbstractEventLoop, asyncio.Queue[Any]]] = set()
         self._unwatch = store.watch(self._changed)
@@ -290,30 +298,45 @@ class XdsService:
             with contextlib.suppress(RuntimeError):  # a loop that closed: its stream is gone
                 loop.call_soon_threadsafe(queue.put_nowait, _WAKE)
 
-    async def view(self) -> View | None:
-        """The current snapshot, encoded (once per snapshot, whichever stream asks first); None when there is
-        nothing this process may serve."""
+    @property
+    def encoder(self) -> Encoder:
+        """The shared data plane's encoder."""
+        return self.encoders[""]
+
+    async def view(self, plane: str = "") -> View | None:
+        """The current snapshot of `plane` ("" the shared data plane, else a Gateway's own plane's cluster name),
+        encoded (once per snapshot, whichever stream asks first); None when there is nothing this process may serve
+        it."""
         if self.store.resources is None or not self.store.serving():
             return None
         async with self._lock:
-            resources, generation = self.store.resources, self.store.generation
+            resources, generation = self.store.snapshot(plane), self.store.generation
             if resources is None:
+                self._views.pop(plane, None)
+                if plane:
+                    self.encoders.pop(plane, None)
                 return None
-            if self._view is None or self._view.generation != generation:
+            view = self._views.get(plane)
+            if view is None or view.generation != generation:
                 started = time.perf_counter()
+                encoder = self.encoders.setdefault(plane, Encoder())
                 # Off the loop: the first snapshot of a large configuration takes a while to encode.
-                self._view = await asyncio.to_thread(self.encoder.encode, generation, resources)
+                view = self._views[plane] = await asyncio.to_thread(encoder.encode, generation, resources)
                 log.debug(
                     "encoded the xDS snapshot",
-                    extra={"generation": generation, "seconds": round(time.perf_counter() - started, 4)},
+                    extra={
+                        "plane": plane,
+                        "generation": generation,
+                        "seconds": round(time.perf_counter() - started, 4),
+                    },
                 )
-                for key, name, error in self.encoder.failures:
+                for key, name, error in encoder.failures:
                     if (key, name, error) not in self._reported:
                         self._reported.add((key, name, error))
                         extra = {"type": key, "resource": name, "error": error}
                         log.error("cannot encode a resource for Envoy", extra=extra)
                         self.store.refused(key, f"{name} does not encode: {error}", "kflare", "")
-            return self._view
+            return view
 
     def _authenticated(self, presented: str) -> bool:
         expected = self.token()
@@ -331,7 +354,7 @@ class XdsService:
         )
         if not self._authenticated(presented):
             await self._refuse(context, grpc.StatusCode.UNAUTHENTICATED, "unauthenticated")
-        if await self.view() is None:
+        if self.store.resources is None or not self.store.serving():
             await self._refuse(context, grpc.StatusCode.UNAVAILABLE, "no configuration to serve here")
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -358,9 +381,12 @@ class XdsService:
                     return
                 if not self._authenticated(presented):
                     await self._refuse(context, grpc.StatusCode.UNAUTHENTICATED, "unauthenticated")
-                view = await self.view()
+                if isinstance(item, discovery_pb2.DeltaDiscoveryRequest) and item.HasField("node"):
+                    stream.plane = plane_of(item.node.cluster)
+                view = await self.view(stream.plane)
                 if view is None:
-                    await self._refuse(context, grpc.StatusCode.UNAVAILABLE, "no configuration to serve here")
+                    where = f"the data plane {stream.plane}" if stream.plane else "here"
+                    await self._refuse(context, grpc.StatusCode.UNAVAILABLE, f"no configuration to serve {where}")
                     return
                 if isinstance(item, discovery_pb2.DeltaDiscoveryRequest):
                     await stream.request(item, view)
@@ -383,6 +409,8 @@ class _Stream:
     def __init__(self, service: XdsService, context: grpc.aio.ServicerContext) -> None:
         self.service, self.context = service, context
         self.node = ""
+        self.plane = ""
+        """The data plane the stream's Envoy belongs to, from its node's cluster ("" the shared one)."""
         self.subscriptions: dict[str, Subscription] = {}
         self.pending: dict[str, tuple[str, str]] = {}
         """nonce -> (type key, version) of each response sent and not yet answered."""

@@ -120,7 +120,8 @@ class KindInfo:
 
     `immutable` lists spec fields by their wire path relative to `spec` (`name`, `zoneRef`, `a.b`); each gets a
     CEL transition rule in the CRD and is checked by `app.api.validation.immutable_violations`.
-    `columns` are the kind's own printer columns; Ready, Reason and Age are appended to every kind.
+    `columns` are the kind's own printer columns; Ready, Reason and Age are appended to every reconciled kind.
+    `reconciled` is False for a kind that only configures kflare (no Cloudflare object, no Ready condition).
     """
 
     kind: str
@@ -131,6 +132,7 @@ class KindInfo:
     categories: tuple[str, ...] = (CATEGORY,)
     columns: tuple[PrinterColumn, ...] = ()
     immutable: tuple[str, ...] = ()
+    reconciled: bool = True
     claim_label: str | None = None
     """The label by which a resource records the ID of the Cloudflare object it claims (created or adopted); only
     kflare may write it. None for a kind that claims nothing (CloudflareAccount names its account in its spec)."""

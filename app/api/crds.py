@@ -25,7 +25,7 @@ from app.api import generated
 from app.api.base import GROUP, VERSION, KindInfo, PrinterColumn
 from app.api.constants import READY
 from app.api.generated import write_files
-from app.api.registry import KINDS
+from app.api.registry import CRD_KINDS, KINDS
 from app.api.resource import ResourceClass
 from app.api.schema import Schema, SchemaError, structural_schema
 
@@ -47,6 +47,7 @@ STANDARD_COLUMNS: Final = (
     PrinterColumn("Reason", f'.status.conditions[?(@.type=="{READY}")].reason'),
     PrinterColumn("Age", ".metadata.creationTimestamp", type="date"),
 )
+AGE_COLUMN: Final = STANDARD_COLUMNS[-1:]
 
 # CEL reserved words, escaped as `__word__` when they name a property (Kubernetes' CEL escaping rules).
 _CEL_RESERVED: Final = frozenset(
@@ -197,7 +198,9 @@ def crd(model: ResourceClass) -> dict[str, Any]:
                     "storage": True,
                     "schema": {"openAPIV3Schema": openapi_schema(model)},
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": [_column(c) for c in (*info.columns, *STANDARD_COLUMNS)],
+                    "additionalPrinterColumns": [
+                        _column(c) for c in (*info.columns, *(STANDARD_COLUMNS if info.reconciled else AGE_COLUMN))
+                    ],
                 }
             ],
         },
@@ -244,7 +247,7 @@ def render_crds(helm: bool = True) -> dict[str, str]:
     `helm=True` gives the chart's templates (also plain YAML, see the module's doc); `helm=False` plain manifests.
     """
     out: dict[str, str] = {}
-    for model in sorted(KINDS, key=crd_filename):
+    for model in sorted(CRD_KINDS, key=crd_filename):
         body = to_yaml(crd(model))
         out[crd_filename(model)] = f"{HEADER}\n{_helm(body) if helm else body}"
     return out

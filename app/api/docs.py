@@ -18,7 +18,7 @@ from app.api import generated
 from app.api.base import API_VERSION, GROUP, VERSION
 from app.api.crds import REPO_ROOT, STANDARD_COLUMNS, crd, openapi_schema
 from app.api.generated import write_files
-from app.api.registry import KINDS
+from app.api.registry import CRD_KINDS
 from app.api.resource import ResourceClass
 from app.api.schema import Schema
 
@@ -132,13 +132,16 @@ def page(model: ResourceClass, examples: Path = EXAMPLES) -> str:
     spec = schema["properties"]["spec"]
     status = schema["properties"]["status"]
     lines += ["", "## spec", "", _cell(spec.get("description", "")), "", *_table(spec, frozenset(info.immutable))]
-    lines += ["", "## status", "", _cell(status.get("description", "")), "", *_table(status)]
-    lines += [
-        "",
-        f"The `Ready` condition's reason says what kflare last did or waits for; "
-        f"[the deploy guide](../deploy.md#troubleshooting) lists every reason and what to do about it. The "
-        f"{', '.join(c.name.upper() for c in STANDARD_COLUMNS[:2])} columns show it.",
-    ]
+    if not info.reconciled:
+        lines += ["", "## status", "", _cell(status.get("description", ""))]
+    else:
+        lines += ["", "## status", "", _cell(status.get("description", "")), "", *_table(status)]
+        lines += [
+            "",
+            f"The `Ready` condition's reason says what kflare last did or waits for; "
+            f"[the deploy guide](../deploy.md#troubleshooting) lists every reason and what to do about it. The "
+            f"{', '.join(c.name.upper() for c in STANDARD_COLUMNS[:2])} columns show it.",
+        ]
     samples = examples_of(info.kind, examples)
     if samples:
         lines += ["", "## Example", "", "From `examples/`, which `kflare dev` applies:", ""]
@@ -147,7 +150,7 @@ def page(model: ResourceClass, examples: Path = EXAMPLES) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def index(models: tuple[ResourceClass, ...] = KINDS) -> str:
+def index(models: tuple[ResourceClass, ...] = CRD_KINDS) -> str:
     lines = [
         HEADER,
         "",
@@ -168,7 +171,7 @@ def index(models: tuple[ResourceClass, ...] = KINDS) -> str:
 def render_docs(examples: Path = EXAMPLES) -> dict[str, str]:
     """Every page by file name: `README.md` (the index) and `<plural>.md` per kind."""
     out = {"README.md": index()}
-    for model in KINDS:
+    for model in CRD_KINDS:
         out[f"{model.info.plural}.md"] = page(model, examples)
     return out
 

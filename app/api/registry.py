@@ -7,6 +7,7 @@ from typing import Final
 
 from app.api.account import CloudflareAccount
 from app.api.dnsrecord import DNSRecord
+from app.api.gateway_parameters import GatewayParameters
 from app.api.iplist import IPList
 from app.api.managedtransform import ManagedTransform
 from app.api.resource import ResourceClass
@@ -32,6 +33,11 @@ KINDS: Final[tuple[ResourceClass, ...]] = (
     ManagedTransform,
 )
 
+CONFIGURATION_KINDS: Final[tuple[ResourceClass, ...]] = (GatewayParameters,)
+"""Kinds that configure kflare and hold no Cloudflare object: they get a CRD (generated from their model like every
+kind's) and are read by the reconcile that uses them, not reconciled, admitted or listed among the kinds above."""
+CRD_KINDS: Final[tuple[ResourceClass, ...]] = (*KINDS, *CONFIGURATION_KINDS)
+
 
 CLAIM_LABELS: Final = frozenset(model.info.claim_label for model in KINDS if model.info.claim_label)
 """The labels by which a resource claims its Cloudflare object. kflare trusts them as its own record, so only kflare
@@ -44,7 +50,7 @@ class UnknownKind(LookupError):
 
 def _index() -> dict[str, ResourceClass]:
     index: dict[str, ResourceClass] = {}
-    for model in KINDS:
+    for model in CRD_KINDS:
         for name in model.info.names():
             if index.setdefault(name, model) is not model:
                 raise RuntimeError(f"{name!r} names both {index[name].info.kind} and {model.info.kind}")
@@ -59,5 +65,5 @@ def kind_for(name: str) -> ResourceClass:
     try:
         return _BY_NAME[name.lower()]
     except KeyError:
-        known = ", ".join(model.info.kind for model in KINDS)
+        known = ", ".join(model.info.kind for model in CRD_KINDS)
         raise UnknownKind(f"{name!r} is not a kflare kind (known: {known})") from None

@@ -33,6 +33,7 @@ from app.kube.turns import FairTurns
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
 MANAGED = {"fieldManager": FIELD_MANAGER}
 """Every write names kflare as its field manager (see `app.kube.identity`)."""
 REQUEST_TIMEOUT = 30.0
@@ -355,6 +356,15 @@ class KubeClient:
         path = rt.path(namespace, name, subresource)
         metrics.KUBERNETES_WRITES.labels(rt.plural, subresource or "", "patch").inc()
         return await self.request("PATCH", path, body=patch, content_type=content_type, query=MANAGED, flow=_flow(rt))
+
+    async def apply(self, rt: ResourceType, body: JSON, namespace: str | None = None) -> JSON:
+        """Server-side apply of `body` (JSON is YAML) as kflare's field manager, taking over fields another manager
+        set: the object is kflare's, and what kflare leaves out of `body` is not touched. Applying what the object
+        already holds writes nothing."""
+        metrics.KUBERNETES_WRITES.labels(rt.plural, "", "apply").inc()
+        path = rt.path(namespace, body["metadata"]["name"])
+        query: dict[str, str | int | bool] = {**MANAGED, "force": True}
+        return await self.request("PATCH", path, body=body, content_type=APPLY_PATCH, query=query, flow=_flow(rt))
 
     async def delete(self, rt: ResourceType, name: str, namespace: str | None = None) -> JSON:
         metrics.KUBERNETES_WRITES.labels(rt.plural, "", "delete").inc()

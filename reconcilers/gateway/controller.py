@@ -24,6 +24,7 @@ from app.kube.informer import Key
 from app.kube.manager import CONFIGMAP_KIND, SECRET_KIND, DocumentsOf, Input, Manager
 from reconcilers.context import Context
 from reconcilers.gateway import envoy, publish, shapes
+from reconcilers.gateway.data_planes import PlaneReconciler
 from reconcilers.gateway.kinds import (
     BACKEND_TLS_POLICIES,
     BUNDLE_VERSION_ANNOTATION,
@@ -38,6 +39,7 @@ from reconcilers.gateway.kinds import (
     LISTENER_SETS,
     ORIGIN_SERVER_NAME,
 )
+from reconcilers.gateway.planes import PARAMETERS, Plane, PlaneSettings
 from reconcilers.gateway.policies import config_map_refs
 from reconcilers.gateway.shapes import JSON, BackendTLSPolicy, Condition, GatewayClass, ObjectKey, Route
 from reconcilers.gateway.snapshot import SnapshotStore
@@ -94,6 +96,12 @@ class GatewayOptions:
     (cloudflared's caPool)."""
     server_name: str = ORIGIN_SERVER_NAME
     """The name the origin certificate is for."""
+    planes: PlaneSettings | None = None
+    """What a Gateway's own data plane is made of; None: no Gateway gets one."""
+
+    @property
+    def planes_cap(self) -> int:
+        return self.planes.cap if self.planes is not None else 0
 
     @property
     def origin_url(self) -> str:
@@ -196,13 +204,14 @@ class GatewayClassReconciler:
         self._bundle: tuple[float, Bundle] | None = None
         self.last: Translation | None = None
         self.publisher: TunnelPublisher | None = None
+        self.planes: PlaneReconciler | None = None
 
     def inputs(self) -> Mapping[ResourceType, DocumentsOf | Input]:
         def feeds(_: JSON) -> list[str]:
             return [DOCUMENT]
 
         inputs: dict[ResourceType, DocumentsOf | Input] = {
-            rt: feeds for rt in (*WORLD_KINDS, TUNNEL_CONFIGURATIONS, ZONES, ACCOUNTS)
+            rt: feeds for rt in (*WORLD_KINDS, TUNNEL_CONFIGURATIONS, ZONES, ACCOUNTS, PARAMETERS)
         }
         # The statuses read these objects' statuses too: the Tunnel's ID and readiness, each DNSRecord's Ready.
         inputs[TUNNELS] = Input(feeds, tunnel_status_state)
@@ -225,13 +234,21 @@ class GatewayClassReconciler:
         return bundle
 
     def world(self, bundle: Bundle) -> World:
-        return cached_world(self.ctx, self.tunnels, self.options.tenancy_label, bundle.version, bundle.channel)
+        return cached_world(
+            self.ctx,
+            self.tunnels,
+            self.options.tenancy_label,
+            bundle.version,
+            bundle.channel,
+            planes_cap=self.options.planes_cap,
+        )
 
     def cloudflare_statuses(self, world: World, result: Translation) -> None:
         """What the Cloudflare side and the data plane say, into the translation's statuses: a Gateway is not
         Programmed while its tunnel belongs to a TunnelConfiguration or Envoy refuses the configuration, and each
         accepted parent entry of a route publishing through a tunnel says what became of its DNS records."""
         tunnel_of = publish.gateway_tunnels(world.classes, world.gateways, world.controller_name)
+        tunnel_of.update({gkey: p.tunnel_key for gkey, p in world.planes.items() if isinstance(p, Plane)})
         views = {key: tunnel_view(self.ctx, key, result.hostnames) for key in sorted(set(tunnel_of.values()))}
         refusal = self.store.refusal()
         for gkey, gstatus in result.gateway_status.items():
@@ -302,10 +319,12 @@ class GatewayClassReconciler:
         await self._read_certificates(world)
         result = translate(world)
         self.cloudflare_statuses(world, result)
-        if self.store.publish({**result.resources, "listeners": self.options.listeners()}):
+        listeners = self.options.listeners()
+        planes = {cluster: {**resources, "listeners": listeners} for cluster, resources in result.planes.items()}
+        if self.store.publish({**result.resources, "listeners": listeners}, planes):
             log.info(
                 "data plane configuration published",
-                extra={"generation": self.store.generation, "hostnames": len(result.hostnames)},
+                extra={"generation": self.store.generation, "hostnames": len(result.hostnames), "planes": len(planes)},
             )
         self.last = result
         failed = False
@@ -414,7 +433,10 @@ def register_gateway(
     store.on_change = refusals_changed
     manager.register_aggregate(reconciler)
     reconciler.publisher = TunnelPublisher(
-        ctx, TunnelOptions(options.origin_url, options.tenancy_label, options.tls_origin)
+        ctx, TunnelOptions(options.origin_url, options.tenancy_label, options.tls_origin, options.planes_cap)
     )
     manager.register_aggregate(reconciler.publisher)
+    if options.planes is not None:
+        reconciler.planes = PlaneReconciler(ctx, options.planes, reconciler.publisher.release)
+        manager.register_aggregate(reconciler.planes)
     return reconciler

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,9 @@ class SnapshotStore:
 
     serving: Callable[[], bool] = lambda: True
     resources: dict[str, dict[str, JSON]] | None = None
+    """The shared data plane's."""
+    planes: dict[str, dict[str, dict[str, JSON]]] = field(default_factory=dict)
+    """Each Gateway's own data plane's, by the cluster name its Envoy says (`planes.Plane.cluster`)."""
     generation: int = 0
     refusals: list[tuple[str, str]] = field(default_factory=list)
     """(type key, Envoy's message) of the last configurations a data plane refused, newest last (a few kept)."""
@@ -76,21 +79,28 @@ class SnapshotStore:
         where = f"Envoy {node}" + (f" and {len(nodes) - 1} more" if len(nodes) > 1 else "")
         return f"{where} refused its {type_key} configuration: {message}; it keeps serving the last one it accepted"
 
-    def publish(self, resources: dict[str, list[JSON]]) -> bool:
-        """Replace the snapshot; True when anything changed."""
-        new = {
-            key: {str(r.get("name") or r.get("cluster_name")): r for r in resources.get(key, [])} for key in envoy.TYPES
-        }
-        if new == self.resources:
+    def publish(
+        self, resources: dict[str, list[JSON]], planes: Mapping[str, dict[str, list[JSON]]] | None = None
+    ) -> bool:
+        """Replace the snapshot (the shared plane's, and each Gateway's own plane's); True when anything changed."""
+        new = _by_name(resources)
+        new_planes = {cluster: _by_name(r) for cluster, r in (planes or {}).items()}
+        if new == self.resources and new_planes == self.planes:
             return False
-        self.resources = new
+        self.resources, self.planes = new, new_planes
         self.generation += 1
         self._changed()
         return True
 
+    def snapshot(self, plane: str = "") -> dict[str, dict[str, JSON]] | None:
+        """The resources of `plane` ("" the shared one); None when there is no snapshot or no such plane."""
+        if self.resources is None:
+            return None
+        return self.planes.get(plane) if plane else self.resources
+
     def clear(self) -> None:
         """Forget the snapshot (leadership lost): serving it could undo a newer leader's changes."""
-        self.resources = None
+        self.resources, self.planes = None, {}
         self._changed()
 
     def size(self) -> int:
@@ -98,3 +108,9 @@ class SnapshotStore:
         if self.resources is None:
             return 0
         return len(json.dumps(self.resources, separators=(",", ":")))
+
+
+def _by_name(resources: Mapping[str, list[JSON]]) -> dict[str, dict[str, JSON]]:
+    return {
+        key: {str(r.get("name") or r.get("cluster_name")): r for r in resources.get(key, [])} for key in envoy.TYPES
+    }

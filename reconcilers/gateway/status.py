@@ -135,6 +135,8 @@ class ServedGateway:
     usable: bool
     tunnel_key: ObjectKey | None = None
     address: str | None = None
+    plane: str = ""
+    """The data plane serving it: "" the class's shared one, else its own plane's xDS cluster name."""
 
     @property
     def valid_listeners(self) -> list[ServedListener]:
@@ -306,9 +308,16 @@ def listener(gateway: Gateway, spec: shapes.Listener, certificates: Certificates
 
 
 def gateway_status(
-    gateway: Gateway, class_name: str, served: ServedClass | None, certificates: Certificates = NO_CERTIFICATES
+    gateway: Gateway,
+    class_name: str,
+    served: ServedClass | None,
+    certificates: Certificates = NO_CERTIFICATES,
+    *,
+    plane: str = "",
+    refusal: str | None = None,
 ) -> ServedGateway:
-    """A Gateway's conditions and listeners (attached routes are counted later, as routes attach)."""
+    """A Gateway's conditions and listeners (attached routes are counted later, as routes attach). `plane`: the
+    data plane of its own serving it ("" the shared one); `refusal`: why it cannot have the one it asks for."""
     observed = shapes.generation(gateway)
     listeners = [listener(gateway, spec, certificates) for spec in gateway["spec"].get("listeners", [])]
     if served is None:
@@ -316,6 +325,12 @@ def gateway_status(
         conditions = [
             condition("Accepted", False, "Pending", message, observed),
             condition("Programmed", False, "Pending", message, observed),
+        ]
+        return ServedGateway(gateway, conditions, _refused(listeners), usable=False)
+    if refusal is not None:
+        conditions = [
+            condition("Accepted", False, "InvalidParameters", refusal, observed),
+            condition("Programmed", False, "Invalid", refusal, observed),
         ]
         return ServedGateway(gateway, conditions, _refused(listeners), usable=False)
     if any(address.get("value") for address in gateway["spec"].get("addresses", [])):
@@ -347,6 +362,7 @@ def gateway_status(
         usable=True,
         tunnel_key=served.tunnel_key,
         address=tunnel.address if tunnel is not None else None,
+        plane=plane,
     )
 
 

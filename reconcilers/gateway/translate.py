@@ -22,6 +22,7 @@ from typing import Any, TypedDict
 from reconcilers.gateway import envoy, shapes
 from reconcilers.gateway.backends import Resolver
 from reconcilers.gateway.kinds import CLASS_NAME, CONTROLLER_NAME, GATEWAY_GROUP
+from reconcilers.gateway.planes import Choice, Plane, finalized
 from reconcilers.gateway.policies import BackendTLS, ConfigMapLookup
 from reconcilers.gateway.rules import BuiltRoute, EnvoyRoute, Unsupported, build_route, for_scheme, regex_error
 from reconcilers.gateway.shapes import (
@@ -85,6 +86,9 @@ class World:
     installed_channel: str | None = None
     """The installed CRDs' channel (`standard`, `experimental`): what the class may claim depends on it."""
     tenancy_label: str | None = None
+    planes: Mapping[ObjectKey, Choice] = field(default_factory=dict)
+    """The Gateways that asked for a data plane of their own: the plane, or why they cannot have it
+    (`planes.choose`)."""
     controller_name: str = CONTROLLER_NAME
     revision: Hashable | None = None
     """What identifies this content of the caches (None: not known, never remembered)."""
@@ -124,7 +128,8 @@ class ParentStatus(TypedDict):
 @dataclass
 class Translation:
     resources: dict[str, list[JSON]]
-    """Envoy resources by xDS type key (envoy.TYPES), the ingress listener excepted (it comes from settings)."""
+    """Envoy resources by xDS type key (envoy.TYPES), the ingress listener excepted (it comes from settings): the
+    shared data plane's."""
     class_status: dict[str, ClassStatus]
     gateway_status: dict[ObjectKey, GatewayStatus]
     route_parents: dict[RouteKey, list[ParentStatus]]
@@ -136,6 +141,8 @@ class Translation:
     it; others' entries are kept when writing)."""
     listener_set_status: dict[ObjectKey, ListenerSetStatus] = field(default_factory=dict)
     """The status of each ListenerSet whose parent is a Gateway of the class."""
+    planes: dict[str, dict[str, list[JSON]]] = field(default_factory=dict)
+    """The resources of each Gateway's own data plane, by its xDS cluster name (`Plane.cluster`)."""
 
 
 def certificate_refs(world: World) -> set[ObjectKey]:
@@ -471,10 +478,20 @@ def _translate(world: World) -> Translation:
     gateways: dict[ObjectKey, ServedGateway] = {}
     for gateway in world.gateways:
         class_name = gateway["spec"]["gatewayClassName"]
+        if gateway["metadata"].get("deletionTimestamp") and finalized(gateway):
+            continue  # its own plane is being taken down: nothing of it is served or published any more
         if class_name in served_classes:
             certificates = Certificates(world.secret, world.grants)
+            served, choice = served_classes[class_name], world.planes.get(shapes.key(gateway))
+            if isinstance(choice, Plane) and served is not None:
+                served = ServedClass(_plane_tunnel(world, choice), choice.tunnel_key)
             gateways[shapes.key(gateway)] = gateway_status(
-                gateway, class_name, served_classes[class_name], certificates
+                gateway,
+                class_name,
+                served,
+                certificates,
+                plane=choice.cluster if isinstance(choice, Plane) else "",
+                refusal=choice if isinstance(choice, str) else None,
             )
 
     listener_sets = {
@@ -493,7 +510,7 @@ def _translate(world: World) -> Translation:
     attachments, built = _routes(world, gateways, resolver, listener_sets)
     ancestors: dict[ObjectKey, set[ObjectKey]] = defaultdict(set)
 
-    vhosts: dict[str, list[EnvoyRoute]] = defaultdict(list)
+    vhosts: dict[str, dict[str, list[EnvoyRoute]]] = defaultdict(lambda: defaultdict(list))
     published: dict[str, tuple[bool, ObjectKey | None, set[RouteKey], list[bool]]] = {}
     route_parents: dict[RouteKey, list[ParentStatus]] = {}
     for attachment in attachments:
@@ -509,9 +526,10 @@ def _translate(world: World) -> Translation:
             parent = gateways[attachment.gateway]
             scheme = _scheme(attachment, parent)
             routes = built[rkey].routes if scheme is None else [for_scheme(r, scheme) for r in built[rkey].routes]
+            plane_vhosts = vhosts[parent.plane]
             for hostname in attachment.hostnames:
-                existing = {route.entry["name"] for route in vhosts[hostname]}
-                vhosts[hostname] += [r for r in routes if r.entry["name"] not in existing]
+                existing = {route.entry["name"] for route in plane_vhosts[hostname]}
+                plane_vhosts[hostname] += [r for r in routes if r.entry["name"] not in existing]
                 if hostname != "*":
                     entry = published.setdefault(
                         hostname, (attachment.kind == GRPC_ROUTE, parent.tunnel_key, set(), [False])
@@ -526,12 +544,15 @@ def _translate(world: World) -> Translation:
             }
         )
 
-    for hostname in _isolating_hosts(gateways):
-        vhosts.setdefault(hostname, [])
-    configuration = _route_configuration(vhosts)
+    for plane in {"", *(g.plane for g in gateways.values() if g.usable)}:
+        for hostname in _isolating_hosts({k: g for k, g in gateways.items() if g.plane == plane}):
+            vhosts[plane].setdefault(hostname, [])
+    configuration = _route_configuration(vhosts[""])
     clusters, endpoints = resolver.resources(_weighted_names(configuration))
+    planes = {g.plane: _plane_resources(vhosts[g.plane], resolver) for g in gateways.values() if g.plane}
     return Translation(
         resources={"routes": [configuration], "clusters": clusters, "endpoints": endpoints},
+        planes=planes,
         class_status=class_status_of,
         gateway_status={key: served.status() for key, served in gateways.items()},
         route_parents=route_parents,
@@ -543,6 +564,44 @@ def _translate(world: World) -> Translation:
         policy_ancestors=tls.statuses(ancestors, world.controller_name),
         listener_set_status=listener_set_status_of,
     )
+
+
+def _plane_tunnel(world: World, plane: Plane) -> TunnelState:
+    found = world.tunnel(*plane.tunnel_key)
+    if found is not None:
+        return found
+    return TunnelState(
+        False, f"the Tunnel {plane.namespace}/{plane.name} of the Gateway's own data plane is being made"
+    )
+
+
+def _plane_resources(vhosts: Mapping[str, list[EnvoyRoute]], resolver: Resolver) -> dict[str, list[JSON]]:
+    """A Gateway's own plane's resources: its routes, and of the clusters only those they name (a plane is not told
+    of other Gateways' backends)."""
+    configuration = _route_configuration(vhosts)
+    clusters, endpoints = resolver.resources(_weighted_names(configuration))
+    used = _cluster_names(configuration)
+    return {
+        "routes": [configuration],
+        "clusters": [c for c in clusters if c["name"] in used],
+        "endpoints": [e for e in endpoints if e["cluster_name"] in used],
+    }
+
+
+def _cluster_names(value: Any) -> set[str]:
+    """Every cluster a route configuration names (a route's `cluster`, a weighted split's, a mirror's)."""
+    out: set[str] = set()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "cluster" and isinstance(item, str):
+                out.add(item)
+            elif key == "clusters" and isinstance(item, list):
+                out.update(str(c.get("name")) for c in item if isinstance(c, dict))
+            out |= _cluster_names(item)
+    elif isinstance(value, list):
+        for item in value:
+            out |= _cluster_names(item)
+    return out
 
 
 __all__ = [

@@ -30,6 +30,7 @@ from reconcilers.context import Context
 from reconcilers.credentials import ready_account
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.gateway import publish
+from reconcilers.gateway.data_planes import cached_choices
 from reconcilers.gateway.kinds import (
     BACKEND_TLS_POLICIES,
     CONTROLLER_NAME,
@@ -44,6 +45,7 @@ from reconcilers.gateway.kinds import (
     SERVICES,
     TUNNEL_KIND,
 )
+from reconcilers.gateway.planes import PARAMETERS, Choice, Plane
 from reconcilers.gateway.policies import config_map_refs
 from reconcilers.gateway.shapes import (
     BackendTLSPolicy,
@@ -119,10 +121,12 @@ def cached_world(
     tenancy_label: str | None,
     installed_bundle: str | None = None,
     installed_channel: str | None = None,
+    planes_cap: int = 0,
 ) -> World:
-    """The translation's input from the caches, with their revisions (the Tunnels' too: the class reads them)."""
+    """The translation's input from the caches, with their revisions (the Tunnels' and GatewayParameters' too: the
+    class reads them). `planes_cap`: dedicated data planes per namespace, at most."""
     cached = ctx.cached_all
-    informers = [ctx.informer_of(rt.kind) for rt in (*WORLD_KINDS, TUNNELS)]
+    informers = [ctx.informer_of(rt.kind) for rt in (*WORLD_KINDS, TUNNELS, PARAMETERS)]
     revision = tuple(i.revision for i in informers if i is not None) if all(informers) else None
     return World(
         classes=cast(list[GatewayClass], cached(GATEWAY_CLASSES.kind)),
@@ -139,6 +143,7 @@ def cached_world(
         installed_bundle=installed_bundle,
         installed_channel=installed_channel,
         tenancy_label=tenancy_label,
+        planes=cached_choices(ctx, planes_cap),
         revision=revision,
     )
 
@@ -202,6 +207,8 @@ class TunnelOptions:
     tenancy_label: str | None = None
     tls_origin: publish.TLSOrigin | None = None
     """The data plane's TLS listener, for gRPC hostnames; None: there is none."""
+    planes_cap: int = 0
+    """Gateways per namespace that may have a data plane (and tunnel) of their own."""
 
 
 class TunnelPublisher:
@@ -224,19 +231,30 @@ class TunnelPublisher:
         key = None if cls is None else publish.class_tunnel(cls, CONTROLLER_NAME)
         return None if key is None else f"{key[0]}/{key[1]}"
 
+    def _choices(self) -> dict[tuple[str, str], Choice]:
+        return cached_choices(self.ctx, self.options.planes_cap)
+
     def _gateway_tunnel(self, namespace: str, name: str) -> str | None:
         gateway = self.ctx.cached(GATEWAYS.kind, name, namespace)
         if gateway is None:
             return None
+        plane = self._choices().get((namespace, name))
+        if isinstance(plane, Plane):
+            return f"{plane.namespace}/{plane.name}"
         return self._class_tunnel(str((gateway.get("spec") or {}).get("gatewayClassName") or ""))
 
+    def _plane_tunnels(self) -> set[str]:
+        """The tunnels of the Gateways' own data planes."""
+        return {f"{p.namespace}/{p.name}" for p in self._choices().values() if isinstance(p, Plane)}
+
     def all_tunnels(self) -> list[str]:
-        """Every tunnel a class names, and every tunnel a DNSRecord of the class was made for."""
+        """Every tunnel a class or a Gateway's own plane publishes through, and every tunnel a DNSRecord of the class
+        was made for."""
         named = {
             f"{k[0]}/{k[1]}"
             for c in self.ctx.cached_all(GATEWAY_CLASSES.kind)
             if (k := publish.class_tunnel(c, CONTROLLER_NAME))
-        }
+        } | self._plane_tunnels()
         for record in self.ctx.cached_all(DNS_RECORDS.kind):
             named.update(record_tunnel(record))
         return sorted(named)
@@ -247,8 +265,11 @@ class TunnelPublisher:
             return [f"{key[0]}/{key[1]}"] if key else []
 
         def of_gateway(raw: JSON) -> list[str]:
-            tunnel = self._class_tunnel(str((raw.get("spec") or {}).get("gatewayClassName") or ""))
-            return [tunnel] if tunnel else []
+            meta = raw.get("metadata") or {}
+            found = {self._class_tunnel(str((raw.get("spec") or {}).get("gatewayClassName") or ""))}
+            # The plane's tunnel, whether the Gateway keeps it or just lost it (it then releases its hostnames).
+            found.add(self._gateway_tunnel(str(meta.get("namespace") or ""), str(meta.get("name") or "")))
+            return sorted(t for t in found if t)
 
         def of_route(raw: JSON) -> list[str]:
             namespace = str((raw.get("metadata") or {}).get("namespace") or "")
@@ -282,6 +303,7 @@ class TunnelPublisher:
             NAMESPACES: everywhere,
             TUNNELS: Input(of_tunnel, tunnel_status_state),
             TUNNEL_CONFIGURATIONS: of_configuration,
+            PARAMETERS: everywhere,
             ZONES: everywhere,
             DNS_RECORDS: of_record,
             ACCOUNTS: everywhere,
@@ -300,12 +322,14 @@ class TunnelPublisher:
             self.known, self.last_write, self._term = KnownDocuments(), {}, term
         namespace, _, name = key[1].partition("/")
         tunnel_key = (namespace, name)
-        named = any(
+        named = key[1] in self._plane_tunnels() or any(
             publish.class_tunnel(c, CONTROLLER_NAME) == tunnel_key for c in self.ctx.cached_all(GATEWAY_CLASSES.kind)
         )
         hostnames: list[Hostname] = []
         if named:
-            world = cached_world(self.ctx, cached_tunnel(self.ctx), self.options.tenancy_label)
+            world = cached_world(
+                self.ctx, cached_tunnel(self.ctx), self.options.tenancy_label, planes_cap=self.options.planes_cap
+            )
             read_referenced(self.ctx, world)
             hostnames = translate(world).hostnames
         view = self.view(tunnel_key, hostnames)
@@ -358,6 +382,18 @@ class TunnelPublisher:
         if failed or outcome.retry:
             return Outcome(retry=True)
         return later or outcome
+
+    async def release(self, tunnel: tuple[str, str]) -> Outcome:
+        """Take what the class published through `tunnel` off Cloudflare: its rules in the ingress document, then its
+        DNSRecords (the deletion of a Gateway's own plane waits for this before its cloudflared goes)."""
+        view = self.view(tunnel, [])
+        if view.conflict is not None:
+            return await self._records(tunnel, [])
+        if view.target is not None and view.target.tunnel_id is not None:
+            released = await self._release_document(f"{tunnel[0]}/{tunnel[1]}", view.target)
+            if released.retry or released.requeue_after:
+                return released
+        return await self._records(tunnel, [])
 
     async def _release_document(self, tunnel: str, target: publish.TunnelTarget) -> Outcome:
         """Clear the class's rules from the ingress document of a tunnel no class names: the catch-all alone is

@@ -222,7 +222,22 @@ def test_rbac_covers_what_the_class_reads_and_writes(on: Rendered) -> None:
     assert ("discovery.k8s.io", "endpointslices", "watch") in granted
     assert ("", "services", "watch") in granted
     assert ("", "namespaces", "watch") in granted
-    assert not any(verb in ("create", "delete") for _, _, verb in granted)
+    # A Gateway's own data plane: its parameters read, its objects made and deleted in the Gateway's namespace, and
+    # nothing else created or deleted.
+    assert ("kflare.dev", "gatewayparameters", "watch") in granted
+    assert ("gateway.networking.k8s.io", "gateways", "patch") in granted  # the data-plane finalizer
+    plane = {("kflare.dev", "tunnels"), ("apps", "deployments"), ("policy", "poddisruptionbudgets")}
+    plane |= {("", "serviceaccounts"), ("", "secrets")}
+    for group, resource in plane:
+        assert {(group, resource, verb) for verb in ("get", "create", "patch", "delete")} <= granted
+    assert {(g, r) for g, r, verb in granted if verb in ("create", "delete")} == plane
+
+
+def test_no_dedicated_planes_no_rights_to_make_them(helm: Helm) -> None:
+    off = helm.render({"gateway": {**ON["gateway"], "dedicatedPlanes": {"perNamespace": 0}}})
+    rules = off.one("ClusterRole", "kflare-gateway")["rules"]
+    assert not any(verb in ("create", "delete") for r in rules for verb in r["verbs"])
+    assert "--gateway-planes-per-namespace=0" in manager(off)["args"]
 
 
 def test_data_plane_two_replicas_restricted_with_a_pdb(on: Rendered) -> None:

@@ -11,6 +11,7 @@ import yaml
 from cryptography import x509
 
 from app import __version__
+from app.api.registry import CONFIGURATION_KINDS
 from tests.chart.helm import CHART, HELMS, Helm, Rendered, crd_plurals, helm_binary
 
 PRODUCTION_VALUES = Path(__file__).with_name("values-production.yaml")
@@ -113,7 +114,8 @@ def test_default_objects(default: Rendered) -> None:
         ("ValidatingWebhookConfiguration", "kflare"),
         ("Secret", "kflare-serving-cert"),
     }
-    assert {f"{p}.kflare.dev" for p in crd_plurals()} == {
+    configuration = {f"{m.info.plural}.kflare.dev" for m in CONFIGURATION_KINDS}
+    assert {f"{p}.kflare.dev" for p in crd_plurals()} | configuration == {
         d["metadata"]["name"] for d in default.all("CustomResourceDefinition")
     }
     assert not default.kinds & {"ServiceMonitor", "NetworkPolicy", "Issuer", "Certificate"}

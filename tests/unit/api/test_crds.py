@@ -25,6 +25,7 @@ from app.api.crds import (
 )
 from app.api.meta import Status
 from app.api.refs import LocalObjectReference
+from app.api.registry import CRD_KINDS
 from app.api.resource import Resource, ResourceClass
 from app.api.schema import SchemaError, structural_schema
 from app.api.storage import D1Database, KVNamespace, R2Bucket
@@ -324,7 +325,7 @@ class TestRendering:
         first, second = render_crds(), render_crds()
         assert first == second
         assert list(first) == sorted(first)
-        assert set(first) == {crd_filename(m) for m in KINDS}
+        assert set(first) == {crd_filename(m) for m in CRD_KINDS}
 
     def test_helm_templates_are_plain_yaml_too(self) -> None:
         for name, text in render_crds().items():

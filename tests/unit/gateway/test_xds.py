@@ -89,6 +89,34 @@ async def test_a_standby_answers_an_error_status_rather_than_stale_configuration
             assert await stream.status() == grpc.StatusCode.UNAVAILABLE
 
 
+async def test_a_gateways_own_data_plane_gets_its_own_configuration_and_no_other() -> None:
+    s = SnapshotStore()
+    own = {**resources(), "clusters": [envoy.eds_cluster("own", http2=False)], "endpoints": []}
+    s.publish(resources(), {"kflare-gateway/team/edge": own})
+    async with listening(s, TOKEN) as (_, port), channel(port) as ch:
+        shared = Delta(ch, TOKEN)
+        await shared.send("clusters")
+        assert names(await shared.receive()) == ["a", "b"]
+        edge = Delta(ch, TOKEN, node="edge-1", cluster="kflare-gateway/team/edge")
+        await edge.send("clusters")
+        first = await edge.receive()
+        assert names(first) == ["own"]
+        await edge.ack(first)
+        # A change to the plane's resources reaches its stream; the shared plane's stream gets nothing new.
+        s.publish(
+            resources(), {"kflare-gateway/team/edge": {**own, "clusters": [envoy.eds_cluster("new", http2=True)]}}
+        )
+        pushed = await edge.receive()
+        assert names(pushed) == ["new"]
+        assert list(pushed.removed_resources) == ["own"]
+        # A plane the snapshot does not hold (its Gateway went, or is not this controller's) is not served.
+        stranger = Delta(ch, TOKEN, node="x", cluster="kflare-gateway/team/unknown")
+        await stranger.send("clusters")
+        assert await stranger.status() == grpc.StatusCode.UNAVAILABLE
+        s.publish(resources())
+        assert await edge.status() == grpc.StatusCode.UNAVAILABLE
+
+
 async def test_subscriptions_wildcard_and_by_name() -> None:
     async with listening(store(), TOKEN) as (_, port), channel(port) as ch:
         stream = Delta(ch, TOKEN)

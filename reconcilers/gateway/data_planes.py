@@ -1,0 +1,314 @@
+"""The reconcile of each Gateway's own data plane (see `reconcilers.gateway.planes` for what one is made of).
+
+The objects are written by server-side apply, only when what kflare would write differs from what it last wrote (an
+idle reconcile makes no request), and never over an object of the same name that is not this Gateway's.
+
+Deleting the Gateway, or its parametersRef, takes the plane down in an order that loses nothing and orphans nothing:
+the finalizer `kflare.dev/data-plane` holds the Gateway while (1) the class's DNS records for its hostnames and its
+rules in the tunnel's ingress document go, (2) the Deployment and the rest go, so no cloudflared holds the tunnel,
+(3) the Tunnel resource goes (its own finalizer deletes or keeps the tunnel in Cloudflare, as the GatewayParameters'
+`tunnelDeletionPolicy` says). A Gateway refused its plane (its parameters went, or the cap was lowered) keeps the
+plane it has: the Gateway says why, and nothing is taken down under it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Final
+
+from app.kube.client import JSON, KubeError, ResourceType
+from app.kube.controller import Outcome
+from app.kube.informer import Key
+from app.kube.manager import DocumentsOf, Input
+from reconcilers.context import Context
+from reconcilers.dns_record import DNSRecordKind
+from reconcilers.gateway import publish, shapes
+from reconcilers.gateway.kinds import GATEWAY_CLASSES, GATEWAYS, TUNNEL_KIND
+from reconcilers.gateway.planes import (
+    FINALIZER,
+    GATEWAY_LABEL,
+    ORIGIN_KEYS,
+    PARAMETERS,
+    SECRETS,
+    TUNNELS,
+    XDS_KEYS,
+    Choice,
+    Plane,
+    PlaneSettings,
+    choose,
+    finalized,
+    our_classes,
+    owned_names,
+    parameters_ref,
+    plane_name,
+    plane_objects,
+    tunnel_object,
+)
+from reconcilers.gateway.shapes import ObjectKey
+
+log = logging.getLogger(__name__)
+
+REAPPLY: Final = 600.0
+"""Seconds after which a plane's objects are applied again even when kflare's view of them has not changed: an edit
+by someone else is undone within this long (server-side apply of an unchanged object writes nothing)."""
+TEARDOWN_POLL: Final = 1.0
+SOURCE_RETRY: Final = 30.0
+
+
+_choices_memo: dict[object, dict[ObjectKey, Choice]] = {}
+
+
+def cached_choices(ctx: Context, cap: int) -> dict[ObjectKey, Choice]:
+    """`choose` over what the caches hold, remembered per revision of the caches it reads (the tunnels' reconcile
+    asks on every route's watch event)."""
+    informers = [ctx.informer_of(rt.kind) for rt in (GATEWAYS, PARAMETERS, GATEWAY_CLASSES, TUNNELS)]
+    memo_key = (cap, *((id(i), i.revision) for i in informers if i is not None)) if all(informers) else None
+    if memo_key is not None and (found := _choices_memo.get(memo_key)) is not None:
+        return found
+    choices = choose(
+        ctx.cached_all(GATEWAYS.kind),
+        ctx.cached_all(PARAMETERS.kind),
+        our_classes(ctx.cached_all(GATEWAY_CLASSES.kind)),
+        cap,
+        lambda namespace, name: ctx.cached(TUNNEL_KIND, name, namespace),
+    )
+    if memo_key is not None:
+        _choices_memo.clear()
+        _choices_memo[memo_key] = choices
+    return choices
+
+
+# ---- the reconcile ----------------------------------------------------------------------------------------------
+
+
+class PlaneReconciler:
+    """The aggregate reconciler of each Gateway's own data plane (keyed `namespace/name` of the Gateway)."""
+
+    name = "gateway-planes"
+
+    def __init__(
+        self, ctx: Context, settings: PlaneSettings, release: Callable[[ObjectKey], Awaitable[Outcome]]
+    ) -> None:
+        self.ctx, self.settings, self.release = ctx, settings, release
+        self._applied: dict[tuple[str, str, str], tuple[str, float]] = {}
+        self._term: object = None
+        self.applies = 0
+        """Objects applied since start (a test reads it: an idle reconcile applies nothing)."""
+
+    def inputs(self) -> Mapping[ResourceType, DocumentsOf | Input]:
+        def of_gateway(raw: JSON) -> list[str]:
+            meta = raw.get("metadata") or {}
+            if parameters_ref(raw) is None and FINALIZER not in (meta.get("finalizers") or []):
+                return []
+            # With the namespace's others: one that goes (or stops asking) frees a place under the cap.
+            return sorted({f"{meta.get('namespace')}/{meta.get('name')}", *in_namespace(raw)})
+
+        def in_namespace(raw: JSON) -> list[str]:
+            # The cap counts a namespace's Gateways: any of them may gain or lose its plane.
+            namespace = (raw.get("metadata") or {}).get("namespace")
+            return [
+                f"{namespace}/{shapes.name(g)}"
+                for g in self.ctx.cached_all(GATEWAYS.kind)
+                if shapes.ns(g) == namespace and (parameters_ref(g) is not None or finalized(g))
+            ]
+
+        def everywhere(raw: JSON) -> list[str]:
+            return [
+                f"{shapes.ns(g)}/{shapes.name(g)}"
+                for g in self.ctx.cached_all(GATEWAYS.kind)
+                if parameters_ref(g) is not None or finalized(g)
+            ]
+
+        def of_tunnel(raw: JSON) -> list[str]:
+            meta = raw.get("metadata") or {}
+            gateway = (meta.get("labels") or {}).get(GATEWAY_LABEL)
+            return [f"{meta.get('namespace')}/{gateway}"] if gateway else []
+
+        return {
+            GATEWAYS: Input(of_gateway, _gateway_state),
+            PARAMETERS: in_namespace,
+            GATEWAY_CLASSES: everywhere,
+            TUNNELS: Input(of_tunnel, lambda raw: repr((raw.get("metadata") or {}).get("labels"))),
+        }
+
+    async def reconcile(self, key: Key) -> Outcome:
+        term = self.ctx.informer_of(GATEWAYS.kind)
+        if term is not self._term:
+            self._applied, self._term = {}, term  # a new term as leader: another leader may have written meanwhile
+        namespace, _, name = key[1].partition("/")
+        gateway = self.ctx.cached(GATEWAYS.kind, name, namespace)
+        choice = cached_choices(self.ctx, self.settings.cap).get((namespace, name))
+        if gateway is not None and isinstance(choice, Plane):
+            return await self._ensure(gateway, choice)
+        if gateway is None or not finalized(gateway):
+            return Outcome.done()
+        if isinstance(choice, str) and not (gateway["metadata"].get("deletionTimestamp")):
+            # Refused (its parameters went, or the cap was lowered): the Gateway says why, and its plane is left
+            # as it is rather than taken down under it.
+            return Outcome.done()
+        return await self._teardown(gateway)
+
+    async def _ensure(self, gateway: JSON, plane: Plane) -> Outcome:
+        if not finalized(gateway):
+            meta = gateway["metadata"]
+            try:
+                await self.ctx.kube.patch(
+                    GATEWAYS,
+                    plane.gateway[1],
+                    {
+                        "metadata": {
+                            "finalizers": [*(meta.get("finalizers") or []), FINALIZER],
+                            "resourceVersion": meta.get("resourceVersion"),
+                        }
+                    },
+                    plane.namespace,
+                )
+            except KubeError as exc:
+                return Outcome.done() if exc.not_found else Outcome(retry=True)
+        try:
+            xds = await self._source(self.settings.xds_secret, XDS_KEYS)
+            origin = await self._source(self.settings.origin_secret, ORIGIN_KEYS)
+        except LookupError as missing:
+            log.warning(
+                "a Gateway's data plane cannot be made", extra={"gateway": _name(plane), "reason": str(missing)}
+            )
+            return Outcome(requeue_after=SOURCE_RETRY)
+        failed = False
+        wanted = [(TUNNELS, tunnel_object(plane, self.settings)), *plane_objects(plane, self.settings, xds, origin)]
+        for rt, body in wanted:
+            failed |= not await self._apply(rt, body, plane)
+        return Outcome(retry=True) if failed else Outcome.done()
+
+    async def _source(self, name: str, keys: tuple[str, ...]) -> dict[str, str]:
+        """The chart's Secret `name` in the controller's namespace, its `keys` only."""
+        try:
+            secret = await self.ctx.kube.get(SECRETS, name, self.settings.namespace)
+        except KubeError as exc:
+            raise LookupError(f"Secret {self.settings.namespace}/{name}: {exc.reason}") from None
+        data = secret.get("data") or {}
+        missing = [k for k in keys if k not in data]
+        if missing:
+            raise LookupError(f"Secret {self.settings.namespace}/{name} has no {', '.join(missing)}")
+        return {k: str(data[k]) for k in keys}
+
+    async def _apply(self, rt: ResourceType, body: JSON, plane: Plane) -> bool:
+        """Apply `body` unless it is what was applied last (and not long ago); never over another's object."""
+        name = str(body["metadata"]["name"])
+        memo_key = (rt.plural, plane.namespace, name)
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        last = self._applied.get(memo_key)
+        if last is not None and last[0] == digest and time.monotonic() - last[1] < REAPPLY:
+            return True
+        try:
+            if last is None:
+                current = await self._get(rt, name, plane.namespace)
+                if current is not None and shapes.labels(current).get(GATEWAY_LABEL) != plane.gateway[1]:
+                    log.warning(
+                        "an object of a Gateway's data plane exists and is not the Gateway's: left as it is",
+                        extra={"gateway": _name(plane), "object": f"{rt.kind} {plane.namespace}/{name}"},
+                    )
+                    return False
+            await self.ctx.kube.apply(rt, body, plane.namespace)
+        except KubeError as exc:
+            log.warning(
+                "an object of a Gateway's data plane not written",
+                extra={"gateway": _name(plane), "object": f"{rt.kind} {name}", "reason": exc.reason},
+            )
+            return False
+        self.applies += 1
+        self._applied[memo_key] = (digest, time.monotonic())
+        return True
+
+    async def _get(self, rt: ResourceType, name: str, namespace: str) -> JSON | None:
+        try:
+            return await self.ctx.kube.get(rt, name, namespace)
+        except KubeError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    async def _teardown(self, gateway: JSON) -> Outcome:
+        """One step of taking the Gateway's plane down, in order; the finalizer goes when all are done."""
+        namespace, gateway_name = shapes.key(gateway)
+        name = plane_name(gateway_name)
+        where = f"{namespace}/{gateway_name}"
+        # (1) The hostnames: DNS records and the ingress rules, while cloudflared still serves the tunnel.
+        released = await self.release((namespace, name))
+        if released.retry or released.requeue_after:
+            return released
+        if any(publish.is_ours(r, (namespace, name)) for r in self.ctx.cached_all(DNSRecordKind.model.info.kind)):
+            return Outcome(requeue_after=TEARDOWN_POLL)
+        # (2) The pods and what they read.
+        pending = False
+        for rt, object_name in owned_names(name):
+            pending |= not await self._gone(rt, object_name, namespace, gateway_name)
+        if pending:
+            return Outcome(requeue_after=TEARDOWN_POLL)
+        # (3) The tunnel: its finalizer deletes or keeps it in Cloudflare, as the policy annotation says.
+        if not await self._gone(TUNNELS, name, namespace, gateway_name):
+            return Outcome(requeue_after=TEARDOWN_POLL)
+        meta = gateway["metadata"]
+        try:
+            await self.ctx.kube.patch(
+                GATEWAYS,
+                gateway_name,
+                {
+                    "metadata": {
+                        "finalizers": [f for f in meta.get("finalizers") or [] if f != FINALIZER],
+                        "resourceVersion": meta.get("resourceVersion"),
+                    }
+                },
+                namespace,
+            )
+        except KubeError as exc:
+            if not exc.not_found:
+                return Outcome(retry=True)
+        for memo_key in [k for k in self._applied if k[1] == namespace and k[2].startswith(name)]:
+            del self._applied[memo_key]
+        log.info("a Gateway's data plane taken down", extra={"gateway": where})
+        return Outcome.done()
+
+    async def _gone(self, rt: ResourceType, name: str, namespace: str, gateway: str) -> bool:
+        """Whether the object is gone; deletes it first if it is this Gateway's (another's is left, and counts as
+        gone for this plane)."""
+        current = await self._get(rt, name, namespace)
+        if current is None:
+            return True
+        if shapes.labels(current).get(GATEWAY_LABEL) != gateway:
+            return True
+        if not (current.get("metadata") or {}).get("deletionTimestamp"):
+            try:
+                await self.ctx.kube.delete(rt, name, namespace)
+                log.info(
+                    "an object of a Gateway's data plane deleted", extra={"object": f"{rt.kind} {namespace}/{name}"}
+                )
+            except KubeError as exc:
+                if exc.not_found:
+                    return True
+                raise
+        return False
+
+    async def timed_out(self, key: Key, seconds: float) -> None:
+        log.warning("a Gateway's data plane reconcile timed out", extra={"gateway": key[1], "seconds": seconds})
+
+
+def _gateway_state(raw: JSON) -> object:
+    meta = raw.get("metadata") or {}
+    return repr(
+        (
+            (raw.get("spec") or {}).get("infrastructure"),
+            (raw.get("spec") or {}).get("gatewayClassName"),
+            meta.get("uid"),
+            meta.get("finalizers"),
+            meta.get("deletionTimestamp"),
+            meta.get("creationTimestamp"),
+        )
+    )
+
+
+def _name(plane: Plane) -> str:
+    return f"{plane.gateway[0]}/{plane.gateway[1]}"

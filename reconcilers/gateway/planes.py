@@ -1,0 +1,396 @@
+"""Data planes of their own: a Gateway of the class whose `spec.infrastructure.parametersRef` names a kflare
+GatewayParameters gets its own Tunnel (a kflare Tunnel kflare creates in the Gateway's namespace), Envoy + cloudflared
+Deployment, PodDisruptionBudget and ServiceAccount, instead of the class's shared data plane.
+
+Which Gateways get one is a pure function of the caches (`choose`), read the same way by the translation (which
+serves such a Gateway's routes to its own plane and publishes its hostnames through its own tunnel) and by the
+reconcile here (which makes the plane's objects). A namespace holds at most `cap` dedicated planes, given to its
+oldest Gateways that ask; the others are refused (`Accepted=False, InvalidParameters`) and keep nothing new.
+
+Each object carries the Gateway's `spec.infrastructure.labels` and `annotations` and an owner reference to it; the
+reconcile that makes and removes them is `reconcilers.gateway.data_planes`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, cast
+
+from app.api.base import GROUP, VERSION
+from app.api.constants import DELETION_POLICY_ANNOTATION
+from app.api.gateway_parameters import GatewayParameters
+from app.api.tunnel import TOKEN_KEY
+from app.kube.client import JSON, ResourceType
+from reconcilers.gateway import shapes
+from reconcilers.gateway.kinds import CONTROLLER_NAME, GATEWAYS, TUNNEL_KIND
+from reconcilers.gateway.shapes import ObjectKey
+
+PARAMETERS: Final = ResourceType(
+    GROUP, VERSION, GatewayParameters.info.plural, GatewayParameters.info.kind, optional=True
+)
+"""Optional: a cluster whose CRDs predate the kind still serves the class (no Gateway can ask for a plane)."""
+DEPLOYMENTS: Final = ResourceType("apps", "v1", "deployments", "Deployment")
+DISRUPTION_BUDGETS: Final = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+SERVICE_ACCOUNTS: Final = ResourceType("", "v1", "serviceaccounts", "ServiceAccount")
+SECRETS: Final = ResourceType("", "v1", "secrets", "Secret")
+TUNNELS: Final = ResourceType(GROUP, VERSION, "tunnels", TUNNEL_KIND)
+
+FINALIZER: Final = "kflare.dev/data-plane"
+GATEWAY_LABEL: Final = "kflare.dev/gateway"
+"""On each object of a Gateway's plane: the Gateway's name (its namespace is the object's)."""
+PLANE_LABEL: Final = "kflare.dev/data-plane"
+PLANE_APP: Final = "kflare-data-plane"
+CLUSTER_PREFIX: Final = "kflare-gateway/"
+"""A dedicated plane's Envoy says `--service-cluster kflare-gateway/<namespace>/<gateway>`: the xDS listener serves
+it that plane's configuration (the shared plane's bootstrap says `kflare-data-plane`)."""
+NAME_MAX: Final = 52
+XDS_KEYS: Final = ("bootstrap.json", "ca.crt", "client.crt", "client.key")
+ORIGIN_KEYS: Final = ("ca.crt", "tls.crt", "tls.key")
+
+
+def plane_name(gateway: str) -> str:
+    """The name of a Gateway's plane objects: `kflare-gw-<gateway>`, shortened with a hash when long."""
+    name = f"kflare-gw-{gateway}"
+    if len(name) <= NAME_MAX:
+        return name
+    digest = hashlib.sha256(gateway.encode()).hexdigest()[:8]
+    return f"{name[: NAME_MAX - 9].rstrip('-.')}-{digest}"
+
+
+def cluster_of(gateway: ObjectKey) -> str:
+    return f"{CLUSTER_PREFIX}{gateway[0]}/{gateway[1]}"
+
+
+@dataclass(frozen=True)
+class Plane:
+    """A Gateway's own data plane, as its GatewayParameters and its spec.infrastructure ask for it."""
+
+    gateway: ObjectKey
+    uid: str
+    parameters: Mapping[str, Any]
+    """The GatewayParameters' spec."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def namespace(self) -> str:
+        return self.gateway[0]
+
+    @property
+    def name(self) -> str:
+        return plane_name(self.gateway[1])
+
+    @property
+    def tunnel_key(self) -> ObjectKey:
+        return (self.namespace, self.name)
+
+    @property
+    def cluster(self) -> str:
+        return cluster_of(self.gateway)
+
+
+Choice = Plane | str
+"""A dedicated plane, or why the Gateway cannot have the one it asks for (its Accepted condition's message)."""
+
+
+def parameters_ref(gateway: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    ref = ((gateway.get("spec") or {}).get("infrastructure") or {}).get("parametersRef")
+    return cast(Mapping[str, Any], ref) if ref else None
+
+
+def _ours(gateway: Mapping[str, Any], classes: set[str]) -> bool:
+    return str((gateway.get("spec") or {}).get("gatewayClassName") or "") in classes
+
+
+def choose(
+    gateways: Iterable[Mapping[str, Any]],
+    parameters: Iterable[Mapping[str, Any]],
+    classes: set[str],
+    cap: int,
+    tunnel: Callable[[str, str], Mapping[str, Any] | None] = lambda namespace, name: None,
+) -> dict[ObjectKey, Choice]:
+    """Each Gateway of `classes` (the names of this controller's classes) that asks for a plane of its own: the
+    plane, or why it cannot have it. Gateways being deleted have none (their plane is being taken down); a
+    namespace's first `cap` asking Gateways, oldest first, get theirs."""
+    found = {shapes.key(p): p for p in parameters}
+    out: dict[ObjectKey, Choice] = {}
+    per_namespace: dict[str, int] = {}
+    for gateway in sorted(gateways, key=shapes.age_key):
+        ref = parameters_ref(gateway)
+        meta = gateway.get("metadata") or {}
+        if ref is None or not _ours(gateway, classes) or meta.get("deletionTimestamp"):
+            continue
+        gkey = shapes.key(gateway)
+        if ref.get("group") != GROUP or ref.get("kind") != GatewayParameters.info.kind:
+            out[gkey] = (
+                f"spec.infrastructure.parametersRef: {ref.get('kind')}.{ref.get('group') or 'core'} is not a"
+                f" parameters kind of this class; name a {GatewayParameters.info.kind}.{GROUP}"
+            )
+            continue
+        params = found.get((gkey[0], str(ref.get("name") or "")))
+        if params is None:
+            kind = GatewayParameters.info.kind
+            out[gkey] = f"spec.infrastructure.parametersRef: {kind} {gkey[0]}/{ref.get('name')} not found"
+            continue
+        if cap <= 0:
+            out[gkey] = (
+                "this controller makes no data planes of a Gateway's own (--gateway-planes-per-namespace=0);"
+                " without spec.infrastructure.parametersRef the Gateway is served by the class's shared data plane"
+            )
+            continue
+        if per_namespace.get(gkey[0], 0) >= cap:
+            out[gkey] = (
+                f"namespace {gkey[0]} already has {cap} Gateway(s) with a data plane of their own, the most allowed"
+                " (the controller's --gateway-planes-per-namespace): this one gets none"
+            )
+            continue
+        infrastructure = (gateway.get("spec") or {}).get("infrastructure") or {}
+        plane = Plane(
+            gkey,
+            str(meta.get("uid") or ""),
+            cast(Mapping[str, Any], params.get("spec") or {}),
+            {str(k): str(v) for k, v in (infrastructure.get("labels") or {}).items()},
+            {str(k): str(v) for k, v in (infrastructure.get("annotations") or {}).items()},
+        )
+        existing = tunnel(*plane.tunnel_key)
+        if existing is not None and shapes.labels(existing).get(GATEWAY_LABEL) != gkey[1]:
+            out[gkey] = f"the Tunnel {gkey[0]}/{plane.name} exists and is not this Gateway's: rename one of them"
+            continue
+        per_namespace[gkey[0]] = per_namespace.get(gkey[0], 0) + 1
+        out[gkey] = plane
+    return out
+
+
+def our_classes(classes: Iterable[Mapping[str, Any]], controller_name: str = CONTROLLER_NAME) -> set[str]:
+    return {shapes.name(c) for c in classes if (c.get("spec") or {}).get("controllerName") == controller_name}
+
+
+# ---- the objects ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlaneSettings:
+    """What every dedicated plane is made of, from the controller's settings (the chart sets them)."""
+
+    namespace: str
+    """The controller's namespace, where the chart's xDS and origin-certificate Secrets are."""
+    xds_secret: str
+    origin_secret: str
+    envoy_image: str
+    cloudflared_image: str
+    port: int = 8080
+    tls_port: int | None = 8443
+    cap: int = 3
+    resources: Mapping[str, Any] | None = None
+    """Envoy's resources when the GatewayParameters gives none."""
+    deletion_policy: str = "delete"
+
+
+_SECURITY: Final = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "runAsUser": 65532,
+    "runAsGroup": 65532,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+_POD_SECURITY: Final = {
+    "runAsNonRoot": True,
+    "runAsUser": 65532,
+    "runAsGroup": 65532,
+    "fsGroup": 65532,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def _selector(plane: Plane) -> dict[str, str]:
+    return {"app.kubernetes.io/name": PLANE_APP, PLANE_LABEL: plane.name}
+
+
+def _meta(plane: Plane, name: str, gateway_uid: str) -> JSON:
+    labels = {
+        **plane.labels,
+        "app.kubernetes.io/name": PLANE_APP,
+        "app.kubernetes.io/component": "data-plane",
+        "app.kubernetes.io/managed-by": "kflare",
+        GATEWAY_LABEL: plane.gateway[1],
+        PLANE_LABEL: plane.name,
+    }
+    meta: JSON = {"name": name, "namespace": plane.namespace, "labels": labels}
+    if plane.annotations:
+        meta["annotations"] = dict(plane.annotations)
+    if gateway_uid:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": GATEWAYS.api_version,
+                "kind": GATEWAYS.kind,
+                "name": plane.gateway[1],
+                "uid": gateway_uid,
+                "controller": True,
+                "blockOwnerDeletion": False,
+            }
+        ]
+    return meta
+
+
+def tunnel_object(plane: Plane, settings: PlaneSettings) -> JSON:
+    spec = plane.parameters
+    prefix = str(spec.get("tunnelName") or "kflare")
+    meta = _meta(plane, plane.name, plane.uid)
+    policy = str(spec.get("tunnelDeletionPolicy") or settings.deletion_policy)
+    meta["annotations"] = {**meta.get("annotations", {}), DELETION_POLICY_ANNOTATION: policy}
+    return {
+        "apiVersion": TUNNELS.api_version,
+        "kind": TUNNELS.kind,
+        "metadata": meta,
+        "spec": {
+            "name": f"{prefix}-{plane.namespace}-{plane.gateway[1]}"[:255],
+            "accountRef": {"name": str((spec.get("accountRef") or {}).get("name") or "")},
+            "credentialsSecretRef": {"name": f"{plane.name}-tunnel-token"},
+        },
+    }
+
+
+def plane_objects(
+    plane: Plane, settings: PlaneSettings, xds: Mapping[str, str], origin: Mapping[str, str]
+) -> list[tuple[ResourceType, JSON]]:
+    """The plane's objects but its Tunnel, as they are applied (`xds` and `origin`: the data of the chart's Secrets,
+    copied: a pod reads Secrets of its own namespace only)."""
+    name = plane.name
+    xds_secret, origin_secret = f"{name}-xds", f"{name}-origin-tls"
+    resources = plane.parameters.get("resources") or settings.resources
+    checksum = hashlib.sha256(json.dumps([xds, origin], sort_keys=True).encode()).hexdigest()
+    envoy: JSON = {
+        "name": "envoy",
+        "image": settings.envoy_image,
+        # The cluster tells the xDS listener which plane this Envoy is; a node ID per pod tells its replicas apart.
+        "args": [
+            "-c",
+            "/etc/envoy/bootstrap.json",
+            "--service-node",
+            "$(POD_NAME)",
+            "--service-cluster",
+            plane.cluster,
+            "--disable-hot-restart",
+            "-l",
+            "warning",
+        ],
+        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "ports": [
+            {"name": "http", "containerPort": settings.port, "protocol": "TCP"},
+            *([{"name": "https", "containerPort": settings.tls_port, "protocol": "TCP"}] if settings.tls_port else []),
+            {"name": "envoy-ready", "containerPort": 9902, "protocol": "TCP"},
+        ],
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": "envoy-ready"}},
+        "securityContext": _SECURITY,
+        "volumeMounts": [
+            {"name": "bootstrap", "mountPath": "/etc/envoy", "readOnly": True},
+            {"name": "origin-tls", "mountPath": "/etc/kflare/origin-tls", "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108 (an emptyDir: the root filesystem is read-only)
+        ],
+    }
+    if resources:
+        envoy["resources"] = dict(resources)
+    cloudflared: JSON = {
+        "name": "cloudflared",
+        "image": settings.cloudflared_image,
+        # http2: gRPC trailers are not carried over QUIC.
+        "args": ["tunnel", "--no-autoupdate", "--protocol", "http2", "--metrics", "0.0.0.0:2000", "run"],
+        "env": [
+            {
+                "name": TOKEN_KEY,
+                "valueFrom": {"secretKeyRef": {"name": f"{name}-tunnel-token", "key": TOKEN_KEY}},
+            }
+        ],
+        "ports": [{"name": "cf-metrics", "containerPort": 2000, "protocol": "TCP"}],
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": "cf-metrics"}},
+        "securityContext": _SECURITY,
+        "volumeMounts": [{"name": "origin-tls", "mountPath": "/etc/kflare/origin-tls", "readOnly": True}],
+    }
+    pod_meta = _meta(plane, name, "")
+    del pod_meta["name"], pod_meta["namespace"]
+    pod_meta["annotations"] = {**pod_meta.get("annotations", {}), "checksum/bootstrap": checksum}
+    deployment: JSON = {
+        "apiVersion": DEPLOYMENTS.api_version,
+        "kind": DEPLOYMENTS.kind,
+        "metadata": _meta(plane, name, plane.uid),
+        "spec": {
+            "replicas": int(plane.parameters.get("replicas") or 2),
+            "selector": {"matchLabels": _selector(plane)},
+            "template": {
+                "metadata": pod_meta,
+                "spec": {
+                    "serviceAccountName": name,
+                    "automountServiceAccountToken": False,
+                    "securityContext": _POD_SECURITY,
+                    "containers": [envoy, cloudflared],
+                    "volumes": [
+                        {"name": "bootstrap", "secret": {"secretName": xds_secret}},
+                        {"name": "origin-tls", "secret": {"secretName": origin_secret}},
+                        {"name": "tmp", "emptyDir": {}},
+                    ],
+                },
+            },
+        },
+    }
+    return [
+        (
+            SERVICE_ACCOUNTS,
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": _meta(plane, name, plane.uid),
+                "automountServiceAccountToken": False,
+            },
+        ),
+        (
+            SECRETS,
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": _meta(plane, xds_secret, plane.uid),
+                "type": "Opaque",
+                "data": dict(xds),
+            },
+        ),
+        (
+            SECRETS,
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": _meta(plane, origin_secret, plane.uid),
+                "type": "kubernetes.io/tls",
+                "data": dict(origin),
+            },
+        ),
+        (DEPLOYMENTS, deployment),
+        (
+            DISRUPTION_BUDGETS,
+            {
+                "apiVersion": DISRUPTION_BUDGETS.api_version,
+                "kind": DISRUPTION_BUDGETS.kind,
+                "metadata": _meta(plane, name, plane.uid),
+                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _selector(plane)}},
+            },
+        ),
+    ]
+
+
+def owned_names(name: str) -> list[tuple[ResourceType, str]]:
+    """The plane's objects but its Tunnel, in the order they are deleted (the pods' Deployment first)."""
+    return [
+        (DEPLOYMENTS, name),
+        (DISRUPTION_BUDGETS, name),
+        (SECRETS, f"{name}-xds"),
+        (SECRETS, f"{name}-origin-tls"),
+        (SERVICE_ACCOUNTS, name),
+    ]
+
+
+def finalized(gateway: Mapping[str, Any]) -> bool:
+    """Whether the Gateway holds the finalizer of a plane of its own (it has, or had, one)."""
+    return FINALIZER in ((gateway.get("metadata") or {}).get("finalizers") or [])

@@ -1,0 +1,157 @@
+"""A Gateway's own data plane without an API server: who gets one (the cap, oldest first; refusals a user can act
+on), what it is made of (names, labels and annotations propagated, the owner, nothing of the xDS token), and how
+the translation splits the configuration between the shared plane and each Gateway's own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconcilers.gateway.planes import (
+    Plane,
+    PlaneSettings,
+    choose,
+    plane_name,
+    plane_objects,
+    tunnel_object,
+)
+from reconcilers.gateway.translate import TunnelState, translate
+from tests.dataplane.world import CLASS_NAME, NS, backend, gateway, http_route, meta, world
+
+OWN = {"group": "kflare.dev", "kind": "GatewayParameters", "name": "own"}
+PARAMS = {
+    "kind": "GatewayParameters",
+    "metadata": meta("own"),
+    "spec": {"accountRef": {"name": "acct"}, "tunnelName": "edge", "replicas": 3},
+}
+SETTINGS = PlaneSettings(
+    namespace="kflare-system",
+    xds_secret="kflare-xds",
+    origin_secret="kflare-origin-tls",
+    envoy_image="envoy@sha256:" + "e" * 64,
+    cloudflared_image="cloudflared@sha256:" + "c" * 64,
+)
+
+
+def asking(name: str, created: str = "2026-01-01T00:00:00Z", ref: dict[str, Any] | None = None, **infra: Any) -> Any:
+    out = gateway(name)
+    out["metadata"] = meta(name, created=created, uid=f"uid-{name}")
+    out["spec"]["infrastructure"] = {"parametersRef": ref or OWN, **infra}
+    return out
+
+
+def test_the_oldest_gateways_of_a_namespace_get_a_plane_up_to_the_cap() -> None:
+    gateways = [asking("late", "2026-03-01T00:00:00Z"), asking("early", "2026-01-01T00:00:00Z"), gateway("plain")]
+    choices = choose(gateways, [PARAMS], {CLASS_NAME}, cap=1)
+    assert isinstance(choices[(NS, "early")], Plane)
+    assert "already has 1 Gateway(s)" in str(choices[(NS, "late")])
+    assert (NS, "plain") not in choices  # no parametersRef: the shared plane, as before
+    # Being deleted: it has no plane any more (it is taken down), and its place goes to the next.
+    gateways[1]["metadata"]["deletionTimestamp"] = "2026-04-01T00:00:00Z"
+    assert isinstance(choose(gateways, [PARAMS], {CLASS_NAME}, cap=1)[(NS, "late")], Plane)
+
+
+def test_a_refusal_says_what_to_fix() -> None:
+    wrong = asking("wrong", ref={"group": "", "kind": "ConfigMap", "name": "x"})
+    missing = asking("missing", ref={**OWN, "name": "absent"})
+    choices = choose([wrong, missing], [PARAMS], {CLASS_NAME}, cap=3)
+    assert "ConfigMap.core is not a parameters kind of this class; name a GatewayParameters.kflare.dev" in str(
+        choices[(NS, "wrong")]
+    )
+    assert str(choices[(NS, "missing")]).endswith(f"GatewayParameters {NS}/absent not found")
+    assert "--gateway-planes-per-namespace=0" in str(choose([asking("a")], [PARAMS], {CLASS_NAME}, cap=0)[(NS, "a")])
+    # A Tunnel of the plane's name that is someone else's is never taken over.
+    taken = choose([asking("a")], [PARAMS], {CLASS_NAME}, cap=3, tunnel=lambda ns, name: {"metadata": meta(name)})
+    assert "exists and is not this Gateway's" in str(taken[(NS, "a")])
+    # Another controller's Gateways are not this one's to give planes to.
+    assert choose([asking("a")], [PARAMS], {"other-class"}, cap=3) == {}
+
+
+def test_names_fit_kubernetes_limits() -> None:
+    assert plane_name("edge") == "kflare-gw-edge"
+    long = plane_name("g" * 63)
+    assert len(long) <= 52
+    assert long != plane_name("g" * 62 + "h")
+
+
+def test_the_plane_objects_carry_the_gateways_infrastructure_and_owner() -> None:
+    (gw,) = [asking("edge", labels={"team": "a"}, annotations={"example.com/x": "y"})]
+    plane = choose([gw], [PARAMS], {CLASS_NAME}, cap=1)[(NS, "edge")]
+    assert isinstance(plane, Plane)
+    xds = {"bootstrap.json": "Yg==", "ca.crt": "Yw==", "client.crt": "ZA==", "client.key": "ZQ=="}
+    objects = plane_objects(plane, SETTINGS, xds, {"ca.crt": "", "tls.crt": "", "tls.key": ""})
+    kinds = [body["kind"] for _, body in objects]
+    assert kinds == ["ServiceAccount", "Secret", "Secret", "Deployment", "PodDisruptionBudget"]
+    for _, body in [*objects, (None, tunnel_object(plane, SETTINGS))]:
+        labels = body["metadata"]["labels"]
+        assert (labels["team"], labels["kflare.dev/gateway"]) == ("a", "edge")
+        assert body["metadata"]["annotations"]["example.com/x"] == "y"
+        assert body["metadata"]["ownerReferences"][0]["uid"] == "uid-edge"
+    deployment = objects[3][1]
+    assert deployment["spec"]["replicas"] == 3
+    pod = deployment["spec"]["template"]
+    assert pod["metadata"]["labels"]["team"] == "a"
+    envoy, cloudflared = pod["spec"]["containers"]
+    assert envoy["image"] == SETTINGS.envoy_image
+    assert "kflare-gateway/apps/edge" in envoy["args"]
+    assert cloudflared["env"][0]["valueFrom"]["secretKeyRef"]["name"] == "kflare-gw-edge-tunnel-token"
+    assert "token" not in objects[1][1]["data"]
+    tunnel = tunnel_object(plane, SETTINGS)
+    assert tunnel["spec"]["name"] == f"edge-{NS}-edge"
+    assert tunnel["metadata"]["annotations"]["kflare.dev/deletion-policy"] == "delete"
+
+
+def test_the_translation_serves_a_gateways_routes_on_its_own_plane_only() -> None:
+    own, shared = asking("own"), gateway("edge")
+    routes = [
+        http_route("mine", ["mine.example.com"], [{"backendRefs": [backend("alpha")]}], parents=[{"name": "own"}]),
+        http_route("theirs", ["theirs.example.com"], [{"backendRefs": [backend("beta")]}]),
+    ]
+    choices = choose([own, shared], [PARAMS], {CLASS_NAME}, cap=1)
+    ready = TunnelState(True, "", "id.cfargotunnel.com")
+    result = translate(world(routes, {"alpha": 8001, "beta": 8002}, gateways=[own, shared], planes=choices))
+    plane = choices[(NS, "own")]
+    assert isinstance(plane, Plane)
+
+    def hosts(resources: dict[str, list[Any]]) -> list[str]:
+        return [vh["name"] for vh in resources["routes"][0]["virtual_hosts"]]
+
+    def clusters(resources: dict[str, list[Any]]) -> list[str]:
+        return [c["name"] for c in resources["clusters"]]
+
+    assert hosts(result.planes[plane.cluster]) == ["mine.example.com"]
+    assert hosts(result.resources) == ["theirs.example.com"]
+    assert all("alpha" in c for c in clusters(result.planes[plane.cluster]))
+    assert clusters(result.planes[plane.cluster])
+    (mine,) = [h for h in result.hostnames if h.hostname == "mine.example.com"]
+    assert mine.tunnel == plane.tunnel_key
+    # Until its tunnel exists the Gateway is not Programmed, and says why.
+    programmed = next(c for c in result.gateway_status[(NS, "own")]["conditions"] if c["type"] == "Programmed")
+    assert (programmed["status"], programmed["reason"]) == ("False", "Pending")
+    assert "kflare-gw-own" in programmed["message"]
+    tunnels = {plane.tunnel_key: ready}
+    result = translate(
+        world(
+            routes,
+            {"alpha": 8001, "beta": 8002},
+            gateways=[own, shared],
+            planes=choices,
+            tunnel=lambda ns, name: tunnels.get((ns, name)),
+        )
+    )
+    programmed = next(c for c in result.gateway_status[(NS, "own")]["conditions"] if c["type"] == "Programmed")
+    assert programmed["status"] == "True"
+    assert result.gateway_status[(NS, "own")]["addresses"][0]["value"] == "id.cfargotunnel.com"
+
+
+def test_a_refused_gateway_says_invalid_parameters_and_serves_nothing() -> None:
+    refused = asking("own", ref={**OWN, "name": "absent"})
+    routes = [
+        http_route("mine", ["mine.example.com"], [{"backendRefs": [backend("alpha")]}], parents=[{"name": "own"}])
+    ]
+    choices = choose([refused], [PARAMS], {CLASS_NAME}, cap=1)
+    result = translate(world(routes, {"alpha": 8001}, gateways=[refused], planes=choices))
+    accepted = next(c for c in result.gateway_status[(NS, "own")]["conditions"] if c["type"] == "Accepted")
+    assert (accepted["status"], accepted["reason"]) == ("False", "InvalidParameters")
+    assert "absent not found" in accepted["message"]
+    assert result.hostnames == []
+    assert result.planes == {}
