@@ -42,6 +42,8 @@ FINALIZER: Final = "kflare.dev/data-plane"
 GATEWAY_LABEL: Final = "kflare.dev/gateway"
 """On each object of a Gateway's plane: the Gateway's name (its namespace is the object's)."""
 PLANE_LABEL: Final = "kflare.dev/data-plane"
+GATEWAY_NAME_LABEL: Final = "gateway.networking.k8s.io/gateway-name"
+"""Gateway API's label of the resources generated for a Gateway (what its conformance suite looks them up by)."""
 PLANE_APP: Final = "kflare-data-plane"
 CLUSTER_PREFIX: Final = "kflare-gateway/"
 """A dedicated plane's Envoy says `--service-cluster kflare-gateway/<namespace>/<gateway>`: the xDS listener serves
@@ -218,6 +220,7 @@ def _meta(plane: Plane, name: str, gateway_uid: str) -> JSON:
         "app.kubernetes.io/component": "data-plane",
         "app.kubernetes.io/managed-by": "kflare",
         GATEWAY_LABEL: plane.gateway[1],
+        GATEWAY_NAME_LABEL: plane.gateway[1],
         PLANE_LABEL: plane.name,
     }
     meta: JSON = {"name": name, "namespace": plane.namespace, "labels": labels}

@@ -52,15 +52,16 @@ def overrides(image: str, emulator: EmulatorProcess) -> dict[str, Any]:
     }
 
 
-def deadline(seconds: float) -> Iterator[float]:
-    """Yields until `seconds` have passed (then raises), pausing between polls: tests poll, never sleep."""
+def deadline(seconds: float, interval: float = 0.5) -> Iterator[float]:
+    """Yields until `seconds` have passed (then raises), pausing `interval` between polls: tests poll, never
+    sleep."""
     end = time.monotonic() + seconds
     while True:
         left = end - time.monotonic()
         if left <= 0:
             raise AssertionError(f"not within {seconds:.0f}s")
         yield left
-        time.sleep(min(0.5, max(left, 0)))
+        time.sleep(min(interval, max(left, 0)))
 
 
 @dataclass

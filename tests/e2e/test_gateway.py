@@ -1,7 +1,8 @@
 """The Gateway class in pods: the chart's data plane Deployment with its defaults (Envoy fed by kflare's xDS over
 mutual TLS, through the xDS Service's name; cloudflared's container run from the chart's image name, here the
 stand-in of tests/e2e/cloudflared), and requests for the examples' routes handed to it as the edge hands them
-reaching Service backends running as pods.
+reaching Service backends running as pods; and a Gateway with a data plane of its own, in another namespace, made
+by kflare, serving its route, and taken down with it.
 """
 
 from __future__ import annotations
@@ -9,14 +10,17 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import time
 from typing import Any
 
 import h2.config
 import h2.connection
 import h2.events
+import httpx
 import pytest
 import yaml
 
+from app.dev import DEV_TOKEN
 from tests.chart.helm import CHART
 from tests.e2e.cluster import GATEWAY
 from tests.e2e.gateway import EDGE_PORT, NAMESPACE, GatewayRelease, tunnel_id
@@ -205,3 +209,132 @@ def test_a_grpc_route_reaches_its_backend_over_http2_with_tls(
             break
     assert got.get(":status") == "200", got
     assert got.get("grpc-status") == "0", got
+
+
+TEAM = "team-e2e"
+
+
+def _first_pod(gw: GatewayRelease, selector: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = gw.get("pods", "-n", TEAM, "-l", selector)["items"]
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+def test_a_gateway_with_its_own_data_plane_serves_its_route_and_goes_with_it(
+    gateway_release: GatewayRelease, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GatewayParameters in another namespace than the release: kflare makes the Gateway's Tunnel and Deployment
+    there; its Envoy, from the copied bootstrap and client certificate, opens its xDS stream across namespaces and is
+    served its own plane's routes; its connector gets its own tunnel's document; a visitor reaches the backend. The
+    figure printed: `kubectl apply` of the Gateway to its Deployment's pods created, and to them Ready."""
+    gw = gateway_release
+    account = gw.tunnel()["spec"]["accountRef"]["name"]
+    gw.kubectl("create", "namespace", TEAM, check=False)
+    echo = backend("team-echo", gw.echo_image, replicas=1, env={"HTTP_PORT": "80"})
+    echo["metadata"]["namespace"] = TEAM
+    gw.apply(
+        echo,
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "team-echo", "namespace": TEAM},
+            "spec": {"selector": {"app": "team-echo"}, "ports": [{"name": "http", "port": 80}]},
+        },
+        {
+            "apiVersion": "kflare.dev/v1alpha1",
+            "kind": "GatewayParameters",
+            "metadata": {"name": "own", "namespace": TEAM},
+            "spec": {"accountRef": {"name": account}, "replicas": 1, "tunnelDeletionPolicy": "delete"},
+        },
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "shop", "namespace": TEAM},
+            "spec": {
+                "parentRefs": [{"name": "shop"}],
+                "hostnames": ["shop.example.com"],
+                "rules": [{"backendRefs": [{"name": "team-echo", "port": 80}]}],
+            },
+        },
+    )
+    applied = time.monotonic()
+    gw.apply(
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"name": "shop", "namespace": TEAM},
+            "spec": {
+                "gatewayClassName": "cloudflare-tunnel",
+                "infrastructure": {
+                    "parametersRef": {"group": "kflare.dev", "kind": "GatewayParameters", "name": "own"},
+                    "labels": {"team": "shop"},
+                },
+                "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}],
+            },
+        }
+    )
+    selector = "kflare.dev/data-plane=kflare-gw-shop"
+    for _ in deadline(120, interval=0.1):
+        if _first_pod(gw, selector):
+            break
+    created = time.monotonic() - applied
+    tunnel: dict[str, Any] = {}
+    for _ in deadline(120):
+        tunnel = gw.get("tunnel", "kflare-gw-shop", "-n", TEAM)
+        if tunnel_id(tunnel):
+            break
+    account_id = gw.get("cloudflareaccount", account)["spec"]["accountID"]
+    url = f"{gw.emulator.base_url}/accounts/{account_id}/cfd_tunnel/{tunnel_id(tunnel)}/configurations"
+    pods: list[dict[str, Any]] = []
+    ready_at = 0.0
+    try:
+        for _ in deadline(240):
+            pods = _first_pod(gw, selector)
+            with httpx.Client(timeout=10, trust_env=False) as http:
+                document = http.get(url, headers={"Authorization": f"Bearer {DEV_TOKEN}"}).json()["result"]
+            for pod in pods:
+                if pod["status"].get("podIP"):
+                    gw.push(pod, document)
+            if pods and all(_pod_ready(p) for p in pods):
+                ready_at = time.monotonic() - applied
+                break
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: the Gateway's own data plane is not Ready\n{_describe(gw, pods)}") from None
+    with capsys.disabled():
+        print(f"\nGateway with its own plane: pods created {created:.1f}s after kubectl apply, Ready {ready_at:.1f}s")
+    (pod,) = pods
+    assert pod["metadata"]["labels"]["team"] == "shop"
+    rules = document["config"]["ingress"]
+    assert {"hostname": "shop.example.com", "service": "http://localhost:8080"} in rules
+    reply = None
+    for _ in deadline(60):
+        reply = gw.visit(pod, "shop.example.com", "/buy")
+        if reply.status_code == 200:
+            break
+    assert reply is not None
+    assert reply.json()["pod"].startswith("team-echo-")
+    # The shared plane does not serve the Gateway's hostname: its routes are its own plane's only.
+    shared = gw.data_plane_pods()[0]
+    assert gw.visit(shared, "shop.example.com").status_code == 404
+
+    gw.kubectl("delete", "gateway", "shop", "-n", TEAM, "--wait=false")
+    for _ in deadline(120):
+        left = gw.get("deployment,tunnel.kflare.dev,gateway", "-n", TEAM, "-l", "kflare.dev/gateway=shop")["items"]
+        if not left and not gw.get("gateway", "-n", TEAM)["items"]:
+            break
+
+
+def _pod_ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+def _describe(gw: GatewayRelease, pods: list[dict[str, Any]]) -> str:
+    lines = []
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        for status in pod["status"].get("containerStatuses") or []:
+            lines.append(
+                f"{name}/{status['name']}: ready={status.get('ready')} state={json.dumps(status.get('state'))}"
+            )
+            logs = gw.kubectl("logs", name, "-n", TEAM, "-c", status["name"], "--tail=20", check=False)
+            lines += [f"  {line}" for line in logs.splitlines()]
+    return "\n".join(lines) or "no pod"

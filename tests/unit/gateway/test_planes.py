@@ -84,6 +84,7 @@ def test_the_plane_objects_carry_the_gateways_infrastructure_and_owner() -> None
     for _, body in [*objects, (None, tunnel_object(plane, SETTINGS))]:
         labels = body["metadata"]["labels"]
         assert (labels["team"], labels["kflare.dev/gateway"]) == ("a", "edge")
+        assert labels["gateway.networking.k8s.io/gateway-name"] == "edge"
         assert body["metadata"]["annotations"]["example.com/x"] == "y"
         assert body["metadata"]["ownerReferences"][0]["uid"] == "uid-edge"
     deployment = objects[3][1]
