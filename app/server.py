@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import uvicorn
 from fastapi import FastAPI, Response
@@ -39,6 +40,20 @@ from webhooks.advice import ListObjects
 log = logging.getLogger(__name__)
 
 LOOP_STALL = 10.0  # /healthz fails when the event loop has not ticked for this long
+
+
+GC_THRESHOLD: Final = (10_000, 20, 50)
+"""The cyclic collector's thresholds: a reconcile allocates many short-lived containers, which the default (700)
+collects ten times as often for nothing (they are freed by their reference counts); a full collection scans every
+cached object, which at 1,000 routes put 150 ms pauses in a translation of 60."""
+
+
+def settle_heap() -> None:
+    """Once the caches are listed: move what the process holds now (the caches, the modules) out of the cyclic
+    collector's sight, so that its full collections scan only what came after. Those objects are still freed by
+    their reference counts; only a cycle among them would stay, and the caches hold none."""
+    gc.collect()
+    gc.freeze()
 
 
 @dataclass
@@ -148,8 +163,13 @@ class Runtime:
             await self.kube.close()
 
     async def _tick(self) -> None:
+        synced = False
         while True:
             self.last_tick = time.monotonic()
+            now_synced = self.manager is not None and self.manager.synced
+            if now_synced and not synced:
+                settle_heap()
+            synced = now_synced
             await asyncio.sleep(1.0)
 
     async def list_objects(self, kind: str, namespace: str | None) -> list[Mapping[str, Any]]:
@@ -339,6 +359,7 @@ class Process:
 
 async def serve(settings: Settings) -> int:
     """Run the manager and the listeners until SIGTERM or SIGINT."""
+    gc.set_threshold(*GC_THRESHOLD)
     process = Process(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -383,3 +383,21 @@ def test_the_data_plane_serves_grpc_over_tls_with_an_origin_certificate_cloudfla
         mounts = {m["name"]: m["mountPath"] for m in containers[name]["volumeMounts"]}
         assert mounts[volume["name"]] == "/etc/kflare/origin-tls"
     assert {"name": "https", "containerPort": 8443, "protocol": "TCP"} in containers["envoy"]["ports"]
+
+
+def test_data_plane_images_pinned_by_digest(helm: Helm) -> None:
+    """A digest pins what the kubelet pulls, for the shared plane and every Gateway's own; a bad one is refused."""
+    digest = "sha256:" + "ab" * 32
+    plane = {**ON["gateway"]["dataPlane"], "envoyDigest": digest, "cloudflaredDigest": digest}
+    pinned = helm.render({"gateway": {**ON["gateway"], "dataPlane": plane}})
+    pod = pinned.one("Deployment", "kflare-data-plane")["spec"]["template"]["spec"]
+    images = {c["name"]: c["image"] for c in pod["containers"]}
+    assert images["envoy"].endswith(f":v{images['envoy'].split(':v')[1].split('@')[0]}@{digest}")
+    assert images["cloudflared"].endswith(f"@{digest}")
+    assert f"--gateway-plane-envoy-image={images['envoy']}" in manager(pinned)["args"]
+    assert f"--gateway-plane-cloudflared-image={images['cloudflared']}" in manager(pinned)["args"]
+    refused = helm.template(
+        {"gateway": {**ON["gateway"], "dataPlane": {**plane, "envoyDigest": "latest"}}}, check=False
+    )
+    assert refused.returncode != 0
+    assert "envoyDigest" in refused.stderr

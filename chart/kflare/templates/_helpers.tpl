@@ -120,3 +120,11 @@ cert-manager's have different names, so that switching between them never meets 
 {{- if gt (int .Values.autoscaling.maxReplicas) 1 }}true{{ end }}
 {{- else if gt (int .Values.replicaCount) 1 }}true{{ end }}
 {{- end }}
+
+{{/*
+An image reference: `image`, pinned by `digest` when one is given (`repo:tag@sha256:...`: the digest is what is
+pulled, the tag says which release it was).
+*/}}
+{{- define "kflare.pinnedImage" -}}
+{{- if .digest }}{{ printf "%s@%s" .image .digest }}{{ else }}{{ .image }}{{ end }}
+{{- end }}
