@@ -3,11 +3,13 @@
 Envoy opens one bidirectional stream (`AggregatedDiscoveryService/DeltaAggregatedResources`, `api_type:
 DELTA_GRPC`) and subscribes to the listeners and clusters (wildcard), then to the routes and endpoints they name.
 Delta xDS rather than state of the world: a response carries only the resources that changed and names those
-removed, so a change to one route sends that RouteConfiguration and nothing else, and an Envoy that reconnects
-(a restart of the controller, a failover) says which versions it holds and is sent only what differs.
+removed, and an Envoy that reconnects (a restart of the controller, a failover) says which versions it holds and is
+sent only what differs. The route configuration's virtual hosts go as resources of their own (VHDS, which Envoy
+subscribes to over the same stream once the route configuration names it), so a change to one route sends that
+hostname's virtual host, not the thousand others.
 
 Push, not poll: the snapshot store calls back on every new snapshot, each open stream wakes and sends the
-difference between what it sent and the new snapshot, type by type in `envoy.TYPES` order (clusters before the
+difference between what it sent and the new snapshot, type by type in `WIRE_TYPES` order (clusters before the
 endpoints and routes that name them). Versions are content hashes of the encoded resources, so two leaders that
 compute the same resources hold the same versions.
 
@@ -17,10 +19,8 @@ when the stream opens and again whenever it wakes (a rotated token file ends the
 token). A wrong token ends the stream with UNAUTHENTICATED; a standby, or a leader without a snapshot yet, with
 UNAVAILABLE: Envoy keeps the configuration it has and opens a new stream after a back-off.
 
-Encoding the snapshot's JSON into protobuf is most of the cost, so each resource is encoded once per version and
-shared by every stream; the RouteConfiguration, which holds every hostname's virtual host, is encoded virtual host
-by virtual host (the wire format of a repeated field is the concatenation of its elements), so a change to one
-route encodes one virtual host.
+Encoding the snapshot's JSON into protobuf is most of the cost, so each resource (each virtual host) is encoded
+once per content and shared by every stream.
 """
 
 from __future__ import annotations
@@ -72,11 +72,17 @@ _MESSAGES: Final[dict[str, Any]] = {
     "endpoints": endpoint_pb2.ClusterLoadAssignment,
     "listeners": listener_pb2.Listener,
     "routes": route_pb2.RouteConfiguration,
+    "virtual_hosts": route_components_pb2.VirtualHost,
 }
-_KEY_OF: Final = {url: key for key, url in envoy.TYPES.items()}
-_WILDCARD: Final = frozenset({"listeners", "clusters"})
-_VIRTUAL_HOSTS = route_pb2.RouteConfiguration.DESCRIPTOR.fields_by_name["virtual_hosts"].number
-_VIRTUAL_HOSTS_TAG: Final = bytes([(_VIRTUAL_HOSTS << 3) | 2])  # length-delimited
+VIRTUAL_HOST: Final = "type.googleapis.com/envoy.config.route.v3.VirtualHost"
+WIRE_TYPES: Final = {**envoy.TYPES, "virtual_hosts": VIRTUAL_HOST}
+"""What goes on the wire, in push order: each RouteConfiguration of the snapshot without its virtual hosts (it names
+VHDS as their source), then each virtual host as a resource of its own, named `<route configuration>/<domain>`,
+so that a change to one route sends that hostname's virtual host and nothing else."""
+VHDS: Final = {"config_source": {"ads": {}, "resource_api_version": "V3"}}
+_KEY_OF: Final = {url: key for key, url in WIRE_TYPES.items()}
+_WILDCARD: Final = frozenset({"listeners", "clusters", "virtual_hosts"})
+"""Types whose first request with no names is a wildcard subscription (Envoy subscribes to VHDS so)."""
 
 STREAMS = Gauge("kflare_xds_streams", "Open xDS streams from data planes", registry=REGISTRY)
 REFUSED = Counter(
@@ -126,17 +132,6 @@ class TokenFile:
 # ---- encoding ------------------------------------------------------------------------------------------------
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def _hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
@@ -175,30 +170,45 @@ class View:
     types: dict[str, TypeView]
 
 
+def wire_resources(resources: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """The snapshot's resources as they are served: each RouteConfiguration's virtual hosts taken out of it (it
+    gets VHDS instead) and served as resources of their own, each named `<route configuration>/<its name>` (Envoy
+    keeps a VHDS virtual host by its `name`, and removes one by its resource name: the two must be the same)."""
+    out = {key: value for key, value in resources.items() if key != "routes"}
+    routes: dict[str, dict[str, Any]] = {}
+    hosts: dict[str, dict[str, Any]] = {}
+    for name, configuration in resources.get("routes", {}).items():
+        routes[name] = {**{k: v for k, v in configuration.items() if k != "virtual_hosts"}, "vhds": VHDS}
+        for host in configuration.get("virtual_hosts") or []:
+            full = f"{name}/{host.get('name')}"
+            hosts[full] = {**host, "name": full}
+    out["routes"], out["virtual_hosts"] = routes, hosts
+    return out
+
+
 class Encoder:
-    """Encodes snapshots, each resource once per content: a resource (or virtual host) equal to the one encoded
-    before is not encoded again."""
+    """Encodes snapshots, each resource once per content: a resource (a virtual host among them) equal to the one
+    encoded before is not encoded again."""
 
     def __init__(self) -> None:
         self._resources: dict[tuple[str, str], tuple[dict[str, Any], Encoded]] = {}
-        self._hosts: dict[str, tuple[dict[str, Any], bytes]] = {}
         self.failures: list[tuple[str, str, str]] = []
         """(type key, name, error) of the resources of the last `encode` that did not encode."""
 
     def encode(self, generation: int, resources: dict[str, dict[str, dict[str, Any]]]) -> View:
         kept: dict[tuple[str, str], tuple[dict[str, Any], Encoded]] = {}
         self.failures = []
-        hosts: dict[str, tuple[dict[str, Any], bytes]] = {}
         types: dict[str, TypeView] = {}
-        for key in envoy.TYPES:
+        wire = wire_resources(resources)
+        for key in WIRE_TYPES:
             view = TypeView()
-            for name, resource in resources.get(key, {}).items():
+            for name, resource in wire.get(key, {}).items():
                 cached = self._resources.get((key, name))
                 if cached is not None and (cached[0] is resource or cached[0] == resource):
                     encoded = cached[1]
                 else:
                     try:
-                        encoded = self._encode(key, name, resource, hosts)
+                        encoded = self._encode(key, name, resource)
                     except (json_format.ParseError, TypeError, ValueError) as exc:
                         view.failed.add(name)
                         self.failures.append((key, name, str(exc)))
@@ -209,33 +219,15 @@ class Encoder:
             view.version = _hash(listing.encode())
             types[key] = view
         self._resources = kept
-        # The virtual hosts of routes left as they were are still the right ones to keep.
-        self._hosts = hosts if hosts else self._hosts
         return View(generation, types)
 
-    def _encode(
-        self, key: str, name: str, resource: dict[str, Any], hosts: dict[str, tuple[dict[str, Any], bytes]]
-    ) -> Encoded:
-        value = self._route_configuration(resource, hosts) if key == "routes" else _parse(resource, _MESSAGES[key]())
+    def _encode(self, key: str, name: str, resource: dict[str, Any]) -> Encoded:
+        value = _parse(resource, _MESSAGES[key]())
         version = _hash(value)
         message = discovery_pb2.Resource(
-            name=name, version=version, resource=any_pb2.Any(type_url=envoy.TYPES[key], value=value)
+            name=name, version=version, resource=any_pb2.Any(type_url=WIRE_TYPES[key], value=value)
         )
         return Encoded(name, version, message, message.ByteSize())
-
-    def _route_configuration(self, resource: dict[str, Any], hosts: dict[str, tuple[dict[str, Any], bytes]]) -> bytes:
-        head = _parse({k: v for k, v in resource.items() if k != "virtual_hosts"}, route_pb2.RouteConfiguration())
-        parts = [head]
-        for host in resource.get("virtual_hosts") or []:
-            host_name = str(host.get("name") or "")
-            cached = self._hosts.get(host_name)
-            if cached is not None and (cached[0] is host or cached[0] == host):
-                value = cached[1]
-            else:
-                value = _parse(host, route_components_pb2.VirtualHost())
-            hosts[host_name] = (host, value)
-            parts += [_VIRTUAL_HOSTS_TAG, _varint(len(value)), value]
-        return b"".join(parts)
 
 
 def plane_of(cluster: str) -> str:
@@ -457,21 +449,29 @@ class _Stream:
             store.accepted(key, self.node, version)
 
     async def push(self, view: View) -> None:
-        for key in envoy.TYPES:
+        for key in WIRE_TYPES:
             sub = self.subscriptions.get(key)
             if sub is not None:
                 await self._send(key, sub, view.types[key], set())
 
     async def _send(self, key: str, sub: Subscription, typed: TypeView, new: set[str]) -> None:
-        wanted = typed.resources.keys() if sub.wildcard else sub.names & typed.resources.keys()
+        if sub.wildcard:
+            wanted: set[str] = set(typed.resources)
+        elif key == "virtual_hosts":
+            # VHDS subscribes by route configuration name: every virtual host of that configuration is wanted.
+            prefixes = tuple(f"{n}/" for n in sub.names)
+            wanted = {n for n in typed.resources if n in sub.names or n.startswith(prefixes)}
+            new = {n for n in new if "/" in n}
+        else:
+            wanted = sub.names & typed.resources.keys()
         changed = [typed.resources[n] for n in sorted(wanted) if sub.held.get(n) != typed.resources[n].version]
-        removed = sorted(n for n in sub.held if n not in typed.resources and n not in typed.failed)
+        removed = sorted(n for n in sub.held if n not in wanted and n not in typed.failed)
         # A name asked for that the snapshot does not hold is said removed: Envoy then stops waiting for it.
         removed += sorted(n for n in new if n not in typed.resources and n not in typed.failed and n not in sub.held)
         if not changed and not removed and sub.answered:
             return
         response = discovery_pb2.DeltaDiscoveryResponse(
-            type_url=envoy.TYPES[key],
+            type_url=WIRE_TYPES[key],
             system_version_info=typed.version,
             resources=[e.message for e in changed],
             removed_resources=removed,

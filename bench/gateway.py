@@ -100,6 +100,7 @@ def envoy_stats(http: httpx.Client, admin: int) -> dict[str, int]:
 
 RX_BYTES = "cluster.kflare-xds.upstream_cx_rx_bytes_total"
 XDS_UPDATES = {
+    "virtual_hosts": "http.ingress.rds.vhds.kflare-ingress.update_success",
     "routes": "http.ingress.rds.kflare-ingress.update_success",
     "clusters": "cluster_manager.cds.update_success",
     "listeners": "listener_manager.lds.update_success",
@@ -283,8 +284,8 @@ async def bench_change(changes: int, seconds: float, concurrency: int, routes: i
                             pass
                         took.append(time.monotonic() - start)
                         after = before
-                        # The RDS update is counted once Envoy applied it, a moment after it serves from it.
-                        while after[XDS_UPDATES["routes"]] == before[XDS_UPDATES["routes"]]:
+                        # The VHDS update is counted once Envoy applied it, a moment after it serves from it.
+                        while after.get(XDS_UPDATES["virtual_hosts"]) == before.get(XDS_UPDATES["virtual_hosts"]):
                             after = envoy_stats(stats_http, admin)
                         wire.append(after[RX_BYTES] - before[RX_BYTES])
                         for key, name in XDS_UPDATES.items():

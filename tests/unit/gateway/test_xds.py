@@ -9,10 +9,10 @@ from typing import Any
 
 import grpc
 import pytest
-from envoy.config.route.v3 import route_pb2
+from envoy.config.route.v3 import route_components_pb2, route_pb2
 from google.protobuf import json_format
 
-from app.xds import Encoder, TokenFile
+from app.xds import VIRTUAL_HOST, Encoder, TokenFile
 from reconcilers.gateway import envoy
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.gateway.translate import translate
@@ -136,49 +136,57 @@ async def test_subscriptions_wildcard_and_by_name() -> None:
         assert names(await stream.receive()) == ["a"]
 
 
-async def test_a_change_to_one_route_pushes_that_route_configuration_only() -> None:
+async def test_a_change_to_one_route_pushes_that_hostnames_virtual_host_only() -> None:
     s = SnapshotStore()
     s.publish(routes_world(50))
-    async with listening(s, TOKEN) as (server, port), channel(port) as ch:
+    async with listening(s, TOKEN) as (_, port), channel(port) as ch:
         stream = Delta(ch, TOKEN)
         first = await subscribe_all(stream)
-        encoder = server.service.encoder
-        parsed: list[str] = []
-        real = encoder._route_configuration
-
-        def counting(resource: dict[str, Any], hosts: Any) -> bytes:
-            parsed.append(resource["name"])
-            return real(resource, hosts)
-
-        encoder._route_configuration = counting  # type: ignore[method-assign]
+        await stream.send("virtual_hosts")
+        hosts = await stream.receive()
+        assert len(names(hosts)) == 50
+        assert names(hosts)[0] == f"{envoy.INGRESS}/app0.example.com"
+        await stream.ack(hosts)
         s.publish(routes_world(50, prefix="/v2"))
         reply = await stream.receive()
+        # One virtual host, a fraction of the whole configuration; the route configuration itself is not resent.
         assert (reply.type_url, names(reply), list(reply.removed_resources)) == (
-            envoy.ROUTE_CONFIGURATION,
-            [envoy.INGRESS],
+            VIRTUAL_HOST,
+            [f"{envoy.INGRESS}/app0.example.com"],
             [],
         )
-        assert reply.ByteSize() <= first["routes"] + 16, "no more than the route configuration itself"
-        assert parsed == [envoy.INGRESS]
+        assert reply.ByteSize() * 20 < hosts.ByteSize()
         await stream.ack(reply)
-        # Nothing else follows: the next response is the one for the next change.
-        s.publish(routes_world(50, prefix="/v3"))
-        assert names(await stream.receive()) == [envoy.INGRESS]
+        # A hostname gone is said removed, by the name Envoy holds it under.
+        s.publish(routes_world(49, prefix="/v2"))
+        gone = await stream.receive()
+        assert (names(gone), list(gone.removed_resources)) == ([], [f"{envoy.INGRESS}/app49.example.com"])
+        assert first["routes"] < 1024, "the route configuration alone names VHDS, not its hosts"
 
 
-async def test_the_route_configuration_encoded_by_virtual_host_is_the_one_encoded_whole() -> None:
+async def test_the_virtual_hosts_served_one_by_one_are_the_route_configurations() -> None:
     snapshot = routes_world(5)
     configuration = snapshot["routes"][0]
-    encoder = Encoder()
-    first = encoder.encode(1, {"routes": {envoy.INGRESS: configuration}}).types["routes"].resources[envoy.INGRESS]
+    view = Encoder().encode(1, {"routes": {envoy.INGRESS: configuration}})
+    head = route_pb2.RouteConfiguration.FromString(view.types["routes"].resources[envoy.INGRESS].message.resource.value)
+    assert not head.virtual_hosts
+    assert head.vhds.config_source.HasField("ads")
+    served = {
+        name: route_components_pb2.VirtualHost.FromString(e.message.resource.value)
+        for name, e in view.types["virtual_hosts"].resources.items()
+    }
     whole = route_pb2.RouteConfiguration()
     json_format.ParseDict({k: v for k, v in configuration.items() if k != "@type"}, whole)
-    pushed = route_pb2.RouteConfiguration.FromString(first.message.resource.value)
-    assert pushed == whole
-    assert len(pushed.virtual_hosts) == 5
-    # A copy of the same configuration keeps its version: versions are the content's, not the snapshot's.
+    assert len(served) == len(whole.virtual_hosts) == 5
+    for host in whole.virtual_hosts:
+        # Envoy keeps a VHDS virtual host by its name and removes it by its resource name: they are one.
+        host.name = f"{envoy.INGRESS}/{host.name}"
+        assert served[host.name] == host
+    # A copy of the same configuration keeps its versions: versions are the content's, not the snapshot's.
     again = Encoder().encode(2, {"routes": {envoy.INGRESS: routes_world(5)["routes"][0]}})
-    assert again.types["routes"].resources[envoy.INGRESS].version == first.version
+    assert {n: e.version for n, e in again.types["virtual_hosts"].resources.items()} == {
+        n: e.version for n, e in view.types["virtual_hosts"].resources.items()
+    }
 
 
 async def test_an_envoy_that_reconnects_is_sent_only_what_it_does_not_hold() -> None:
