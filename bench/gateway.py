@@ -282,7 +282,9 @@ async def bench_change(changes: int, seconds: float, concurrency: int, routes: i
                         start = time.monotonic()
                         # Polled every 2 ms rather than flat out: a busy loop of requests takes a core from the
                         # controller it is timing (on 2 cores, a third of its time).
-                        while await serving() != target:
+                        while True:
+                            if await serving() == target:
+                                break
                             await asyncio.sleep(0.002)
                         took.append(time.monotonic() - start)
                         after = before
