@@ -54,6 +54,16 @@ def backend(name: str, image: str, replicas: int = 2, env: dict[str, str] | None
     }
 
 
+def backend_service(name: str, namespace: str, port_name: str, port: int) -> dict[str, Any]:
+    """The Service of `backend(name, ...)`'s pods."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": {"app": name}, "ports": [{"name": port_name, "port": port}]},
+    }
+
+
 def wait_available(gw: GatewayRelease, name: str, replicas: int = 2) -> None:
     for _ in deadline(180):
         status = gw.get("deployment", name, "-n", NAMESPACE).get("status", {})
@@ -176,12 +186,7 @@ def test_a_grpc_route_reaches_its_backend_over_http2_with_tls(
 ) -> None:
     gateway_release.apply(
         backend("grpc-echo", gateway_release.echo_image, env={"GRPC_ECHO_SERVER": "1", "HTTP_PORT": "3000"}),
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "grpc-echo", "namespace": NAMESPACE},
-            "spec": {"selector": {"app": "grpc-echo"}, "ports": [{"name": "grpc", "port": 3000}]},
-        },
+        backend_service("grpc-echo", NAMESPACE, "grpc", 3000),
         {
             "apiVersion": "gateway.networking.k8s.io/v1",
             "kind": "GRPCRoute",
@@ -233,12 +238,7 @@ def test_a_gateway_with_its_own_data_plane_serves_its_route_and_goes_with_it(
     echo["metadata"]["namespace"] = TEAM
     gw.apply(
         echo,
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "team-echo", "namespace": TEAM},
-            "spec": {"selector": {"app": "team-echo"}, "ports": [{"name": "http", "port": 80}]},
-        },
+        backend_service("team-echo", TEAM, "http", 80),
         {
             "apiVersion": "kflare.dev/v1alpha1",
             "kind": "GatewayParameters",

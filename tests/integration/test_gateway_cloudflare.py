@@ -20,6 +20,7 @@ from app.controlplane import ControlPlane
 from reconcilers.gateway.kinds import CONTROLLER_NAME, GATEWAY_GROUP
 from tests.fixtures.controller import ControllerProcess, Kflare, controller_process
 from tests.fixtures.emulator import EmulatorProcess
+from tests.fixtures.gateway import gateway_args
 from tests.helpers import eventually
 from tests.integration.test_tunnels import make_config, make_tunnel
 from tests.kinds import cf
@@ -38,14 +39,7 @@ def gateway_controller(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[ControllerProcess]:
     workdir = tmp_path_factory.mktemp("gateway-cloudflare")
-    token = workdir / "xds-token"
-    token.write_text(uuid.uuid4().hex)
-    args = (
-        "--gateway-enabled=true",
-        "--gateway-xds-bind-address=127.0.0.1:0",
-        f"--gateway-xds-token-file={token}",
-        "--gateway-data-plane-address=0.0.0.0:8080",
-    )
+    args = gateway_args(workdir)
     with controller_process(control_plane, emulator, workdir, *args) as proc:
         yield proc
 

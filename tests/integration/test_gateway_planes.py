@@ -23,6 +23,7 @@ from app.controlplane import ControlPlane
 from reconcilers.gateway.kinds import CONTROLLER_NAME, GATEWAY_GROUP
 from tests.fixtures.controller import SYSTEM_NAMESPACE, ControllerProcess, Kflare, controller_process
 from tests.fixtures.emulator import EmulatorProcess
+from tests.fixtures.gateway import gateway_args
 from tests.helpers import eventually
 from tests.integration.test_tunnels import make_tunnel
 from tests.kinds import cf
@@ -41,13 +42,8 @@ def planes_controller(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[ControllerProcess]:
     workdir = tmp_path_factory.mktemp("gateway-planes")
-    token = workdir / "xds-token"
-    token.write_text(uuid.uuid4().hex)
-    args = (
-        "--gateway-enabled=true",
-        "--gateway-xds-bind-address=127.0.0.1:0",
-        f"--gateway-xds-token-file={token}",
-        "--gateway-data-plane-address=0.0.0.0:8080",
+    args = gateway_args(
+        workdir,
         "--gateway-planes-per-namespace=1",
         "--gateway-plane-envoy-image=registry.test/envoy@sha256:" + "a" * 64,
     )
