@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict, cast
 
 from reconcilers.gateway import envoy, shapes
-from reconcilers.gateway.backends import Resolver
+from reconcilers.gateway.backends import Backend, Resolver
 from reconcilers.gateway.kinds import CLASS_NAME, CONTROLLER_NAME, GATEWAY_GROUP
 from reconcilers.gateway.planes import Choice, Plane, finalized
 from reconcilers.gateway.policies import BackendTLS, ConfigMapLookup
@@ -91,6 +91,12 @@ class World:
     (`planes.choose`)."""
     controller_name: str = CONTROLLER_NAME
     revision: Hashable | None = None
+    resolver_revision: Hashable | None = None
+    """What identifies the Services, ReferenceGrants, BackendTLSPolicies and CA ConfigMaps the routes resolve
+    against (None: not known, no route's build is remembered)."""
+    resolver_base: Hashable | None = None
+    """The caches' part of it (the Services, ReferenceGrants and BackendTLSPolicies), which `tunnels.read_referenced`
+    completes with the CA ConfigMaps' into `resolver_revision` once it has read them."""
     """What identifies this content of the caches (None: not known, never remembered)."""
 
 
@@ -361,11 +367,7 @@ def _routes(
             if not ours:
                 continue
             observed = shapes.generation(route)
-            unsupported: str | None = None
-            try:
-                result = build_route(kind, route, resolver)
-            except Unsupported as exc:
-                unsupported, result = str(exc), BuiltRoute()
+            unsupported, result = _built_route(kind, route, resolver, world.resolver_revision)
             built[ours[0].key] = result
             if result.invalid and len(result.invalid) == result.rules:
                 unsupported = result.invalid[0]  # no rule left to serve: the route is refused
@@ -385,7 +387,65 @@ def _routes(
                     )
             attachments += ours
     _settle_hostname_owners([a for a in attachments if a.accepted])
+    _forget_built(
+        {
+            (kind, shapes.ns(r), shapes.name(r))
+            for kind, rs in ((HTTP_ROUTE, world.http_routes), (GRPC_ROUTE, world.grpc_routes))
+            for r in rs
+        }
+    )
     return attachments, built
+
+
+@dataclass
+class _Recording:
+    """A resolver that remembers the backends a route's build resolved, so that a later build of the same route
+    against the same Services can be replayed instead of done again."""
+
+    resolver: Resolver
+    calls: list[tuple[str, str, Any, int, bool]] = field(default_factory=list)
+
+    def backend(self, kind: str, route_ns: str, ref: Any, weight: int, *, http2: bool) -> Backend:
+        self.calls.append((kind, route_ns, ref, weight, http2))
+        return self.resolver.backend(kind, route_ns, ref, weight, http2=http2)
+
+
+_BuiltEntry = tuple[str, Hashable, str | None, BuiltRoute, list[tuple[str, str, Any, int, bool]]]
+_built: dict[tuple[str, str, str], _BuiltEntry] = {}
+"""(kind, namespace, name) -> (the route's resourceVersion, the resolver's revision, Unsupported's message, the build,
+the backends it resolved): a route's Envoy routes are a function of the route and of the Services, ReferenceGrants
+and BackendTLSPolicies it resolves against, so a change to one route of a thousand builds that one (the endpoints
+are not part of it: the replayed resolutions register the Services' current ones)."""
+
+
+def _built_route(
+    kind: str, route: Route, resolver: Resolver, revision: Hashable | None
+) -> tuple[str | None, BuiltRoute]:
+    """The route's build (and why it is refused whole, if it is), done once per route version and resolver
+    revision."""
+    version = str(route["metadata"].get("resourceVersion") or "")
+    key = (kind, shapes.ns(route), shapes.name(route))
+    found = _built.get(key) if revision is not None and version else None
+    if found is not None and found[0] == version and found[1] == revision:
+        for call_kind, route_ns, ref, weight, http2 in found[4]:
+            resolver.backend(call_kind, route_ns, ref, weight, http2=http2)
+        return found[2], found[3]
+    recording = _Recording(resolver)
+    unsupported: str | None = None
+    try:
+        result = build_route(kind, route, cast(Resolver, recording))
+    except Unsupported as exc:
+        unsupported, result = str(exc), BuiltRoute()
+    if revision is not None and version:
+        _built[key] = (version, revision, unsupported, result, recording.calls)
+    return unsupported, result
+
+
+def _forget_built(present: set[tuple[str, str, str]]) -> None:
+    """Drop the builds of routes that are gone (checked when there are many more builds than routes)."""
+    if len(_built) > 2 * len(present) + 100:
+        for key in [k for k in _built if k not in present]:
+            del _built[key]
 
 
 def _scheme(attachment: _Attachment, gateway: ServedGateway) -> str | None:

@@ -128,6 +128,8 @@ def cached_world(
     cached = ctx.cached_all
     informers = [ctx.informer_of(rt.kind) for rt in (*WORLD_KINDS, TUNNELS, PARAMETERS)]
     revision = tuple(i.revision for i in informers if i is not None) if all(informers) else None
+    resolved = [ctx.informer_of(rt.kind) for rt in (SERVICES, REFERENCE_GRANTS, BACKEND_TLS_POLICIES)]
+    resolver_base = tuple(i.revision for i in resolved if i is not None) if all(resolved) else None
     return World(
         classes=cast(list[GatewayClass], cached(GATEWAY_CLASSES.kind)),
         gateways=cast(list[Gateway], cached(GATEWAYS.kind)),
@@ -145,6 +147,7 @@ def cached_world(
         tenancy_label=tenancy_label,
         planes=cached_choices(ctx, planes_cap),
         revision=revision,
+        resolver_base=resolver_base,
     )
 
 
@@ -165,6 +168,9 @@ def read_referenced(ctx: Context, world: World) -> tuple[set[tuple[str, str]], s
             secrets.revision(keys),
             configmaps.revision(ca_keys) if configmaps is not None else (),
         )
+    if world.resolver_base is not None and configmaps is not None:
+        # What the routes' builds read: a new cache (a new term) or a change of any of them builds every route again.
+        world.resolver_revision = (world.resolver_base, configmaps.revision(ca_keys))
     return keys, ca_keys
 
 

@@ -530,3 +530,45 @@ def test_the_tunnels_and_the_class_translate_the_same_certificates() -> None:
 
     assert published(read=False) == []  # what the tunnels' reconcile published before: no certificate seen
     assert published(read=True) == ["app.example.com"]
+
+
+def test_a_change_to_one_route_builds_that_route_only_and_the_result_is_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import reconcilers.gateway.translate as translation
+
+    routes = [
+        http_route(f"r{i}", [f"app{i}.example.com"], [{"backendRefs": [backend("alpha" if i % 2 else "beta")]}])
+        for i in range(20)
+    ]
+    for route in routes:
+        route["metadata"]["resourceVersion"] = "1"
+    builds: list[str] = []
+    real = translation.build_route
+
+    def counting(kind: str, route: Any, resolver: Any) -> Any:
+        builds.append(route["metadata"]["name"])
+        return real(kind, route, resolver)
+
+    monkeypatch.setattr(translation, "build_route", counting)
+
+    def translated(revision: object, resolver_revision: object) -> Any:
+        w = world(routes, {"alpha": 8001, "beta": 8002}, revision=revision, resolver_revision=resolver_revision)
+        return translate(w)
+
+    first = translated(1, "services-1")
+    assert len(builds) == 20
+    builds.clear()
+    routes[3] = {**routes[3], "metadata": {**routes[3]["metadata"], "resourceVersion": "2"}}
+    routes[3]["spec"] = {**routes[3]["spec"], "rules": [{"backendRefs": [backend("beta")]}]}
+    second = translated(2, "services-1")
+    assert builds == ["r3"]
+    # Every backend of the routes not built again is still resolved: their clusters and endpoints are there.
+    uncached = translate(world(routes, {"alpha": 8001, "beta": 8002}))
+    assert second.resources == uncached.resources
+    assert second.route_parents == uncached.route_parents
+    assert first.resources != second.resources
+    # Another state of the Services (or grants, or TLS policies) builds every route again.
+    builds.clear()
+    translated(3, "services-2")
+    assert len(builds) == 20
