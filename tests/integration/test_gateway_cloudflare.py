@@ -6,7 +6,6 @@ a TunnelConfiguration of the same tunnel is a conflict the Gateway reports."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from app.controlplane import ControlPlane
 from reconcilers.gateway.kinds import CONTROLLER_NAME, GATEWAY_GROUP
 from tests.fixtures.controller import ControllerProcess, Kflare, controller_process
 from tests.fixtures.emulator import EmulatorProcess
-from tests.fixtures.gateway import gateway_args
+from tests.fixtures.gateway import gateway_args, tunnel_class
 from tests.helpers import eventually
 from tests.integration.test_tunnels import make_config, make_tunnel
 from tests.kinds import cf
@@ -149,21 +148,7 @@ async def published(gateway_controller: ControllerProcess, cloud: Kflare) -> Asy
     zone_id = await cloud.ready_zone(domain=f"{ns}.com")
     tunnel_id = await make_tunnel(cloud)
     objects = client.CustomObjectsApi(cloud.api)
-    class_name = f"tunnel-{uuid.uuid4().hex[:8]}"
-    await objects.create_cluster_custom_object(
-        GATEWAY_GROUP,
-        V1,
-        "gatewayclasses",
-        {
-            "apiVersion": f"{GATEWAY_GROUP}/{V1}",
-            "kind": "GatewayClass",
-            "metadata": {"name": class_name},
-            "spec": {
-                "controllerName": CONTROLLER_NAME,
-                "parametersRef": {"group": "kflare.dev", "kind": "Tunnel", "name": "tunnel", "namespace": ns},
-            },
-        },
-    )
+    class_name = await tunnel_class(objects, "tunnel", ns)
     await objects.create_namespaced_custom_object(
         GATEWAY_GROUP,
         V1,

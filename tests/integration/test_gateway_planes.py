@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,10 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from app.controlplane import ControlPlane
-from reconcilers.gateway.kinds import CONTROLLER_NAME, GATEWAY_GROUP
+from reconcilers.gateway.kinds import GATEWAY_GROUP
 from tests.fixtures.controller import SYSTEM_NAMESPACE, ControllerProcess, Kflare, controller_process
 from tests.fixtures.emulator import EmulatorProcess
-from tests.fixtures.gateway import gateway_args
+from tests.fixtures.gateway import gateway_args, tunnel_class
 from tests.helpers import eventually
 from tests.integration.test_tunnels import make_tunnel
 from tests.kinds import cf
@@ -144,21 +143,7 @@ async def planes(
     zone_id = await kflare.ready_zone(domain=f"{namespace}.com")
     shared = await make_tunnel(kflare)
     objects = client.CustomObjectsApi(kube)
-    class_name = f"planes-{uuid.uuid4().hex[:8]}"
-    await objects.create_cluster_custom_object(
-        GATEWAY_GROUP,
-        V1,
-        "gatewayclasses",
-        {
-            "apiVersion": f"{GATEWAY_GROUP}/{V1}",
-            "kind": "GatewayClass",
-            "metadata": {"name": class_name},
-            "spec": {
-                "controllerName": CONTROLLER_NAME,
-                "parametersRef": {"group": "kflare.dev", "kind": "Tunnel", "name": "tunnel", "namespace": namespace},
-            },
-        },
-    )
+    class_name = await tunnel_class(objects, "planes", namespace)
     core = client.CoreV1Api(kube)
     await _source_secrets(core)
     await core.create_namespaced_service(
