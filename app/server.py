@@ -138,6 +138,8 @@ class Runtime:
                     cap=s.gateway_planes_per_namespace,
                     resources=s.gateway_plane_resources,
                     deletion_policy=str(s.default_deletion_policy),
+                    network_policy=s.gateway_plane_network_policy,
+                    xds_port=(split_bind_address(s.gateway_xds_bind_address) or ("", 18000))[1],
                 ),
             )
             register_gateway(self.manager, ctx, self.xds, options)

@@ -198,6 +198,11 @@ class Settings(BaseSettings):
         description="Secret, in --namespace, of the origin certificate a Gateway's own data plane is given a copy of"
         " (the chart's)",
     )
+    gateway_plane_network_policy: bool = Field(
+        False,
+        description="give a Gateway's own data plane a NetworkPolicy: connections in to its metrics ports only; out"
+        " to DNS, the xDS listener, pods of any namespace and Cloudflare's edge (the chart's, for the shared plane)",
+    )
     gateway_plane_resources: Json[dict[str, dict[str, str]]] | None = Field(
         None,
         description="resources (JSON, as a container's: requests and limits) of the Envoy of a Gateway's own data"

@@ -369,7 +369,7 @@ class GatewayClassReconciler:
         except KubeError as exc:
             if exc.not_found:
                 return True
-            log.info("status write deferred", extra={"kind": rt.kind, "name": meta["name"], "reason": exc.reason})
+            log.info("status write deferred", extra={"kind": rt.kind, "object": meta["name"], "reason": exc.reason})
             return False
         return True
 

@@ -216,7 +216,7 @@ class PlaneReconciler:
         except KubeError as exc:
             log.warning(
                 "an object of a Gateway's data plane not written",
-                extra={"gateway": _name(plane), "object": f"{rt.kind} {name}", "reason": exc.reason},
+                extra={"gateway": _name(plane), "object": f"{rt.kind} {name}", "error": str(exc)},
             )
             return False
         self.applies += 1

@@ -36,6 +36,7 @@ DEPLOYMENTS: Final = ResourceType("apps", "v1", "deployments", "Deployment")
 DISRUPTION_BUDGETS: Final = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 SERVICE_ACCOUNTS: Final = ResourceType("", "v1", "serviceaccounts", "ServiceAccount")
 SECRETS: Final = ResourceType("", "v1", "secrets", "Secret")
+NETWORK_POLICIES: Final = ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
 TUNNELS: Final = ResourceType(GROUP, VERSION, "tunnels", TUNNEL_KIND)
 
 FINALIZER: Final = "kflare.dev/data-plane"
@@ -189,6 +190,10 @@ class PlaneSettings:
     resources: Mapping[str, Any] | None = None
     """Envoy's resources when the GatewayParameters gives none."""
     deletion_policy: str = "delete"
+    network_policy: bool = False
+    """Give each plane a NetworkPolicy as the chart gives the shared one."""
+    xds_port: int = 18000
+    """The controller's xDS port, which the NetworkPolicy lets the plane reach."""
 
 
 _SECURITY: Final = {
@@ -380,7 +385,42 @@ def plane_objects(
                 "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _selector(plane)}},
             },
         ),
+        *([(NETWORK_POLICIES, network_policy(plane, settings))] if settings.network_policy else []),
     ]
+
+
+def network_policy(plane: Plane, settings: PlaneSettings) -> JSON:
+    """The plane's pods take connections on their metrics ports only (cloudflared dials out), and reach DNS, the
+    controller's xDS listener, the backends (pods of any namespace: a route may name a Service of another one, by a
+    ReferenceGrant) and Cloudflare's edge (7844 over TCP or UDP, 443 for its API; a NetworkPolicy cannot name a
+    host)."""
+    tcp = "TCP"
+    return {
+        "apiVersion": NETWORK_POLICIES.api_version,
+        "kind": NETWORK_POLICIES.kind,
+        "metadata": _meta(plane, plane.name, plane.uid),
+        "spec": {
+            "podSelector": {"matchLabels": _selector(plane)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"ports": [{"port": 9902, "protocol": tcp}, {"port": 2000, "protocol": tcp}]}],
+            "egress": [
+                {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": tcp}]},
+                {
+                    # A listener on an ephemeral port (0: tests) is reached on whichever port it has.
+                    **({"ports": [{"port": settings.xds_port, "protocol": tcp}]} if settings.xds_port else {}),
+                    "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": settings.namespace}}}],
+                },
+                {"to": [{"namespaceSelector": {}}]},
+                {
+                    "ports": [
+                        {"port": 7844, "protocol": tcp},
+                        {"port": 7844, "protocol": "UDP"},
+                        {"port": 443, "protocol": tcp},
+                    ]
+                },
+            ],
+        },
+    }
 
 
 def owned_names(name: str) -> list[tuple[ResourceType, str]]:
@@ -391,6 +431,7 @@ def owned_names(name: str) -> list[tuple[ResourceType, str]]:
         (SECRETS, f"{name}-xds"),
         (SECRETS, f"{name}-origin-tls"),
         (SERVICE_ACCOUNTS, name),
+        (NETWORK_POLICIES, name),
     ]
 
 

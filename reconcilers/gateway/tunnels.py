@@ -440,14 +440,14 @@ class TunnelPublisher:
             try:
                 if current is None:
                     await self.ctx.kube.create(DNS_RECORDS, body, namespace)
-                    log.info("DNSRecord made for a route", extra={"namespace": namespace, "name": name})
+                    log.info("DNSRecord made for a route", extra={"namespace": namespace, "record": name})
                 elif (patch := publish.record_changes(current, body)) is not None:
                     patch.setdefault("metadata", {})["resourceVersion"] = current["metadata"].get("resourceVersion")
                     await self.ctx.kube.patch(DNS_RECORDS, name, patch, namespace, content_type=MERGE_PATCH)
             except KubeError as exc:
                 if not exc.conflict:
                     log.warning(
-                        "DNSRecord not written", extra={"namespace": namespace, "name": name, "reason": exc.reason}
+                        "DNSRecord not written", extra={"namespace": namespace, "record": name, "reason": exc.reason}
                     )
                 failed = True
         for (namespace, name), record in sorted(ours.items()):
@@ -455,7 +455,7 @@ class TunnelPublisher:
                 continue
             try:
                 await self.ctx.kube.delete(DNS_RECORDS, name, namespace)
-                log.info("DNSRecord no route claims deleted", extra={"namespace": namespace, "name": name})
+                log.info("DNSRecord no route claims deleted", extra={"namespace": namespace, "record": name})
             except KubeError as exc:
                 if not exc.not_found:
                     failed = True

@@ -227,7 +227,9 @@ def test_rbac_covers_what_the_class_reads_and_writes(on: Rendered) -> None:
     assert ("kflare.dev", "gatewayparameters", "watch") in granted
     assert ("gateway.networking.k8s.io", "gateways", "patch") in granted  # the data-plane finalizer
     plane = {("kflare.dev", "tunnels"), ("apps", "deployments"), ("policy", "poddisruptionbudgets")}
-    plane |= {("", "serviceaccounts"), ("", "secrets")}
+    plane |= {("", "serviceaccounts"), ("", "secrets"), ("networking.k8s.io", "networkpolicies")}
+    # The data plane's NetworkPolicy is on by default, for the shared plane and each Gateway's own.
+    assert "--gateway-plane-network-policy=true" in manager(on)["args"]
     for group, resource in plane:
         assert {(group, resource, verb) for verb in ("get", "create", "patch", "delete")} <= granted
     assert {(g, r) for g, r, verb in granted if verb in ("create", "delete")} == plane

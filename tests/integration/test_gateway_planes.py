@@ -44,6 +44,7 @@ def planes_controller(
     args = gateway_args(
         workdir,
         "--gateway-planes-per-namespace=1",
+        "--gateway-plane-network-policy=true",
         "--gateway-plane-envoy-image=registry.test/envoy@sha256:" + "a" * 64,
     )
     with controller_process(control_plane, emulator, workdir, *args) as proc:
@@ -222,6 +223,9 @@ async def test_a_gateway_gets_its_own_tunnel_and_data_plane_and_loses_them_in_or
     assert (await p.core.read_namespaced_service_account("kflare-gw-edge", p.ns)).metadata.labels["team"] == "payments"
     budget = await p.policy.read_namespaced_pod_disruption_budget("kflare-gw-edge", p.ns)
     assert budget.spec.max_unavailable == 1
+    network = client.NetworkingV1Api(p.kflare.api)
+    policy = await network.read_namespaced_network_policy("kflare-gw-edge", p.ns)
+    assert policy.spec.pod_selector.match_labels["kflare.dev/data-plane"] == "kflare-gw-edge"
     xds = await p.core.read_namespaced_secret("kflare-gw-edge-xds", p.ns)
     assert sorted(xds.data) == ["bootstrap.json", "ca.crt", "client.crt", "client.key"]  # not the xDS token
     origin = await p.core.read_namespaced_secret("kflare-gw-edge-origin-tls", p.ns)
@@ -278,6 +282,8 @@ async def test_a_gateway_gets_its_own_tunnel_and_data_plane_and_loses_them_in_or
 
     await eventually(edge_gone, what="the Gateway to be let go once its plane is down", timeout=60)
     assert await p.deployment("kflare-gw-edge") is None
+    names = [n.metadata.name for n in (await network.list_namespaced_network_policy(p.ns)).items]
+    assert "kflare-gw-edge" not in names
     await p.kflare.gone("Tunnel", "kflare-gw-edge")
     assert p.records(f"app.{d}") == []
     calls = p.emulator.calls(since=started)

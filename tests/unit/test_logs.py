@@ -63,3 +63,32 @@ def test_lines_from_the_stacktrace_level_on_carry_the_callers_stack(capsys: pyte
     assert "stacktrace" not in fine
     assert "test_lines_from_the_stacktrace_level_on_carry_the_callers_stack" in broken["stacktrace"]
     assert "logging/__init__.py" not in broken["stacktrace"]
+
+
+def test_no_log_call_passes_an_extra_field_a_log_record_already_has() -> None:
+    """`extra={"name": ...}` raises KeyError inside `log.info` (after the write it reports): the reconcile fails and
+    is retried. Every log call's literal `extra` (or the dict variable it names) is checked."""
+    import ast
+    import logging
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    reserved = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+    found = []
+    for path in sorted(p for d in ("app", "reconcilers", "webhooks") for p in (root / d).rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        named = {
+            node.targets[0].id: node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Dict)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        }
+        for node in ast.walk(tree):
+            for keyword in node.keywords if isinstance(node, ast.Call) else []:
+                value = named.get(keyword.value.id) if isinstance(keyword.value, ast.Name) else keyword.value
+                if keyword.arg == "extra" and isinstance(value, ast.Dict):
+                    keys = {k.value for k in value.keys if isinstance(k, ast.Constant)}
+                    found += [f"{path.relative_to(root)}:{node.lineno} {key}" for key in sorted(keys & reserved)]
+    assert found == []

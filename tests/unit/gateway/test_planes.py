@@ -4,6 +4,7 @@ the translation splits the configuration between the shared plane and each Gatew
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from reconcilers.gateway.planes import (
@@ -156,3 +157,18 @@ def test_a_refused_gateway_says_invalid_parameters_and_serves_nothing() -> None:
     assert "absent not found" in accepted["message"]
     assert result.hostnames == []
     assert result.planes == {}
+
+
+def test_a_planes_network_policy_lets_in_only_metrics_and_out_only_what_it_needs() -> None:
+    plane = choose([asking("edge")], [PARAMS], {CLASS_NAME}, cap=1)[(NS, "edge")]
+    assert isinstance(plane, Plane)
+    secrets = ({}, {})
+    assert "NetworkPolicy" not in [b["kind"] for _, b in plane_objects(plane, SETTINGS, *secrets)]
+    on = dataclasses.replace(SETTINGS, network_policy=True, xds_port=18123)
+    (policy,) = [b for _, b in plane_objects(plane, on, *secrets) if b["kind"] == "NetworkPolicy"]
+    spec = policy["spec"]
+    assert spec["podSelector"]["matchLabels"]["kflare.dev/data-plane"] == "kflare-gw-edge"
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    assert [p["port"] for rule in spec["ingress"] for p in rule["ports"]] == [9902, 2000]
+    xds = next(rule for rule in spec["egress"] if {"port": 18123, "protocol": "TCP"} in rule.get("ports", []))
+    assert xds["to"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kflare-system"}}}]
