@@ -13,17 +13,19 @@ plane it has: the Gateway says why, and nothing is taken down under it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Final
+from typing import Any, Final
 
 from app.kube.client import JSON, KubeError, ResourceType
 from app.kube.controller import Outcome
+from app.kube.index import Ref
 from app.kube.informer import Key
-from app.kube.manager import DocumentsOf, Input
+from app.kube.manager import SECRET_KIND, DocumentsOf, Input
 from reconcilers.context import Context
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.gateway import publish, shapes
@@ -33,7 +35,6 @@ from reconcilers.gateway.planes import (
     GATEWAY_LABEL,
     ORIGIN_KEYS,
     PARAMETERS,
-    SECRETS,
     TUNNELS,
     XDS_KEYS,
     Choice,
@@ -57,6 +58,8 @@ REAPPLY: Final = 600.0
 by someone else is undone within this long (server-side apply of an unchanged object writes nothing)."""
 TEARDOWN_POLL: Final = 1.0
 SOURCE_RETRY: Final = 30.0
+SOURCE_WAIT: Final = 5.0
+"""Seconds a reconcile waits for the watch of the chart's Secrets to list them (the first time only)."""
 
 
 _choices_memo: dict[object, dict[ObjectKey, Choice]] = {}
@@ -100,28 +103,26 @@ class PlaneReconciler:
         """Objects applied since start (a test reads it: an idle reconcile applies nothing)."""
 
     def inputs(self) -> Mapping[ResourceType, DocumentsOf | Input]:
-        def of_gateway(raw: JSON) -> list[str]:
-            meta = raw.get("metadata") or {}
-            if parameters_ref(raw) is None and FINALIZER not in (meta.get("finalizers") or []):
-                return []
-            # With the namespace's others: one that goes (or stops asking) frees a place under the cap.
-            return sorted({f"{meta.get('namespace')}/{meta.get('name')}", *in_namespace(raw)})
-
-        def in_namespace(raw: JSON) -> list[str]:
-            # The cap counts a namespace's Gateways: any of them may gain or lose its plane.
-            namespace = (raw.get("metadata") or {}).get("namespace")
-            return [
-                f"{namespace}/{shapes.name(g)}"
-                for g in self.ctx.cached_all(GATEWAYS.kind)
-                if shapes.ns(g) == namespace and (parameters_ref(g) is not None or finalized(g))
-            ]
-
-        def everywhere(raw: JSON) -> list[str]:
+        def asking(namespace: str | None) -> list[str]:
+            """The Gateways (of `namespace`, or all) that have or ask for a plane of their own."""
             return [
                 f"{shapes.ns(g)}/{shapes.name(g)}"
                 for g in self.ctx.cached_all(GATEWAYS.kind)
-                if parameters_ref(g) is not None or finalized(g)
+                if (namespace is None or shapes.ns(g) == namespace) and (parameters_ref(g) is not None or finalized(g))
             ]
+
+        def of_gateway(raw: JSON) -> list[str]:
+            if parameters_ref(raw) is None and not finalized(raw):
+                return []
+            # With the namespace's others: one that goes (or stops asking) frees a place under the cap.
+            return sorted({f"{shapes.ns(raw)}/{shapes.name(raw)}", *asking(shapes.ns(raw))})
+
+        def in_namespace(raw: JSON) -> list[str]:
+            # The cap counts a namespace's Gateways: any of them may gain or lose its plane.
+            return asking(shapes.ns(raw))
+
+        def everywhere(raw: JSON) -> list[str]:
+            return asking(None)
 
         def of_tunnel(raw: JSON) -> list[str]:
             meta = raw.get("metadata") or {}
@@ -154,24 +155,12 @@ class PlaneReconciler:
 
     async def _ensure(self, gateway: JSON, plane: Plane) -> Outcome:
         if not finalized(gateway):
-            meta = gateway["metadata"]
             try:
-                await self.ctx.kube.patch(
-                    GATEWAYS,
-                    plane.gateway[1],
-                    {
-                        "metadata": {
-                            "finalizers": [*(meta.get("finalizers") or []), FINALIZER],
-                            "resourceVersion": meta.get("resourceVersion"),
-                        }
-                    },
-                    plane.namespace,
-                )
+                await self._finalizer(gateway, [*(gateway["metadata"].get("finalizers") or []), FINALIZER])
             except KubeError as exc:
                 return Outcome.done() if exc.not_found else Outcome(retry=True)
         try:
-            xds = await self._source(self.settings.xds_secret, XDS_KEYS)
-            origin = await self._source(self.settings.origin_secret, ORIGIN_KEYS)
+            xds, origin = await self._sources(plane)
         except LookupError as missing:
             log.warning(
                 "a Gateway's data plane cannot be made", extra={"gateway": _name(plane), "reason": str(missing)}
@@ -183,17 +172,33 @@ class PlaneReconciler:
             failed |= not await self._apply(rt, body, plane)
         return Outcome(retry=True) if failed else Outcome.done()
 
-    async def _source(self, name: str, keys: tuple[str, ...]) -> dict[str, str]:
-        """The chart's Secret `name` in the controller's namespace, its `keys` only."""
-        try:
-            secret = await self.ctx.kube.get(SECRETS, name, self.settings.namespace)
-        except KubeError as exc:
-            raise LookupError(f"Secret {self.settings.namespace}/{name}: {exc.reason}") from None
-        data = secret.get("data") or {}
-        missing = [k for k in keys if k not in data]
-        if missing:
-            raise LookupError(f"Secret {self.settings.namespace}/{name} has no {', '.join(missing)}")
-        return {k: str(data[k]) for k in keys}
+    async def _sources(self, plane: Plane) -> tuple[dict[str, str], dict[str, str]]:
+        """The data of the chart's xDS and origin-certificate Secrets (in the controller's namespace), as their watches
+        hold them: no request per reconcile, and a rotation of either (`helm upgrade` after deleting it) reaches
+        every plane."""
+        keys = [
+            (self.settings.namespace, self.settings.xds_secret),
+            (self.settings.namespace, self.settings.origin_secret),
+        ]
+        secrets = self.ctx.secrets
+        secrets.reference(self.name, keys)
+        self.ctx.index.set_parents(Ref(self.name, "", _name(plane)), [Ref(SECRET_KIND, *k) for k in keys])
+        out = []
+        for key, wanted in zip(keys, (XDS_KEYS, ORIGIN_KEYS), strict=True):
+            with contextlib.suppress(TimeoutError):
+                await secrets.wait_synced(key, SOURCE_WAIT)
+            data = (secrets.get(key) or {}).get("data") or {}
+            missing = [k for k in wanted if k not in data]
+            if missing:
+                raise LookupError(f"Secret {key[0]}/{key[1]} has no {', '.join(missing)}")
+            out.append({k: str(data[k]) for k in wanted})
+        return out[0], out[1]
+
+    async def _finalizer(self, gateway: JSON, finalizers: list[Any]) -> None:
+        """Set the Gateway's finalizers, if it has not changed since it was read."""
+        meta = gateway["metadata"]
+        patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
+        await self.ctx.kube.patch(GATEWAYS, shapes.name(gateway), patch, shapes.ns(gateway))
 
     async def _apply(self, rt: ResourceType, body: JSON, plane: Plane) -> bool:
         """Apply `body` unless it is what was applied last (and not long ago); never over another's object."""
@@ -251,22 +256,12 @@ class PlaneReconciler:
         # (3) The tunnel: its finalizer deletes or keeps it in Cloudflare, as the policy annotation says.
         if not await self._gone(TUNNELS, name, namespace, gateway_name):
             return Outcome(requeue_after=TEARDOWN_POLL)
-        meta = gateway["metadata"]
         try:
-            await self.ctx.kube.patch(
-                GATEWAYS,
-                gateway_name,
-                {
-                    "metadata": {
-                        "finalizers": [f for f in meta.get("finalizers") or [] if f != FINALIZER],
-                        "resourceVersion": meta.get("resourceVersion"),
-                    }
-                },
-                namespace,
-            )
+            await self._finalizer(gateway, [f for f in gateway["metadata"].get("finalizers") or [] if f != FINALIZER])
         except KubeError as exc:
             if not exc.not_found:
                 return Outcome(retry=True)
+        self.ctx.index.remove(Ref(self.name, "", where))
         for memo_key in [k for k in self._applied if k[1] == namespace and k[2].startswith(name)]:
             del self._applied[memo_key]
         log.info("a Gateway's data plane taken down", extra={"gateway": where})

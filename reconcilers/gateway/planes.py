@@ -218,7 +218,9 @@ def _selector(plane: Plane) -> dict[str, str]:
     return {"app.kubernetes.io/name": PLANE_APP, PLANE_LABEL: plane.name}
 
 
-def _meta(plane: Plane, name: str, gateway_uid: str) -> JSON:
+def _meta(plane: Plane, name: str) -> JSON:
+    """An object's metadata: the Gateway's infrastructure labels and annotations, the plane's own labels, and an
+    owner reference to the Gateway (when its UID is known)."""
     labels = {
         **plane.labels,
         "app.kubernetes.io/name": PLANE_APP,
@@ -231,13 +233,13 @@ def _meta(plane: Plane, name: str, gateway_uid: str) -> JSON:
     meta: JSON = {"name": name, "namespace": plane.namespace, "labels": labels}
     if plane.annotations:
         meta["annotations"] = dict(plane.annotations)
-    if gateway_uid:
+    if plane.uid:
         meta["ownerReferences"] = [
             {
                 "apiVersion": GATEWAYS.api_version,
                 "kind": GATEWAYS.kind,
                 "name": plane.gateway[1],
-                "uid": gateway_uid,
+                "uid": plane.uid,
                 "controller": True,
                 "blockOwnerDeletion": False,
             }
@@ -248,7 +250,7 @@ def _meta(plane: Plane, name: str, gateway_uid: str) -> JSON:
 def tunnel_object(plane: Plane, settings: PlaneSettings) -> JSON:
     spec = plane.parameters
     prefix = str(spec.get("tunnelName") or "kflare")
-    meta = _meta(plane, plane.name, plane.uid)
+    meta = _meta(plane, plane.name)
     policy = str(spec.get("tunnelDeletionPolicy") or settings.deletion_policy)
     meta["annotations"] = {**meta.get("annotations", {}), DELETION_POLICY_ANNOTATION: policy}
     return {
@@ -319,13 +321,14 @@ def plane_objects(
         "securityContext": _SECURITY,
         "volumeMounts": [{"name": "origin-tls", "mountPath": "/etc/kflare/origin-tls", "readOnly": True}],
     }
-    pod_meta = _meta(plane, name, "")
-    del pod_meta["name"], pod_meta["namespace"]
+    pod_meta = _meta(plane, name)
+    for key in ("name", "namespace", "ownerReferences"):
+        pod_meta.pop(key, None)
     pod_meta["annotations"] = {**pod_meta.get("annotations", {}), "checksum/bootstrap": checksum}
     deployment: JSON = {
         "apiVersion": DEPLOYMENTS.api_version,
         "kind": DEPLOYMENTS.kind,
-        "metadata": _meta(plane, name, plane.uid),
+        "metadata": _meta(plane, name),
         "spec": {
             "replicas": int(plane.parameters.get("replicas") or 2),
             "selector": {"matchLabels": _selector(plane)},
@@ -351,7 +354,7 @@ def plane_objects(
             {
                 "apiVersion": "v1",
                 "kind": "ServiceAccount",
-                "metadata": _meta(plane, name, plane.uid),
+                "metadata": _meta(plane, name),
                 "automountServiceAccountToken": False,
             },
         ),
@@ -360,7 +363,7 @@ def plane_objects(
             {
                 "apiVersion": "v1",
                 "kind": "Secret",
-                "metadata": _meta(plane, xds_secret, plane.uid),
+                "metadata": _meta(plane, xds_secret),
                 "type": "Opaque",
                 "data": dict(xds),
             },
@@ -370,7 +373,7 @@ def plane_objects(
             {
                 "apiVersion": "v1",
                 "kind": "Secret",
-                "metadata": _meta(plane, origin_secret, plane.uid),
+                "metadata": _meta(plane, origin_secret),
                 "type": "kubernetes.io/tls",
                 "data": dict(origin),
             },
@@ -381,7 +384,7 @@ def plane_objects(
             {
                 "apiVersion": DISRUPTION_BUDGETS.api_version,
                 "kind": DISRUPTION_BUDGETS.kind,
-                "metadata": _meta(plane, name, plane.uid),
+                "metadata": _meta(plane, name),
                 "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _selector(plane)}},
             },
         ),
@@ -398,7 +401,7 @@ def network_policy(plane: Plane, settings: PlaneSettings) -> JSON:
     return {
         "apiVersion": NETWORK_POLICIES.api_version,
         "kind": NETWORK_POLICIES.kind,
-        "metadata": _meta(plane, plane.name, plane.uid),
+        "metadata": _meta(plane, plane.name),
         "spec": {
             "podSelector": {"matchLabels": _selector(plane)},
             "policyTypes": ["Ingress", "Egress"],

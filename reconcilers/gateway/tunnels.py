@@ -347,16 +347,12 @@ class TunnelPublisher:
                 extra={"tunnel": key[1], "configuration": view.conflict},
             )
             return Outcome.done()
-        if view.target is None or view.target.tunnel_id is None:
-            if not named:
-                return await self._records(tunnel_key, [])
-            return Outcome.done()  # the Tunnel's status feeds this document once it has an ID
         if not named:
             # No class names the tunnel any more (its class changed or went): what the class wrote into its
             # ingress document goes with its DNS records.
-            released = await self._release_document(key[1], view.target)
-            outcome = await self._records(tunnel_key, [])
-            return released if released.retry or released.requeue_after else outcome
+            return await self.release(tunnel_key, view)
+        if view.target is None or view.target.tunnel_id is None:
+            return Outcome.done()  # the Tunnel's status feeds this document once it has an ID
         failed = False
         later: Outcome | None = None
         if named:
@@ -389,17 +385,16 @@ class TunnelPublisher:
             return Outcome(retry=True)
         return later or outcome
 
-    async def release(self, tunnel: tuple[str, str]) -> Outcome:
-        """Take what the class published through `tunnel` off Cloudflare: its rules in the ingress document, then its
-        DNSRecords (the deletion of a Gateway's own plane waits for this before its cloudflared goes)."""
-        view = self.view(tunnel, [])
-        if view.conflict is not None:
-            return await self._records(tunnel, [])
-        if view.target is not None and view.target.tunnel_id is not None:
+    async def release(self, tunnel: tuple[str, str], view: publish.TunnelView | None = None) -> Outcome:
+        """Take what the class published through `tunnel` off Cloudflare: its rules in the ingress document (unless a
+        TunnelConfiguration owns it) and its DNSRecords. The deletion of a Gateway's own plane waits for this before
+        its cloudflared goes."""
+        view = view or self.view(tunnel, [])
+        released = Outcome.done()
+        if view.conflict is None and view.target is not None and view.target.tunnel_id is not None:
             released = await self._release_document(f"{tunnel[0]}/{tunnel[1]}", view.target)
-            if released.retry or released.requeue_after:
-                return released
-        return await self._records(tunnel, [])
+        outcome = await self._records(tunnel, [])
+        return released if released.retry or released.requeue_after else outcome
 
     async def _release_document(self, tunnel: str, target: publish.TunnelTarget) -> Outcome:
         """Clear the class's rules from the ingress document of a tunnel no class names: the catch-all alone is

@@ -221,10 +221,15 @@ async def test_a_gateway_gets_its_own_tunnel_and_data_plane_and_loses_them_in_or
     assert cloudflared.env[0].value_from.secret_key_ref.name == "kflare-gw-edge-tunnel-token"
     assert deployment.spec.template.spec.service_account_name == "kflare-gw-edge"
     assert (await p.core.read_namespaced_service_account("kflare-gw-edge", p.ns)).metadata.labels["team"] == "payments"
-    budget = await p.policy.read_namespaced_pod_disruption_budget("kflare-gw-edge", p.ns)
+    # Applied after the Deployment, in the same reconcile: a moment later.
+    budget = await eventually(
+        lambda: p.policy.read_namespaced_pod_disruption_budget("kflare-gw-edge", p.ns), what="the plane's PDB"
+    )
     assert budget.spec.max_unavailable == 1
     network = client.NetworkingV1Api(p.kflare.api)
-    policy = await network.read_namespaced_network_policy("kflare-gw-edge", p.ns)
+    policy = await eventually(
+        lambda: network.read_namespaced_network_policy("kflare-gw-edge", p.ns), what="the plane's NetworkPolicy"
+    )
     assert policy.spec.pod_selector.match_labels["kflare.dev/data-plane"] == "kflare-gw-edge"
     xds = await p.core.read_namespaced_secret("kflare-gw-edge-xds", p.ns)
     assert sorted(xds.data) == ["bootstrap.json", "ca.crt", "client.crt", "client.key"]  # not the xDS token
