@@ -4,6 +4,7 @@ Gateway's conditions and listeners (what a route may attach to)."""
 from __future__ import annotations
 
 import base64
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -138,11 +139,12 @@ class ServedGateway:
     plane: str = ""
     """The data plane serving it: "" the class's shared one, else its own plane's xDS cluster name."""
 
-    @property
+    # Cached: a ServedGateway is made once per translation, and every route attaching to it asks for these.
+    @functools.cached_property
     def valid_listeners(self) -> list[ServedListener]:
         return [listener for listener in self.listeners if listener.accepted] if self.usable else []
 
-    @property
+    @functools.cached_property
     def attachable_listeners(self) -> list[ServedListener]:
         """The listeners routes attach to: the served ones and those counted without serving."""
         return [item for item in self.listeners if item.accepted or item.attach_only] if self.usable else []

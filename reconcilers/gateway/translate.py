@@ -15,12 +15,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, cast
 
 from reconcilers.gateway import envoy, shapes
-from reconcilers.gateway.backends import Backend, Resolver
+from reconcilers.gateway.backends import UNRESOLVED, Backend, Resolver
 from reconcilers.gateway.kinds import CLASS_NAME, CONTROLLER_NAME, GATEWAY_GROUP
 from reconcilers.gateway.planes import Choice, Plane, finalized
 from reconcilers.gateway.policies import BackendTLS, ConfigMapLookup
@@ -208,10 +208,10 @@ class _Attachment:
     hostnames: list[str] = field(default_factory=list)
     conditions: list[Condition] = field(default_factory=list)
     accepted: bool = True
+    key: RouteKey = field(init=False)
 
-    @property
-    def key(self) -> RouteKey:
-        return (self.kind, *shapes.key(self.route))
+    def __post_init__(self) -> None:
+        self.key = (self.kind, *shapes.key(self.route))
 
     def refuse(self, reason: str, message: str) -> _Attachment:
         self.accepted = False
@@ -343,12 +343,12 @@ def _routes(
     gateways: Mapping[ObjectKey, ServedGateway],
     resolver: Resolver,
     listener_sets: Mapping[ObjectKey, ObjectKey],
-) -> tuple[list[_Attachment], dict[RouteKey, BuiltRoute]]:
+) -> tuple[list[_Attachment], dict[RouteKey, _Build]]:
     """Every route's attachments to Gateways of the class (accepted or refused) and its Envoy routes;
     `listener_sets` maps each ListenerSet on a Gateway of the class to that Gateway."""
     labels_of = {shapes.name(n): shapes.labels(n) for n in world.namespaces}
     attachments: list[_Attachment] = []
-    built: dict[RouteKey, BuiltRoute] = {}
+    built: dict[RouteKey, _Build] = {}
     for kind, routes in ((HTTP_ROUTE, world.http_routes), (GRPC_ROUTE, world.grpc_routes)):
         for route in routes:
             ours: list[_Attachment] = []
@@ -367,8 +367,9 @@ def _routes(
             if not ours:
                 continue
             observed = shapes.generation(route)
-            unsupported, result = _built_route(kind, route, resolver, world.resolver_revision)
-            built[ours[0].key] = result
+            build = _built_route(kind, route, resolver, world.resolver_revision)
+            built[ours[0].key] = build
+            unsupported, result = build.unsupported, build.result
             if result.invalid and len(result.invalid) == result.rules:
                 unsupported = result.invalid[0]  # no rule left to serve: the route is refused
             for attachment in ours:
@@ -399,46 +400,67 @@ def _routes(
 
 @dataclass
 class _Recording:
-    """A resolver that remembers the backends a route's build resolved, so that a later build of the same route
-    against the same Services can be replayed instead of done again."""
+    """A resolver that remembers the backends a route's build resolved (with the cluster each resolved to), so that a
+    later build of the same route against the same Services can be replayed instead of done again."""
 
     resolver: Resolver
-    calls: list[tuple[str, str, Any, int, bool]] = field(default_factory=list)
+    calls: list[tuple[tuple[str, str, Any, int, bool], str | None]] = field(default_factory=list)
 
     def backend(self, kind: str, route_ns: str, ref: Any, weight: int, *, http2: bool) -> Backend:
-        self.calls.append((kind, route_ns, ref, weight, http2))
-        return self.resolver.backend(kind, route_ns, ref, weight, http2=http2)
+        found = self.resolver.backend(kind, route_ns, ref, weight, http2=http2)
+        self.calls.append(((kind, route_ns, ref, weight, http2), found.cluster))
+        return found
 
 
-_BuiltEntry = tuple[str, Hashable, str | None, BuiltRoute, list[tuple[str, str, Any, int, bool]]]
-_built: dict[tuple[str, str, str], _BuiltEntry] = {}
-"""(kind, namespace, name) -> (the route's resourceVersion, the resolver's revision, Unsupported's message, the build,
-the backends it resolved): a route's Envoy routes are a function of the route and of the Services, ReferenceGrants
-and BackendTLSPolicies it resolves against, so a change to one route of a thousand builds that one (the endpoints
-are not part of it: the replayed resolutions register the Services' current ones)."""
+@dataclass
+class _Build:
+    """A route's build against one revision of what it resolves against."""
+
+    version: str
+    revision: Hashable | None
+    unsupported: str | None
+    """Why the route is refused whole, if it is."""
+    result: BuiltRoute
+    resolutions: list[tuple[tuple[str, str, Any, int, bool], str | None]]
+    """The backends it resolved, and the cluster each resolved to."""
+    policies: set[ObjectKey]
+    """The BackendTLSPolicies that decide (or contend to decide) the TLS of its backends."""
+    unresolved: bool
+    """Whether a weighted split of its sends a share to the unresolved cluster."""
+
+    def replay(self, resolver: Resolver) -> None:
+        """Register the build's clusters with this translation's resolver: the clusters' endpoints are not part of
+        the build, so a cluster new to the resolver is resolved again (and gets the Services' current endpoints)."""
+        for (kind, route_ns, ref, weight, http2), cluster in self.resolutions:
+            if cluster is not None and cluster not in resolver.clusters:
+                resolver.backend(kind, route_ns, ref, weight, http2=http2)
 
 
-def _built_route(
-    kind: str, route: Route, resolver: Resolver, revision: Hashable | None
-) -> tuple[str | None, BuiltRoute]:
-    """The route's build (and why it is refused whole, if it is), done once per route version and resolver
-    revision."""
+_built: dict[tuple[str, str, str], _Build] = {}
+"""(kind, namespace, name) -> the route's last build: a route's Envoy routes are a function of the route and of the
+Services, ReferenceGrants and BackendTLSPolicies it resolves against, so a change to one route of a thousand builds
+that one (the endpoints are not part of it: the replay registers the Services' current ones)."""
+
+
+def _built_route(kind: str, route: Route, resolver: Resolver, revision: Hashable | None) -> _Build:
+    """The route's build, done once per route version and resolver revision."""
     version = str(route["metadata"].get("resourceVersion") or "")
     key = (kind, shapes.ns(route), shapes.name(route))
     found = _built.get(key) if revision is not None and version else None
-    if found is not None and found[0] == version and found[1] == revision:
-        for call_kind, route_ns, ref, weight, http2 in found[4]:
-            resolver.backend(call_kind, route_ns, ref, weight, http2=http2)
-        return found[2], found[3]
+    if found is not None and found.version == version and found.revision == revision:
+        found.replay(resolver)
+        return found
     recording = _Recording(resolver)
     unsupported: str | None = None
     try:
         result = build_route(kind, route, cast(Resolver, recording))
     except Unsupported as exc:
         unsupported, result = str(exc), BuiltRoute()
+    unresolved = UNRESOLVED in _weighted_in(r.entry for r in result.routes)
+    build = _Build(version, revision, unsupported, result, recording.calls, resolver.policies_used(route), unresolved)
     if revision is not None and version:
-        _built[key] = (version, revision, unsupported, result, recording.calls)
-    return unsupported, result
+        _built[key] = build
+    return build
 
 
 def _forget_built(present: set[tuple[str, str, str]]) -> None:
@@ -482,12 +504,12 @@ def _route_configuration(vhosts: Mapping[str, list[EnvoyRoute]]) -> JSON:
 
 
 def _weighted_names(configuration: JSON) -> set[str]:
-    return {
-        c["name"]
-        for vh in configuration["virtual_hosts"]
-        for r in vh["routes"]
-        for c in r.get("route", {}).get("weighted_clusters", {}).get("clusters", [])
-    }
+    return _weighted_in(r for vh in configuration["virtual_hosts"] for r in vh["routes"])
+
+
+def _weighted_in(entries: Iterable[JSON]) -> set[str]:
+    """The clusters the routes' weighted splits name."""
+    return {c["name"] for r in entries for c in r.get("route", {}).get("weighted_clusters", {}).get("clusters", [])}
 
 
 _MEMO_SIZE = 4
@@ -590,6 +612,9 @@ def _translate(world: World) -> Translation:
     vhosts: dict[str, dict[str, list[EnvoyRoute]]] = defaultdict(lambda: defaultdict(list))
     published: dict[str, tuple[bool, ObjectKey | None, set[RouteKey], list[bool]]] = {}
     route_parents: dict[RouteKey, list[ParentStatus]] = {}
+    unresolved = False
+    """Whether the shared plane's routes send a share to the unresolved cluster (asked of the builds: a walk of a
+    thousand routes' configuration took longer than the rest of a change)."""
     for attachment in attachments:
         rkey = attachment.key
         if attachment.accepted:
@@ -598,11 +623,13 @@ def _translate(world: World) -> Translation:
             )
             for listener in attachment.listeners + attachment.counted:
                 listener.attached += 1
-            for policy in resolver.policies_used(attachment.route):
+            for policy in built[rkey].policies:
                 ancestors[policy].add(attachment.gateway)
             parent = gateways[attachment.gateway]
+            unresolved |= not parent.plane and built[rkey].unresolved
             scheme = _scheme(attachment, parent)
-            routes = built[rkey].routes if scheme is None else [for_scheme(r, scheme) for r in built[rkey].routes]
+            envoy_routes = built[rkey].result.routes
+            routes = envoy_routes if scheme is None else [for_scheme(r, scheme) for r in envoy_routes]
             plane_vhosts = vhosts[parent.plane]
             for hostname in attachment.hostnames:
                 existing = {route.entry["name"] for route in plane_vhosts[hostname]}
@@ -625,7 +652,7 @@ def _translate(world: World) -> Translation:
         for hostname in _isolating_hosts({k: g for k, g in gateways.items() if g.plane == plane}):
             vhosts[plane].setdefault(hostname, [])
     configuration = _route_configuration(vhosts[""])
-    clusters, endpoints = resolver.resources(_weighted_names(configuration))
+    clusters, endpoints = resolver.resources({UNRESOLVED} if unresolved else set())
     planes = {g.plane: _plane_resources(vhosts[g.plane], resolver) for g in gateways.values() if g.plane}
     return Translation(
         resources={"routes": [configuration], "clusters": clusters, "endpoints": endpoints},
