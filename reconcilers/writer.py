@@ -49,12 +49,13 @@ def waits_for_a_parent(reason: str | None) -> bool:
 
 def worth_an_event(before: str | None, status: str, reason: str) -> bool:
     """Whether a change of Ready (from the reason `before`, None for a new resource) is one a user wants an Event
-    for: every change, as the Go controller records them (a new resource's first Ready included), but a new
-    resource waiting for its parent on its way up. That wait is transient in a bulk apply (the parent is Ready
-    within seconds), the parent's own Event says what is wrong when it is not, and an Event each would add a write
-    per object to the API server."""
+    for: a failure, a recovery from one, any change of a resource that was Ready, a pause. A new resource coming up
+    (its first Ready, or its wait for a parent on the way) gets none: its status says so, `kubectl get` shows it,
+    and in a bulk apply an Event each would be a third write per object to the API server. Adoption has its own
+    Event (`Adopted`), written by the lifecycle."""
     coming_up = before is None or waits_for_a_parent(before)
-    return not (coming_up and waits_for_a_parent(reason))
+    up = status == "True" and reason != Reason.PAUSED
+    return not (coming_up and (up or waits_for_a_parent(reason)))
 
 
 def key_of(raw: JSON) -> Key:

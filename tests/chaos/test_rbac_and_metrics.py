@@ -319,6 +319,17 @@ async def run_with(
             "spec": {"name": domain, "accountRef": {"name": account}},
         },
     )
+    # Paused from the start: its Paused Event is one a user wants (a new resource's first Ready records none).
+    await _apply(
+        admin,
+        f"{own}/zones",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Zone",
+            "metadata": {"name": "held", "annotations": {"kflare.dev/paused": "true"}},
+            "spec": {"name": f"held-{domain}", "accountRef": {"name": account}},
+        },
+    )
     await _apply(
         admin,
         f"{own}/tunnels",
@@ -406,7 +417,7 @@ async def _clean(admin: KubeClient, account: str, namespace: str, role: str) -> 
         with contextlib.suppress(KubeError):
             await admin.request("DELETE", path)
     for plural in ("workerscripts", "tunnels", "zones"):
-        for name in ("worker", "tunnel", "zone"):
+        for name in ("worker", "tunnel", "zone", "held"):
             path = f"{KFLARE}/namespaces/{namespace}/{plural}/{name}"
             with contextlib.suppress(KubeError):
                 await admin.request(

@@ -434,9 +434,11 @@ async def test_controller_runs_with_the_charts_rbac(
             events = await client.EventsV1Api(kube).list_namespaced_event(ns)
             return {e.regarding.kind for e in events.items if e.reporting_controller == "kflare.dev/kflare"}
 
-        await eventually(
-            lambda: _superset(recorded, {"Zone", "DNSRecord"}), what="Events about the Zone and the DNSRecord"
-        )
+        # A new resource's first Ready records no Event (its status says so); a pause does, as a user wants to see.
+        await kflare.patch("DNSRecord", "www", {"metadata": {"annotations": {"kflare.dev/paused": "true"}}})
+        await eventually(lambda: _superset(recorded, {"DNSRecord"}), what="an Event about the paused DNSRecord")
+        await kflare.patch("DNSRecord", "www", {"metadata": {"annotations": {"kflare.dev/paused": None}}})
+        await kflare.ready("DNSRecord", "www", reason="Synced")
 
         # Deleting goes through the controller's finalizers, with the same permissions.
         for kind, name in [

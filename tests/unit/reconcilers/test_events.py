@@ -1,6 +1,6 @@
-"""What a new resource coming up costs the API server: which changes of Ready get an Event (every change, the first
-Ready included, but a new resource's wait for its parent on the way), and when a wait for a parent is written at all.
-A bulk apply makes these by the thousand."""
+"""What a new resource coming up costs the API server: which changes of Ready get an Event (failures, recoveries,
+any change of a resource that was Ready, a pause; not a new resource's first Ready nor its wait for its parent on
+the way), and when a wait for a parent is written at all. A bulk apply makes these by the thousand."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from reconcilers.writer import worth_an_event
 @pytest.mark.parametrize(
     ("before", "status", "reason", "event"),
     [
-        (None, "True", "Synced", True),  # created: as the Go controller records it
+        (None, "True", "Synced", False),  # created: its status says so; an Event each would be a third write
         (None, "False", "ZoneNotReady", False),  # on its way: the Zone's own Event says what is wrong
-        ("ZoneNotReady", "True", "Synced", True),
+        ("ZoneNotReady", "True", "Synced", False),  # came up once its Zone was Ready
+        (None, "True", "Paused", True),  # created paused: no Cloudflare call is made, which a user should see
         ("ZoneNotReady", "False", "AccountNotReady", False),
         (None, "False", "InvalidToken", True),  # a failure on the way is news
         (None, "False", "AlreadyExists", True),
