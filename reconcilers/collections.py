@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from app import multimap
 from app.cloudflare.errors import NotFound
 
 T = TypeVar("T")
@@ -33,19 +34,17 @@ OBSERVE_TTL = 60.0
 class _Listing(Generic[T]):
     taken_at: float
     items: dict[str, T]
-    by_name: dict[str, set[str]] = field(default_factory=dict)  # a member's lookup key -> IDs
+    by_name: multimap.MultiMap[str, str] = field(default_factory=dict)  # a member's lookup key -> IDs
 
     def add(self, item_id: str, item: T, name: str | None) -> None:
         self.items[item_id] = item
         if name is not None:
-            self.by_name.setdefault(name, set()).add(item_id)
+            multimap.add(self.by_name, name, item_id)
 
     def remove(self, item_id: str, name_of: Callable[[T], str] | None) -> None:
         old = self.items.pop(item_id, None)
         if old is not None and name_of is not None:
-            ids = self.by_name.get(name_of(old))
-            if ids is not None:
-                ids.discard(item_id)
+            multimap.discard(self.by_name, name_of(old), item_id)
 
 
 @dataclass
@@ -115,7 +114,7 @@ class Collections(Generic[T]):
         """The members whose lookup key is `name`, from a listing as fresh as `items` gives (O(1) per call)."""
         await self.items(key, lister, newer_than=newer_than)
         listing = self.listings[key]
-        return [listing.items[i] for i in sorted(listing.by_name.get(name, ())) if i in listing.items]
+        return [listing.items[i] for i in sorted(multimap.members(listing.by_name, name)) if i in listing.items]
 
     async def member(
         self,

@@ -6,7 +6,6 @@ import asyncio
 import contextvars
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -262,7 +261,9 @@ class Controller(Workers):
         super().__init__(rt.kind.lower(), reconciler, workers, reconcile_timeout)
         self.kube, self.rt = kube, rt
         self._seen: dict[Key, int] = {}
-        self._own: dict[Key, deque[str]] = {}
+        self._own: dict[Key, tuple[str, ...]] = {}
+        """Versions of the controller's own writes whose echo has not arrived yet; empty for an idle object (a
+        deque each was 600 bytes an object, most of a cached object's own size)."""
         self._pending: dict[Key, list[tuple[str, int]]] = {}
         self.informer = Informer(kube, rt)
         self.informer.add_handler(self._on_event)
@@ -281,12 +282,29 @@ class Controller(Workers):
         fingerprint = _fingerprint(obj)
         if version in self._own.get(key, ()):
             self._seen[key] = fingerprint  # the echo of this controller's own write
+            self._echoed(key, version)
             return
         if self.queue.is_processing(key):
             # Maybe the echo of a write whose reply the running reconcile has not read yet: decide when it ends.
             self._pending.setdefault(key, []).append((version, fingerprint))
             return
+        self._echoed(key, version)
         self._admit(key, fingerprint)
+
+    def _echoed(self, key: Key, version: str) -> None:
+        """The watch delivers an object's versions in order: own writes up to `version` have had their echo."""
+        own = self._own.get(key)
+        if not own:
+            return
+        try:
+            through = int(version)
+            kept = tuple(v for v in own if int(v) > through)
+        except ValueError:
+            kept = tuple(v for v in own if v != version)
+        if kept:
+            self._own[key] = kept
+        else:
+            del self._own[key]
 
     def _admit(self, key: Key, fingerprint: int) -> None:
         # Like controller-runtime's generation, label and annotation predicates: a change of status alone does
@@ -301,7 +319,7 @@ class Controller(Workers):
         strip(obj)  # as its echo will be
         key = key_of(obj)
         version = (obj.get("metadata") or {}).get("resourceVersion", "")
-        self._own.setdefault(key, deque(maxlen=OWN_WRITES_KEPT)).append(version)
+        self._own[key] = (*self._own.get(key, ())[1 - OWN_WRITES_KEPT :], version)
         self._seen[key] = _fingerprint(obj)
 
     def _settle(self, key: Key) -> None:
@@ -310,6 +328,7 @@ class Controller(Workers):
         for version, fingerprint in self._pending.pop(key, []):
             if version not in own:
                 self._admit(key, fingerprint)
+            self._echoed(key, version)
 
     def start_informer(self) -> None:
         self.informer.start()

@@ -24,26 +24,34 @@ class Ref(NamedTuple):
 
 @dataclass
 class DependencyIndex:
-    _parents: dict[Ref, frozenset[Ref]] = field(default_factory=dict)
+    _parents: dict[Ref, tuple[Ref, ...]] = field(default_factory=dict)
+    """A child's parents as a tuple: one or two each, where a frozenset was 216 bytes an object."""
     _children: defaultdict[Ref, set[Ref]] = field(default_factory=lambda: defaultdict(set))
 
     def set_parents(self, child: Ref, parents: Iterable[Ref]) -> frozenset[Ref]:
         """Record `child`'s current parents; returns the parents it no longer has."""
-        new = frozenset(parents)
-        old = self._parents.get(child, frozenset())
-        for parent in old - new:
-            self._unlink(parent, child)
-        for parent in new - old:
-            self._children[parent].add(child)
-        self._parents[child] = new
-        return old - new
+        new = tuple(sorted(set(parents)))
+        old = self._parents.get(child, ())
+        if new == old:
+            return frozenset()
+        for parent in old:
+            if parent not in new:
+                self._unlink(parent, child)
+        for parent in new:
+            if parent not in old:
+                self._children[parent].add(child)
+        if new:
+            self._parents[child] = new
+        else:
+            self._parents.pop(child, None)
+        return frozenset(old).difference(new)
 
     def remove(self, child: Ref) -> frozenset[Ref]:
         """Forget `child`; returns its former parents."""
-        old = self._parents.pop(child, frozenset())
+        old = self._parents.pop(child, ())
         for parent in old:
             self._unlink(parent, child)
-        return old
+        return frozenset(old)
 
     def _unlink(self, parent: Ref, child: Ref) -> None:
         children = self._children.get(parent)
@@ -57,4 +65,4 @@ class DependencyIndex:
         return sorted(c for c in found if kind is None or c.kind == kind)
 
     def parents(self, child: Ref) -> frozenset[Ref]:
-        return self._parents.get(child, frozenset())
+        return frozenset(self._parents.get(child, ()))

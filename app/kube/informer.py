@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import httpx
 
+from app import multimap
 from app.kube.client import JSON, KubeClient, KubeError, ResourceType
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ class Informer:
     indexers: dict[str, Indexer] = field(default_factory=dict)
     unserved_retry: float = 60.0
     """How often an optional API that is not served is asked for again."""
-    _indexed: dict[str, dict[str, set[Key]]] = field(default_factory=dict)
+    _indexed: dict[str, multimap.MultiMap[str, Key]] = field(default_factory=dict)
     _task: asyncio.Task[None] | None = None
 
     def add_handler(self, handler: Handler) -> None:
@@ -99,14 +100,14 @@ class Informer:
     def add_index(self, name: str, indexer: Indexer) -> None:
         """Keep the cache findable by `indexer`'s values, so a lookup costs O(1) instead of a scan of the cache."""
         self.indexers[name] = indexer
-        table: dict[str, set[Key]] = {}
+        table: multimap.MultiMap[str, Key] = {}
         for key, obj in self.cache.items():
             for value in indexer(obj):
-                table.setdefault(value, set()).add(key)
+                multimap.add(table, value, key)
         self._indexed[name] = table
 
     def by_index(self, name: str, value: str) -> list[JSON]:
-        keys = self._indexed.get(name, {}).get(value, ())
+        keys = multimap.members(self._indexed.get(name, {}), value)
         return [self.cache[k] for k in sorted(keys) if k in self.cache]
 
     def index_values(self, name: str) -> set[str]:
@@ -123,7 +124,7 @@ class Informer:
         for name, indexer in self.indexers.items():
             table = self._indexed.setdefault(name, {})
             for value in indexer(obj):
-                table.setdefault(value, set()).add(key)
+                multimap.add(table, value, key)
         return obj
 
     def pop(self, key: Key) -> JSON | None:
@@ -138,11 +139,7 @@ class Informer:
         for name, indexer in self.indexers.items():
             table = self._indexed.get(name, {})
             for value in indexer(old):
-                keys = table.get(value)
-                if keys is not None:
-                    keys.discard(key)
-                    if not keys:
-                        del table[value]
+                multimap.discard(table, value, key)
 
     def get(self, name: str, namespace: str | None = None) -> JSON | None:
         return self.cache.get((namespace or "", name))
