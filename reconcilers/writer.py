@@ -170,7 +170,8 @@ class ObjectWriter:
         before = current.condition()
         generation = raw["metadata"].get("generation")
         model.set_condition(status, reason, message, observed_generation=generation)
-        raw = await self.write_status(raw, model.to_wire())
+        if model != current:  # an idle reconcile changes nothing: no wire form to build, nothing to compare
+            raw = await self.write_status(raw, model.to_wire())
         after = model.condition()
         assert after is not None
         if before is None or (before.status, before.reason) != (after.status, after.reason):
