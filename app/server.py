@@ -136,6 +136,7 @@ class Runtime:
                     port=port,
                     tls_port=s.gateway_data_plane_tls_port or None,
                     cap=s.gateway_planes_per_namespace,
+                    default_parameters=s.gateway_default_parameters_key,
                     resources=s.gateway_plane_resources,
                     deletion_policy=str(s.default_deletion_policy),
                     network_policy=s.gateway_plane_network_policy,

@@ -180,6 +180,14 @@ class Settings(BaseSettings):
         " (spec.infrastructure.parametersRef naming a GatewayParameters); the oldest get theirs, the others are"
         " refused; 0 is none",
     )
+    gateway_default_parameters: str | None = Field(
+        None,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$",
+        description="GatewayParameters (<namespace>/<name>) of a Gateway of the class that names none in"
+        " spec.infrastructure.parametersRef: it gets a data plane of its own made of that one, within"
+        " --gateway-planes-per-namespace (beyond it, or while that GatewayParameters is missing, the shared plane"
+        " serves it); unset: such a Gateway is served by the shared plane",
+    )
     gateway_plane_envoy_image: str = Field(
         "envoyproxy/envoy:v1.40.0", min_length=1, description="Envoy image of a Gateway's own data plane"
     )
@@ -291,6 +299,14 @@ class Settings(BaseSettings):
             return None
         host = found[0] if found is not None else ALL_ADDRESSES
         return host, self.webhook_port
+
+    @property
+    def gateway_default_parameters_key(self) -> tuple[str, str] | None:
+        """--gateway-default-parameters as (namespace, name)."""
+        if not self.gateway_default_parameters:
+            return None
+        namespace, _, name = self.gateway_default_parameters.partition("/")
+        return namespace, name
 
 
 WEBHOOK_PORT = 9443

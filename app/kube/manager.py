@@ -222,7 +222,9 @@ class Manager:
             key = key_of(obj)
             before = fed.get(key, frozenset())
             if event == "DELETED":
-                now: frozenset[str] = frozenset()
+                # What it maps to now as well: a document that appeared since its last event (a Gateway made after
+                # the GatewayParameters it reads) depends on it too.
+                now = frozenset(documents_of(obj))
                 fed.pop(key, None)
                 seen.pop(key, None)
             else:

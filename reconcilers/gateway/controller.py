@@ -39,7 +39,7 @@ from reconcilers.gateway.kinds import (
     LISTENER_SETS,
     ORIGIN_SERVER_NAME,
 )
-from reconcilers.gateway.planes import PARAMETERS, Plane, PlaneSettings
+from reconcilers.gateway.planes import PARAMETERS, Plane, PlanePolicy, PlaneSettings
 from reconcilers.gateway.policies import config_map_refs
 from reconcilers.gateway.shapes import JSON, BackendTLSPolicy, Condition, GatewayClass, ObjectKey, Route
 from reconcilers.gateway.snapshot import SnapshotStore
@@ -107,8 +107,8 @@ class GatewayOptions:
     """What a Gateway's own data plane is made of; None: no Gateway gets one."""
 
     @property
-    def planes_cap(self) -> int:
-        return self.planes.cap if self.planes is not None else 0
+    def plane_policy(self) -> PlanePolicy | None:
+        return self.planes.policy if self.planes is not None else None
 
     @property
     def origin_url(self) -> str:
@@ -250,7 +250,7 @@ class GatewayClassReconciler:
             self.options.tenancy_label,
             bundle.version,
             bundle.channel,
-            planes_cap=self.options.planes_cap,
+            plane_policy=self.options.plane_policy,
         )
 
     def cloudflare_statuses(self, world: World, result: Translation) -> None:
@@ -452,7 +452,7 @@ def register_gateway(
     store.on_change = refusals_changed
     manager.register_aggregate(reconciler)
     reconciler.publisher = TunnelPublisher(
-        ctx, TunnelOptions(options.origin_url, options.tenancy_label, options.tls_origin, options.planes_cap)
+        ctx, TunnelOptions(options.origin_url, options.tenancy_label, options.tls_origin, options.plane_policy)
     )
     manager.register_aggregate(reconciler.publisher)
     if options.planes is not None:

@@ -39,6 +39,7 @@ from reconcilers.gateway.planes import (
     XDS_KEYS,
     Choice,
     Plane,
+    PlanePolicy,
     PlaneSettings,
     choose,
     finalized,
@@ -65,18 +66,18 @@ SOURCE_WAIT: Final = 5.0
 _choices_memo: dict[object, dict[ObjectKey, Choice]] = {}
 
 
-def cached_choices(ctx: Context, cap: int) -> dict[ObjectKey, Choice]:
+def cached_choices(ctx: Context, policy: PlanePolicy) -> dict[ObjectKey, Choice]:
     """`choose` over what the caches hold, remembered per revision of the caches it reads (the tunnels' reconcile
     asks on every route's watch event)."""
     informers = [ctx.informer_of(rt.kind) for rt in (GATEWAYS, PARAMETERS, GATEWAY_CLASSES, TUNNELS)]
-    memo_key = (cap, *((id(i), i.revision) for i in informers if i is not None)) if all(informers) else None
+    memo_key = (policy, *((id(i), i.revision) for i in informers if i is not None)) if all(informers) else None
     if memo_key is not None and (found := _choices_memo.get(memo_key)) is not None:
         return found
     choices = choose(
         ctx.cached_all(GATEWAYS.kind),
         ctx.cached_all(PARAMETERS.kind),
         our_classes(ctx.cached_all(GATEWAY_CLASSES.kind)),
-        cap,
+        policy,
         lambda namespace, name: ctx.cached(TUNNEL_KIND, name, namespace),
     )
     if memo_key is not None:
@@ -103,16 +104,19 @@ class PlaneReconciler:
         """Objects applied since start (a test reads it: an idle reconcile applies nothing)."""
 
     def inputs(self) -> Mapping[ResourceType, DocumentsOf | Input]:
+        default = self.settings.default_parameters
+
         def asking(namespace: str | None) -> list[str]:
             """The Gateways (of `namespace`, or all) that have or ask for a plane of their own."""
             return [
                 f"{shapes.ns(g)}/{shapes.name(g)}"
                 for g in self.ctx.cached_all(GATEWAYS.kind)
-                if (namespace is None or shapes.ns(g) == namespace) and (parameters_ref(g) is not None or finalized(g))
+                if (namespace is None or shapes.ns(g) == namespace)
+                and (parameters_ref(g, default) is not None or finalized(g))
             ]
 
         def of_gateway(raw: JSON) -> list[str]:
-            if parameters_ref(raw) is None and not finalized(raw):
+            if parameters_ref(raw, default) is None and not finalized(raw):
                 return []
             # With the namespace's others: one that goes (or stops asking) frees a place under the cap.
             return sorted({f"{shapes.ns(raw)}/{shapes.name(raw)}", *asking(shapes.ns(raw))})
@@ -120,6 +124,11 @@ class PlaneReconciler:
         def in_namespace(raw: JSON) -> list[str]:
             # The cap counts a namespace's Gateways: any of them may gain or lose its plane.
             return asking(shapes.ns(raw))
+
+        def of_parameters(raw: JSON) -> list[str]:
+            if default is not None and shapes.key(raw) == default:
+                return asking(None)  # the default's Gateways are in every namespace
+            return in_namespace(raw)
 
         def everywhere(raw: JSON) -> list[str]:
             return asking(None)
@@ -131,7 +140,7 @@ class PlaneReconciler:
 
         return {
             GATEWAYS: Input(of_gateway, _gateway_state),
-            PARAMETERS: in_namespace,
+            PARAMETERS: of_parameters,
             GATEWAY_CLASSES: everywhere,
             TUNNELS: Input(of_tunnel, lambda raw: repr((raw.get("metadata") or {}).get("labels"))),
         }
@@ -142,7 +151,7 @@ class PlaneReconciler:
             self._applied, self._term = {}, term  # a new term as leader: another leader may have written meanwhile
         namespace, _, name = key[1].partition("/")
         gateway = self.ctx.cached(GATEWAYS.kind, name, namespace)
-        choice = cached_choices(self.ctx, self.settings.cap).get((namespace, name))
+        choice = cached_choices(self.ctx, self.settings.policy).get((namespace, name))
         if gateway is not None and isinstance(choice, Plane):
             return await self._ensure(gateway, choice)
         if gateway is None or not finalized(gateway):

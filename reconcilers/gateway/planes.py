@@ -99,9 +99,24 @@ Choice = Plane | str
 """A dedicated plane, or why the Gateway cannot have the one it asks for (its Accepted condition's message)."""
 
 
-def parameters_ref(gateway: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def parameters_ref(gateway: Mapping[str, Any], default: ObjectKey | None = None) -> Mapping[str, Any] | None:
+    """The GatewayParameters a Gateway asks for: its own `spec.infrastructure.parametersRef`, else the controller's
+    default (`--gateway-default-parameters`, which carries its namespace), else none."""
     ref = ((gateway.get("spec") or {}).get("infrastructure") or {}).get("parametersRef")
-    return cast(Mapping[str, Any], ref) if ref else None
+    if ref:
+        return cast(Mapping[str, Any], ref)
+    if default is None:
+        return None
+    return {"group": GROUP, "kind": GatewayParameters.info.kind, "namespace": default[0], "name": default[1]}
+
+
+@dataclass(frozen=True)
+class PlanePolicy:
+    """Which Gateways get a data plane of their own: `cap` per namespace at most; with `default`, a Gateway that
+    names no GatewayParameters gets one made of that one (and the shared plane when it cannot have it)."""
+
+    cap: int = 0
+    default: ObjectKey | None = None
 
 
 def _ours(gateway: Mapping[str, Any], classes: set[str]) -> bool:
@@ -112,17 +127,21 @@ def choose(
     gateways: Iterable[Mapping[str, Any]],
     parameters: Iterable[Mapping[str, Any]],
     classes: set[str],
-    cap: int,
+    cap: int | PlanePolicy,
     tunnel: Callable[[str, str], Mapping[str, Any] | None] = lambda namespace, name: None,
 ) -> dict[ObjectKey, Choice]:
     """Each Gateway of `classes` (the names of this controller's classes) that asks for a plane of its own: the
     plane, or why it cannot have it. Gateways being deleted have none (their plane is being taken down); a
-    namespace's first `cap` asking Gateways, oldest first, get theirs."""
+    namespace's first `cap` asking Gateways, oldest first, get theirs. A Gateway that asks only through the
+    policy's default and cannot have its plane is left out: the shared plane serves it, as without a default."""
+    policy = cap if isinstance(cap, PlanePolicy) else PlanePolicy(cap)
+    cap = policy.cap
     found = {shapes.key(p): p for p in parameters}
     out: dict[ObjectKey, Choice] = {}
     per_namespace: dict[str, int] = {}
     for gateway in sorted(gateways, key=shapes.age_key):
-        ref = parameters_ref(gateway)
+        own = parameters_ref(gateway)
+        ref = own or parameters_ref(gateway, policy.default)
         meta = gateway.get("metadata") or {}
         if ref is None or not _ours(gateway, classes) or meta.get("deletionTimestamp"):
             continue
@@ -133,10 +152,13 @@ def choose(
                 f" parameters kind of this class; name a {GatewayParameters.info.kind}.{GROUP}"
             )
             continue
-        params = found.get((gkey[0], str(ref.get("name") or "")))
+        where = str(ref.get("namespace") or gkey[0])
+        params = found.get((where, str(ref.get("name") or "")))
+        if own is None and (params is None or cap <= 0 or per_namespace.get(gkey[0], 0) >= cap):
+            continue  # the default cannot give it a plane: the shared plane serves it
         if params is None:
             kind = GatewayParameters.info.kind
-            out[gkey] = f"spec.infrastructure.parametersRef: {kind} {gkey[0]}/{ref.get('name')} not found"
+            out[gkey] = f"spec.infrastructure.parametersRef: {kind} {where}/{ref.get('name')} not found"
             continue
         if cap <= 0:
             out[gkey] = (
@@ -160,7 +182,8 @@ def choose(
         )
         existing = tunnel(*plane.tunnel_key)
         if existing is not None and shapes.labels(existing).get(GATEWAY_LABEL) != gkey[1]:
-            out[gkey] = f"the Tunnel {gkey[0]}/{plane.name} exists and is not this Gateway's: rename one of them"
+            if own is not None:
+                out[gkey] = f"the Tunnel {gkey[0]}/{plane.name} exists and is not this Gateway's: rename one of them"
             continue
         per_namespace[gkey[0]] = per_namespace.get(gkey[0], 0) + 1
         out[gkey] = plane
@@ -187,6 +210,9 @@ class PlaneSettings:
     port: int = 8080
     tls_port: int | None = 8443
     cap: int = 3
+    default_parameters: ObjectKey | None = None
+    """The GatewayParameters (namespace, name) of a Gateway that names none; None: such a Gateway is served by
+    the shared plane."""
     resources: Mapping[str, Any] | None = None
     """Envoy's resources when the GatewayParameters gives none."""
     deletion_policy: str = "delete"
@@ -194,6 +220,10 @@ class PlaneSettings:
     """Give each plane a NetworkPolicy as the chart gives the shared one."""
     xds_port: int = 18000
     """The controller's xDS port, which the NetworkPolicy lets the plane reach."""
+
+    @property
+    def policy(self) -> PlanePolicy:
+        return PlanePolicy(self.cap, self.default_parameters)
 
 
 _SECURITY: Final = {

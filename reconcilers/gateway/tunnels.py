@@ -45,7 +45,7 @@ from reconcilers.gateway.kinds import (
     SERVICES,
     TUNNEL_KIND,
 )
-from reconcilers.gateway.planes import PARAMETERS, Choice, Plane
+from reconcilers.gateway.planes import PARAMETERS, Choice, Plane, PlanePolicy
 from reconcilers.gateway.policies import config_map_refs
 from reconcilers.gateway.shapes import (
     BackendTLSPolicy,
@@ -121,10 +121,10 @@ def cached_world(
     tenancy_label: str | None,
     installed_bundle: str | None = None,
     installed_channel: str | None = None,
-    planes_cap: int = 0,
+    plane_policy: PlanePolicy | None = None,
 ) -> World:
     """The translation's input from the caches, with their revisions (the Tunnels' and GatewayParameters' too: the
-    class reads them). `planes_cap`: dedicated data planes per namespace, at most."""
+    class reads them). `plane_policy`: which Gateways get a data plane of their own (None: none does)."""
     cached = ctx.cached_all
     informers = [ctx.informer_of(rt.kind) for rt in (*WORLD_KINDS, TUNNELS, PARAMETERS)]
     revision = tuple(i.revision for i in informers if i is not None) if all(informers) else None
@@ -145,7 +145,7 @@ def cached_world(
         installed_bundle=installed_bundle,
         installed_channel=installed_channel,
         tenancy_label=tenancy_label,
-        planes=cached_choices(ctx, planes_cap),
+        planes=cached_choices(ctx, plane_policy or PlanePolicy()),
         revision=revision,
         resolver_base=resolver_base,
     )
@@ -213,8 +213,8 @@ class TunnelOptions:
     tenancy_label: str | None = None
     tls_origin: publish.TLSOrigin | None = None
     """The data plane's TLS listener, for gRPC hostnames; None: there is none."""
-    planes_cap: int = 0
-    """Gateways per namespace that may have a data plane (and tunnel) of their own."""
+    plane_policy: PlanePolicy | None = None
+    """Which Gateways have a data plane (and tunnel) of their own; None: none does."""
 
 
 class TunnelPublisher:
@@ -238,7 +238,7 @@ class TunnelPublisher:
         return None if key is None else f"{key[0]}/{key[1]}"
 
     def _choices(self) -> dict[tuple[str, str], Choice]:
-        return cached_choices(self.ctx, self.options.planes_cap)
+        return cached_choices(self.ctx, self.options.plane_policy or PlanePolicy())
 
     def _gateway_tunnel(self, namespace: str, name: str) -> str | None:
         gateway = self.ctx.cached(GATEWAYS.kind, name, namespace)
@@ -334,7 +334,7 @@ class TunnelPublisher:
         hostnames: list[Hostname] = []
         if named:
             world = cached_world(
-                self.ctx, cached_tunnel(self.ctx), self.options.tenancy_label, planes_cap=self.options.planes_cap
+                self.ctx, cached_tunnel(self.ctx), self.options.tenancy_label, plane_policy=self.options.plane_policy
             )
             read_referenced(self.ctx, world)
             hostnames = translate(world).hostnames

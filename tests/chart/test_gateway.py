@@ -242,6 +242,13 @@ def test_no_dedicated_planes_no_rights_to_make_them(helm: Helm) -> None:
     assert "--gateway-planes-per-namespace=0" in manager(off)["args"]
 
 
+def test_a_default_gateway_parameters_is_passed_only_when_set(helm: Helm, on: Rendered) -> None:
+    assert not any(a.startswith("--gateway-default-parameters") for a in manager(on)["args"])
+    planes = {"perNamespace": 2, "defaultParameters": "platform/standard"}
+    rendered = helm.render({"gateway": {**ON["gateway"], "dedicatedPlanes": planes}})
+    assert "--gateway-default-parameters=platform/standard" in manager(rendered)["args"]
+
+
 def test_data_plane_two_replicas_restricted_with_a_pdb(on: Rendered) -> None:
     deployment = on.one("Deployment", "kflare-data-plane")
     pod = deployment["spec"]["template"]["spec"]

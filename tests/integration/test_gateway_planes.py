@@ -20,6 +20,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from app.controlplane import ControlPlane
 from reconcilers.gateway.kinds import GATEWAY_GROUP
+from reconcilers.gateway.planes import plane_name
 from tests.fixtures.controller import SYSTEM_NAMESPACE, ControllerProcess, Kflare, controller_process
 from tests.fixtures.emulator import EmulatorProcess
 from tests.fixtures.gateway import gateway_args, tunnel_class
@@ -30,6 +31,10 @@ from tests.kinds import cf
 pytestmark = pytest.mark.integration
 V1 = "v1"
 ORIGIN = "http://localhost:8080"
+
+
+DEFAULT_PARAMETERS = "default-plane"
+"""The controller's default GatewayParameters; it exists only during the test of the default."""
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +49,7 @@ def planes_controller(
     args = gateway_args(
         workdir,
         "--gateway-planes-per-namespace=1",
+        f"--gateway-default-parameters={SYSTEM_NAMESPACE}/{DEFAULT_PARAMETERS}",
         "--gateway-plane-network-policy=true",
         "--gateway-plane-envoy-image=registry.test/envoy@sha256:" + "a" * 64,
     )
@@ -313,3 +319,41 @@ async def test_a_gateway_gets_its_own_tunnel_and_data_plane_and_loses_them_in_or
 def _tunnel_exists(p: Planes, tunnel_id: str) -> bool:
     listing = cf(p.emulator, "GET", f"/accounts/{p.emulator.account_id}/cfd_tunnel", params={"is_deleted": "false"})
     return any(t["id"] == tunnel_id for t in listing)
+
+
+async def test_a_default_gateway_parameters_gives_a_gateway_naming_none_a_plane_of_its_own(planes: Planes) -> None:
+    """`--gateway-default-parameters` names a GatewayParameters: a Gateway of the class that names none gets its
+    own Deployment made of it; once that GatewayParameters is gone, the plane is taken down and the shared plane
+    serves the Gateway again."""
+    body = {
+        "apiVersion": "kflare.dev/v1alpha1",
+        "kind": "GatewayParameters",
+        "metadata": {"name": DEFAULT_PARAMETERS},
+        "spec": {
+            "accountRef": {"name": planes.kflare.account},
+            "tunnelName": "dflt",
+            "tunnelDeletionPolicy": "delete",
+            "replicas": 1,
+            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+        },
+    }
+    await planes.objects.create_namespaced_custom_object(
+        "kflare.dev", "v1alpha1", SYSTEM_NAMESPACE, "gatewayparameters", body
+    )
+    try:
+        await planes.gateway("plain")
+
+        async def made() -> bool:
+            deployment = await planes.deployment(plane_name("plain"))
+            return deployment is not None and deployment.spec.replicas == 1
+
+        await eventually(made, what="the default's data plane of the Gateway", timeout=60)
+    finally:
+        await planes.objects.delete_namespaced_custom_object(
+            "kflare.dev", "v1alpha1", SYSTEM_NAMESPACE, "gatewayparameters", DEFAULT_PARAMETERS
+        )
+
+    async def taken_down() -> bool:
+        return await planes.deployment(plane_name("plain")) is None
+
+    await eventually(taken_down, what="the plane to go with the default GatewayParameters", timeout=90)

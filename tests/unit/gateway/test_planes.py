@@ -9,6 +9,7 @@ from typing import Any
 
 from reconcilers.gateway.planes import (
     Plane,
+    PlanePolicy,
     PlaneSettings,
     choose,
     plane_name,
@@ -49,6 +50,33 @@ def test_the_oldest_gateways_of_a_namespace_get_a_plane_up_to_the_cap() -> None:
     # Being deleted: it has no plane any more (it is taken down), and its place goes to the next.
     gateways[1]["metadata"]["deletionTimestamp"] = "2026-04-01T00:00:00Z"
     assert isinstance(choose(gateways, [PARAMS], {CLASS_NAME}, cap=1)[(NS, "late")], Plane)
+
+
+def test_a_default_gives_a_plane_to_gateways_naming_none_and_falls_back_to_the_shared_one() -> None:
+    """With `--gateway-default-parameters`, a Gateway naming no GatewayParameters gets a plane made of the default
+    (which lives in its own namespace); beyond the cap, or while the default is missing, the shared plane serves it
+    (no refusal); a Gateway naming its own still gets its own, and its refusals as before."""
+    default = {**PARAMS, "metadata": meta("platform", namespace="kflare-system")}
+    default["spec"] = {**PARAMS["spec"], "replicas": 2}
+    gateways = [
+        gateway("plain-a") | {"metadata": meta("plain-a", created="2026-01-01T00:00:00Z", uid="uid-a")},
+        gateway("plain-b") | {"metadata": meta("plain-b", created="2026-02-01T00:00:00Z", uid="uid-b")},
+        asking("named", "2026-03-01T00:00:00Z"),
+    ]
+    policy = PlanePolicy(cap=2, default=("kflare-system", "platform"))
+    choices = choose(gateways, [PARAMS, default], {CLASS_NAME}, policy)
+    first = choices[(NS, "plain-a")]
+    assert isinstance(first, Plane)
+    assert first.parameters["replicas"] == 2
+    assert isinstance(choices[(NS, "plain-b")], Plane)
+    assert "already has 2 Gateway(s)" in str(choices[(NS, "named")])  # named its own: refused, as without one
+    # One more than the cap, naming none: served by the shared plane, not refused.
+    late = gateway("plain-c") | {"metadata": meta("plain-c", created="2026-04-01T00:00:00Z", uid="uid-c")}
+    assert (NS, "plain-c") not in choose([*gateways, late], [PARAMS, default], {CLASS_NAME}, policy)
+    # The default missing: every Gateway naming none is served by the shared plane.
+    assert choose(gateways[:2], [PARAMS], {CLASS_NAME}, policy) == {}
+    # Without a default, as before: only the Gateway naming its own.
+    assert set(choose(gateways, [PARAMS, default], {CLASS_NAME}, cap=2)) == {(NS, "named")}
 
 
 def test_a_refusal_says_what_to_fix() -> None:
