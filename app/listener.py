@@ -20,6 +20,7 @@ handshakes are invisible to the cap): a connection is accepted as plain TCP, cou
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 from dataclasses import dataclass
@@ -220,6 +221,34 @@ class TLSAccept(asyncio.Protocol):
         """uvicorn's shutdown asks every connection to end: one still shaking hands has nothing to finish."""
         if self.transport is not None:
             self.transport.close()
+
+
+class StopsWhenTold:
+    """`should_exit` as uvicorn's servers (and `app.server.Process`) set it, waking the listener's loop at once
+    from any thread (a test's too), so a listener waits on `exit_event()` instead of polling the flag."""
+
+    _exit: bool = False
+    _waking: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+
+    @property
+    def should_exit(self) -> bool:
+        return self._exit
+
+    @should_exit.setter
+    def should_exit(self, value: bool) -> None:
+        self._exit = value
+        if value and self._waking is not None:
+            loop, wake = self._waking
+            with contextlib.suppress(RuntimeError):  # its loop closed: it has stopped already
+                loop.call_soon_threadsafe(wake.set)
+
+    def exit_event(self) -> asyncio.Event:
+        """Set once `should_exit` is (call it from the listener's loop)."""
+        wake = asyncio.Event()
+        self._waking = (asyncio.get_running_loop(), wake)
+        if self._exit:
+            wake.set()
+        return wake
 
 
 def bounded_protocol(limits: Limits, context: ssl.SSLContext | None = None) -> type[asyncio.Protocol]:

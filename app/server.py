@@ -24,7 +24,7 @@ from app.cloudflare.http import HttpConfig, user_agent
 from app.cloudflare.session import CloudflareSession
 from app.kube.client import KubeClient, ResourceType
 from app.kube.manager import Manager, default_identity
-from app.listener import Limits, TLSAccept
+from app.listener import Limits, StopsWhenTold, TLSAccept
 from app.listener import config as listener_config
 from app.memory import pin_mmap_threshold
 from app.metrics.collectors import instrument
@@ -204,33 +204,15 @@ class Runtime:
         return [(kind, controller.informer.list()) for kind, controller in self.manager.controllers.items()]
 
 
-class Listener(uvicorn.Server):
+class Listener(StopsWhenTold, uvicorn.Server):
     """A uvicorn server that leaves signals to the process, which stops every listener and the manager together.
 
     uvicorn wakes ten times a second to see whether it should stop (and refreshes the Date header on every tenth):
     with a few listeners that was most of an idle process's CPU. This one refreshes once a second, and stops as
     soon as `should_exit` is set."""
 
-    def __init__(self, config: uvicorn.Config) -> None:
-        self._exit = False
-        self._waking: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
-        super().__init__(config)
-
-    @property
-    def should_exit(self) -> bool:
-        return self._exit
-
-    @should_exit.setter
-    def should_exit(self, value: bool) -> None:
-        self._exit = value
-        if value and self._waking is not None:
-            loop, wake = self._waking
-            with contextlib.suppress(RuntimeError):  # its loop closed: it has stopped already
-                loop.call_soon_threadsafe(wake.set)  # set from another thread too (a test's)
-
     async def main_loop(self) -> None:
-        wake = asyncio.Event()
-        self._waking = (asyncio.get_running_loop(), wake)
+        wake = self.exit_event()
         while not await self.on_tick(0):  # tick 0: the Date header is refreshed
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(1.0):

@@ -51,7 +51,7 @@ from google.protobuf import any_pb2, json_format
 from prometheus_client import Counter, Gauge
 
 from app.kube.metrics import REGISTRY
-from app.listener import Limits
+from app.listener import Limits, StopsWhenTold
 from app.tls import ReloadingTLS
 from reconcilers.gateway import envoy
 from reconcilers.gateway.planes import CLUSTER_PREFIX
@@ -535,7 +535,7 @@ def options(limits: Limits) -> list[tuple[str, int]]:
     ]
 
 
-class XdsServer:
+class XdsServer(StopsWhenTold):
     """The gRPC server of the xDS listener, with what `app.server.Process` asks of a listener: `serve()` (until
     `should_exit`), and `started`."""
 
@@ -553,23 +553,9 @@ class XdsServer:
         self.host, self.port, self.tls = host, port, tls
         self.limits = limits or Limits()
         self.started = False
-        self._exit = False
-        self._stop: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    @property
-    def should_exit(self) -> bool:
-        return self._exit
-
-    @should_exit.setter
-    def should_exit(self, value: bool) -> None:
-        self._exit = value
-        if value and self._loop is not None and self._stop is not None:
-            with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(self._stop.set)
 
     async def serve(self) -> None:
-        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        stop = self.exit_event()
         server = grpc.aio.server(
             handlers=[self.service.handler()],
             options=options(self.limits),
@@ -586,8 +572,7 @@ class XdsServer:
         self.started = True
         log.info("listening on %s://%s (xDS, gRPC)", "grpcs" if self.tls is not None else "grpc", address)
         try:
-            if not self._exit:
-                await self._stop.wait()
+            await stop.wait()
         finally:
             self.service.close()
             # Open streams end with UNAVAILABLE: the data planes keep their configuration and reconnect.

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import itertools
 import json
 import os
 import sys
@@ -340,6 +341,9 @@ def main() -> int:
             rows.append((f"controller RSS, {count:,} resources Ready", f"{rss:.1f} MiB", ""))
         if n2 > n1:
             rows.append(("RSS per resource", f"{(r2 - r1) * 1024 / (n2 - n1):.1f} KiB", f"slope from {n1:,} to {n2:,}"))
+        if len(rss_at) > 2:  # and between each scale and the next, where a slope that grows would show
+            for (m1, q1), (m2, q2) in itertools.pairwise(rss_at):
+                rows.append(("RSS per resource", f"{(q2 - q1) * 1024 / (m2 - m1):.1f} KiB", f"from {m1:,} to {m2:,}"))
         controller.stop()
 
         # The same cluster with Secrets nobody references.
