@@ -48,6 +48,11 @@ SKIPPING = 8
 """Connections beyond IN_FLIGHT, for the requests that skip the queue (a Lease, the metrics' access reviews)."""
 CLOSED_STREAMS_KEPT = 1024
 """Closed streams an HTTP/2 connection remembers (h2's default is 65,536): 32 round trips of IN_FLIGHT streams."""
+# h2 remembers how each closed stream of a connection ended, up to 65,536 of them (about 5 MiB on the connection to
+# the API server, which lives as long as the process), to tell a late frame on a stream it reset from a protocol
+# error; only the streams of the last few round trips can still see one. httpcore makes the connection, so the limit
+# is set, once, where h2 reads it.
+H2Connection.MAX_CLOSED_STREAMS = CLOSED_STREAMS_KEPT
 UNQUEUED: Final = frozenset({"leases"})
 """Resources whose requests skip the queue: leader election renews its Lease within its deadline whatever the
 backlog of other writes."""
@@ -235,11 +240,6 @@ class KubeClient:
         # syscall for each idle one) whenever a request of it starts or ends: with a connection per request in
         # flight and the watches (one per resource type, held for minutes) in one pool, that look took more than
         # 40 % of the process's CPU in a bulk apply; on one HTTP/2 connection a 4,000-record apply took half the CPU.
-        # h2 remembers how each closed stream of a connection ended, up to 65,536 of them (about 5 MiB on the
-        # connection to the API server, which lives as long as the process), to tell a late frame on a stream it
-        # reset from a protocol error; only the streams of the last few round trips can still see one. httpcore
-        # makes the connection, so the limit is set where h2 reads it.
-        H2Connection.MAX_CLOSED_STREAMS = CLOSED_STREAMS_KEPT
         requests = httpx.Limits(max_connections=IN_FLIGHT + SKIPPING, max_keepalive_connections=IN_FLIGHT + SKIPPING)
         self.http = httpx.AsyncClient(
             verify=verify, limits=requests, timeout=REQUEST_TIMEOUT, trust_env=False, http2=True

@@ -141,7 +141,7 @@ def choose(
     per_namespace: dict[str, int] = {}
     for gateway in sorted(gateways, key=shapes.age_key):
         own = parameters_ref(gateway)
-        ref = own or parameters_ref(gateway, policy.default)
+        ref = own if own is not None else parameters_ref(gateway, policy.default)
         meta = gateway.get("metadata") or {}
         if ref is None or not _ours(gateway, classes) or meta.get("deletionTimestamp"):
             continue
