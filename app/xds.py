@@ -268,12 +268,19 @@ class XdsService:
         self._views: dict[str, View] = {}
         self._lock = asyncio.Lock()
         self._streams: set[tuple[asyncio.AbstractEventLoop, asyncio.Queue[Any]]] = set()
+        self._handlers: set[asyncio.Task[Any]] = set()
         self._unwatch = store.watch(self._changed)
         self._nonce = 0
         self._reported: set[tuple[str, str, str]] = set()
 
     def close(self) -> None:
         self._unwatch()
+
+    async def drained(self, timeout: float) -> None:
+        """Wait until every stream's handler has run its last step: the listener ends after its streams, not
+        while they still tidy up."""
+        if self._handlers:
+            await asyncio.wait(set(self._handlers), timeout=timeout)
 
     def handler(self) -> grpc.GenericRpcHandler:
         method = grpc.stream_stream_rpc_method_handler(
@@ -360,6 +367,10 @@ class XdsService:
 
         entry = (loop, queue)
         self._streams.add(entry)
+        handler = asyncio.current_task()
+        if handler is not None:
+            self._handlers.add(handler)
+            handler.add_done_callback(self._handlers.discard)
         reader = asyncio.create_task(read(), name="xds-read")
         stream = _Stream(self, context)
         STREAMS.inc()
@@ -577,4 +588,5 @@ class XdsServer(StopsWhenTold):
             self.service.close()
             # Open streams end with UNAVAILABLE: the data planes keep their configuration and reconnect.
             await server.stop(grace=1.0)
+            await self.service.drained(timeout=5.0)
             self.started = False

@@ -73,8 +73,9 @@ async def subscribe_all(stream: Delta) -> dict[str, int]:
 async def test_a_wrong_or_missing_token_is_refused_and_never_echoed() -> None:
     async with listening(store(), TOKEN) as (_, port), channel(port) as ch:
         for token in (None, "", "guess", f"{TOKEN}x"):
+            # No request is written: the refusal comes on the stream's metadata alone, and a write racing it would
+            # make the gRPC client library replace the status with its own INTERNAL.
             stream = Delta(ch, token)
-            await stream.send("clusters")
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await stream.receive()
             assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
@@ -84,8 +85,7 @@ async def test_a_wrong_or_missing_token_is_refused_and_never_echoed() -> None:
 async def test_a_standby_answers_an_error_status_rather_than_stale_configuration() -> None:
     for s in (store(serving=False), SnapshotStore()):
         async with listening(s, TOKEN) as (_, port), channel(port) as ch:
-            stream = Delta(ch, TOKEN)
-            await stream.send("clusters")
+            stream = Delta(ch, TOKEN)  # refused on opening: no request written (see the token test)
             assert await stream.status() == grpc.StatusCode.UNAVAILABLE
 
 
@@ -288,7 +288,7 @@ async def test_a_rotated_token_is_asked_for_without_a_restart(tmp_path: Path) ->
         assert token.reload()
         await opens("rotated-token")
         with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await opens(TOKEN)
+            await Delta(ch, TOKEN).receive()  # refused on opening: no request written (see the token test)
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
         # A stream opened with the old token is ended the next time it wakes.
         s.publish({**resources(), "clusters": [envoy.eds_cluster("c", http2=False)]})
