@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import ssl
@@ -80,7 +81,7 @@ def _baseline_app() -> Any:
 def _serve(target: str, port: int, cpu: int, cert_dir: Path | None) -> None:
     import uvicorn
 
-    from app.server import Listener
+    from app.server import GC_THRESHOLD, Listener, settle_heap
     from app.tls import ReloadingTLS
 
     os.sched_setaffinity(0, {cpu})
@@ -106,6 +107,10 @@ def _serve(target: str, port: int, cpu: int, cert_dir: Path | None) -> None:
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="off", access_log=False)
     if cert_dir is not None:
         ReloadingTLS(cert_dir, ["127.0.0.1"]).apply(config)
+    # Every target's process keeps its heap as `kflare run` does: its collector's thresholds, and what it holds
+    # once started out of the collector's sight.
+    gc.set_threshold(*GC_THRESHOLD)
+    settle_heap()
     asyncio.run(Listener(config).serve())
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Final, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 ADMISSION_API_VERSION: Final = "admission.k8s.io/v1"
 REVIEW_KIND: Final = "AdmissionReview"
@@ -57,12 +58,9 @@ class AdmissionRequest(_Wire):
     dry_run: bool | None = Field(None, alias="dryRun")
     options: Any = None
     """The request's CreateOptions / UpdateOptions / PatchOptions as the client sent them (`fieldManager`)."""
-    _cut: bool = PrivateAttr(False)
-
-    @property
-    def cut(self) -> bool:
-        """Whether values nested past MAX_DEPTH were replaced by TOO_DEEP (only then is `too_deep` worth a walk)."""
-        return self._cut
+    cut: ClassVar[bool] = False
+    """Whether values nested past MAX_DEPTH were replaced by TOO_DEEP (only then is `too_deep` worth a walk): true
+    of `_CutRequest`. A class attribute rather than a private one, which would cost every review a dict."""
 
     @property
     def field_manager(self) -> str:
@@ -74,6 +72,16 @@ class AdmissionReview(_Wire):
     api_version: Literal["admission.k8s.io/v1"] = Field(alias="apiVersion")
     kind: Literal["AdmissionReview"]
     request: AdmissionRequest
+
+
+class _CutRequest(AdmissionRequest):
+    cut: ClassVar[bool] = True
+
+
+class _CutReview(AdmissionReview):
+    """A review parsed from a body `cut_below` shortened."""
+
+    request: _CutRequest
 
 
 def _explain(exc: ValidationError) -> str:
@@ -147,21 +155,19 @@ def too_deep(value: Any, path: str = "", shown: int = 3) -> str | None:
     return None
 
 
-def parse_review(body: bytes) -> AdmissionReview:
+def parse_review(body: bytes, model: type[AdmissionReview] = AdmissionReview) -> AdmissionReview:
     """The AdmissionReview in `body` (JSON); `ReviewError` says what is wrong with anything else. Values nested past
-    MAX_DEPTH are replaced by TOO_DEEP (see `too_deep`)."""
+    MAX_DEPTH are replaced by TOO_DEEP (see `too_deep`), and the request says it was `cut`."""
     if not body.strip():
         raise ReviewError("empty body: expected an admission.k8s.io/v1 AdmissionReview")
     try:
-        return AdmissionReview.model_validate_json(body)
+        return model.model_validate_json(body)
     except ValidationError as exc:
         invalid = [e for e in exc.errors(include_url=False) if e["type"] == "json_invalid"]
         if invalid and "recursion limit" in str((invalid[0].get("ctx") or {}).get("error", "")):
             cut = cut_below(body)
             if cut is not None:
-                review = parse_review(cut)
-                review.request._cut = True
-                return review
+                return parse_review(cut, _CutReview)
         if invalid:
             why = str((invalid[0].get("ctx") or {}).get("error", ""))[:200]
             raise ReviewError(f"the body is not valid JSON: {why}" if why else "the body is not valid JSON") from None
@@ -170,14 +176,18 @@ def parse_review(body: bytes) -> AdmissionReview:
         raise ReviewError(f"not an admission.k8s.io/v1 AdmissionReview: {_explain(exc)}") from None
 
 
-class ResponseStatus(_Wire):
+@dataclass(frozen=True, slots=True)
+class ResponseStatus:
     """The `metav1.Status` of a denial: the API server returns it to the client, `code` as the HTTP status and
-    `message` after `admission webhook "<name>" denied the request: `."""
+    `message` after `admission webhook "<name>" denied the request: `. Made here, never parsed: a dataclass."""
 
     code: int
     reason: str
     message: str
     status: str = "Failure"
+
+    def wire(self) -> dict[str, Any]:
+        return {"code": self.code, "reason": self.reason, "message": self.message, "status": self.status}
 
 
 def review_response(
@@ -186,7 +196,7 @@ def review_response(
     """The AdmissionReview answering request `uid`, as JSON."""
     response: dict[str, Any] = {"uid": uid, "allowed": allowed}
     if status is not None:
-        response["status"] = status.model_dump()
+        response["status"] = status.wire()
     if warnings:
         response["warnings"] = list(warnings)
     return {"apiVersion": ADMISSION_API_VERSION, "kind": REVIEW_KIND, "response": response}

@@ -62,6 +62,8 @@ LABEL_MAX: Final = 63
 NO_NEWLINE_PATTERN = r"^[^\r\n]*$"
 TAG_PATTERN = r"^[A-Za-z0-9_-]+(:[^\r\n]*)?$"
 _TAG = re.compile(TAG_PATTERN)
+_SPACE = re.compile(r"\s")
+"""White space of any kind (`re`'s `\\s` on text is `str.isspace`)."""
 
 
 def _listing(types: frozenset[str]) -> str:
@@ -132,7 +134,7 @@ class DNSRecordSpec(KflareModel):
     def _check_name(cls, name: str) -> str:
         if name == "@":
             return name
-        if any(c.isspace() for c in name):
+        if _SPACE.search(name):
             raise PydanticCustomError("dns_name", "a DNS name cannot contain white space")
         labels = name.removesuffix(".").split(".")
         if any(not label for label in labels):

@@ -44,6 +44,8 @@ TEXT_MESSAGE: Final = "must not contain control characters or bidirectional over
 
 def hidden_character(value: str, *, name: bool, code: bool = False) -> tuple[int, str] | None:
     """The first character `value` may not hold, with its position; None when there is none."""
+    if value.isascii() and value.isprintable():
+        return None  # the common case, decided in C: ASCII has no format character, and its controls are unprintable
     for index, char in enumerate(value):
         category = unicodedata.category(char)
         if code and char in "\t\n\r":

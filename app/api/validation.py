@@ -85,7 +85,7 @@ def _fields(model: type[BaseModel]) -> tuple[dict[str, Walker | None], dict[str,
 
 
 def _unknown(model: type[BaseModel], data: Any, loc: Loc) -> Iterator[FieldError]:
-    if not isinstance(data, Mapping):
+    if not isinstance(data, (dict, Mapping)):  # dict first: what JSON parses to, and an exact match is cheap
         return
     by_wire, by_python = _fields(model)
     for key, value in data.items():
@@ -111,12 +111,17 @@ def _model(kind: KindRef) -> ResourceClass:
     return kind_for(kind) if isinstance(kind, str) else kind
 
 
+@functools.cache
+def _spec_model(model: ResourceClass) -> type[BaseModel]:
+    return model.spec_model()  # read from the model's fields, which pydantic builds on each access
+
+
 def _spec_errors(model: ResourceClass, spec: Any) -> Iterator[FieldError]:
     prefix: Loc = ("spec",)
-    if not isinstance(spec, Mapping):
+    if not isinstance(spec, (dict, Mapping)):
         yield FieldError("spec", "must be an object")
         return
-    spec_model = model.spec_model()
+    spec_model = _spec_model(model)
     try:
         spec_model.model_validate(spec)
     except ValidationError as exc:
@@ -128,7 +133,7 @@ def object_errors(kind_or_plural: KindRef, obj: Mapping[str, Any]) -> Iterator[F
     """`validate_object`, one error at a time: a caller that shows only the first few need not hold them all (an
     object can have as many unknown fields as its size allows)."""
     model = _model(kind_or_plural)
-    if not isinstance(obj, Mapping):
+    if not isinstance(obj, (dict, Mapping)):
         yield FieldError("", "the object must be a JSON object")
         return
     api_version = obj.get("apiVersion")
@@ -157,7 +162,7 @@ def spec_value(spec: Any, path: str) -> Any:
     """The value at a dotted path of a spec (as JSON), or MISSING."""
     value = spec
     for part in path.split("."):
-        if not isinstance(value, Mapping) or value.get(part) is None:
+        if not isinstance(value, (dict, Mapping)) or value.get(part) is None:
             return MISSING
         value = value[part]
     return value
