@@ -43,7 +43,7 @@ def _metrics() -> FastAPI:
 
 
 def _emulator() -> FastAPI:
-    from app.emulator import create_app
+    from app.emulator.app import create_app
 
     return create_app()
 

@@ -213,8 +213,8 @@ def warnings_since(plane: ControlPlane, since: float) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scales", default="1000:5,5000:25", help="records:zones, cumulative, comma-separated")
-    parser.add_argument("--drift", type=int, default=20, help="drift check interval in seconds")
-    parser.add_argument("--outage", type=int, default=60, help="seconds the account's GET answers 503")
+    parser.add_argument("--drift", type=float, default=20, help="drift check interval in seconds")
+    parser.add_argument("--outage", type=float, default=60, help="seconds the account's GET answers 503")
     parser.add_argument(
         "--settle", type=float, default=5, help="seconds the process idles before its RSS is read (at most 3 at start)"
     )
@@ -304,7 +304,7 @@ def main() -> int:
                 wait_ready(plane, "cloudflareaccounts.kflare.dev", 1, 120)
                 rows.append(
                     (
-                        f"[{label}] account 503 for {args.outage} s: status writes",
+                        f"[{label}] account 503 for {args.outage:g} s: status writes",
                         f"{changed_since(plane, versions)}",
                         f"on Zones and records; Warning Events: {warnings_since(plane, outage)}",
                     )

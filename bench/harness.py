@@ -19,15 +19,13 @@ import sys
 import time
 import urllib.request
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from app.api.crds import render_crds
+from app.api import GROUP
 from app.api.registry import KINDS
-from app.controlplane import ControlPlane, free_port
-from app.dev import default_bin_dir
+from app.controlplane import ControlPlane, bin_dir_from_env, free_port
 from tests.fixtures.emulator import EmulatorProcess
 
 API = "kflare.dev/v1alpha1"
@@ -40,7 +38,11 @@ SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 
 
 def bin_dir() -> Path:
-    bins = default_bin_dir()
+    bins = bin_dir_from_env()
+    if bins is None:
+        from app.dev import default_bin_dir  # builds them; imported here as it loads the whole process (a second)
+
+        bins = default_bin_dir()
     if bins is None:
         raise SystemExit("no kube-apiserver: run `make test-bins`")
     return bins
@@ -97,12 +99,20 @@ def cluster(
     shared = os.environ.get(SHARED_PLANE)
     if shared:
         plane = ControlPlane(bin_dir=bins, workdir=Path(shared))
-        empty(plane)
     else:
         plane = ControlPlane.in_tempdir(bins)
         plane.start()
     try:
-        emulator = EmulatorProcess(state, workdir=work).start()
+        # The shared plane is emptied while the emulator starts: each takes about a second.
+        with ThreadPoolExecutor(1) as pool:
+            emptied = pool.submit(empty, plane) if shared else None
+            emulator = EmulatorProcess(state, workdir=work).start()
+            try:
+                if emptied is not None:
+                    emptied.result()
+            except BaseException:
+                emulator.stop()
+                raise
     except BaseException:
         plane.stop()
         raise
@@ -110,6 +120,8 @@ def cluster(
         if unlimited:
             emulator.set_rate_limit(UNLIMITED, 300, 1)
         if not shared:
+            from app.api.crds import render_crds
+
             crds = "\n---\n".join(render_crds(helm=False).values())
             kubectl(plane, "apply", "--server-side", "-f", "-", stdin=crds)
             kubectl(plane, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
@@ -128,7 +140,7 @@ def empty(plane: ControlPlane) -> None:
     """Delete what an earlier benchmark left in a shared plane, so that no count of Ready objects or reconciles, and
     no controller, sees it: every kflare object, and the Secrets, Events and Leases outside the system namespaces.
     No controller runs to remove their finalizers, so they are dropped first."""
-    crds = [yaml.safe_load(crd)["metadata"]["name"] for crd in render_crds(helm=False).values()]
+    crds = [f"{model.info.plural}.{GROUP}" for model in KINDS]
     listed = json.loads(kubectl(plane, "get", ",".join([*crds, "secrets", "events", "leases"]), "-A", "-o", "json"))
     left = [item for item in listed["items"] if item["metadata"].get("namespace") not in SYSTEM_NAMESPACES]
     if not left:
@@ -171,7 +183,7 @@ class Controller:
         emulator: EmulatorProcess,
         log: Path,
         *extra: str,
-        drift: int | None = None,
+        drift: float | None = None,
         unlimited: bool = False,
     ) -> None:
         self.metrics_port, probe_port = free_port(), free_port()
@@ -187,7 +199,7 @@ class Controller:
             "--webhook-port=0",
             "--namespace=kflare-system",
             "--log-level=warning",
-            *([f"--drift-check-interval={drift}s"] if drift else []),
+            *([f"--drift-check-interval={round(drift * 1000)}ms"] if drift else []),
             *([f"--cloudflare-rate-limit={UNLIMITED}"] if unlimited else []),
             *extra,
         ]
@@ -201,7 +213,7 @@ class Controller:
                     if reply.status == 200:
                         return
             except OSError:
-                time.sleep(0.2)
+                time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"controller not ready: {log.read_text()[-2000:]}")
 
@@ -300,6 +312,6 @@ def wait_ready(
     return time.monotonic() - started
 
 
-def drift_round(drift: int) -> None:
+def drift_round(drift: float) -> None:
     """Wait one drift round: every object's check falls due within the interval +- 10 % of its last reconcile."""
     time.sleep(drift * 1.25)

@@ -69,7 +69,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rules", type=int, default=100)
     parser.add_argument("--items", type=int, default=10000)
-    parser.add_argument("--drift", type=int, default=20, help="drift check interval in seconds")
+    parser.add_argument("--drift", type=float, default=20, help="drift check interval in seconds")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kflare-bench-rules-"))
     plane, emulator = cluster(bin_dir(), work, unlimited=True)

@@ -147,7 +147,7 @@ def main() -> int:
     parser.add_argument("--resources", type=int, default=2000, help="DNS records (100 per zone)")
     parser.add_argument("--minutes", type=float, default=30)
     parser.add_argument("--window", type=float, default=5, help="minutes per row of the table")
-    parser.add_argument("--drift", type=int, default=60, help="drift check interval in seconds")
+    parser.add_argument("--drift", type=float, default=60, help="drift check interval in seconds")
     parser.add_argument("--warmup", type=float, default=60, help="seconds left out of the slopes (settling)")
     parser.add_argument("--churn", type=int, default=0, help="records changed every 10 s (default: 1 %%)")
     args = parser.parse_args()
@@ -239,7 +239,7 @@ def report(
             )
             start, edge = s, edge + window
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    print(f"\nsoak: {args.resources:,} records, {args.minutes:g} min, drift checks every {args.drift} s")
+    print(f"\nsoak: {args.resources:,} records, {args.minutes:g} min, drift checks every {args.drift:g} s")
     print(f"churn: {changed} records changed, {recreated} deleted and made again; {drifted} drifted in Cloudflare")
     for r in rows:
         print("  ".join(c.rjust(widths[i]) for i, c in enumerate(r)))

@@ -94,7 +94,7 @@ def manifests(count: int) -> list[dict[str, object]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tunnels", type=int, default=100)
-    parser.add_argument("--drift", type=int, default=20, help="drift check interval in seconds")
+    parser.add_argument("--drift", type=float, default=20, help="drift check interval in seconds")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kflare-bench-tunnels-"))
     plane, emulator = cluster(bin_dir(), work, unlimited=True)

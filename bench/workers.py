@@ -40,7 +40,7 @@ def is_upload(call: dict[str, Any]) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=200)
-    parser.add_argument("--drift", type=int, default=20, help="drift check interval in seconds")
+    parser.add_argument("--drift", type=float, default=20, help="drift check interval in seconds")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kflare-bench-workers-"))
     state = {**DEFAULT_STATE, "accounts": [*DEFAULT_STATE["accounts"], {"id": SECOND_ACCOUNT, "name": "second"}]}

@@ -22,8 +22,7 @@ Layout, one module per concern:
 
 Adding an object type means a ``kinds`` module declaring a :class:`~app.emulator.collection.Kind` subclass, listed in
 :data:`app.emulator.kinds.KINDS`; its table, routes, paging, seeding and dumping follow from the declaration.
+
+Importing the package imports none of them: a process that only starts the emulator (`app.emulator.process`) need
+not load its application; the factory is `app.emulator.app.create_app`.
 """
-
-from app.emulator.app import create_app
-
-__all__ = ["create_app"]

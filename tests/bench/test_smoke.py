@@ -124,7 +124,7 @@ def test_webhook() -> None:
 @pytest.mark.integration
 def test_converge(shared_plane: dict[str, str]) -> None:
     # One scale: a second one would add a converge, two restarts and a drift round for the RSS slope line only.
-    args = ("--scales", "4:1", "--drift", "2", "--outage", "1", "--secrets-mib", "1", "--settle", "0")
+    args = ("--scales", "4:1", "--drift", "0.5", "--outage", "0.5", "--secrets-mib", "1", "--settle", "0")
     out = run("converge.py", *args, timeout=240, env=shared_plane)
     lines_with(
         out,
@@ -132,7 +132,7 @@ def test_converge(shared_plane: dict[str, str]) -> None:
         "calls to converge",
         "calls after a restart",
         "calls per drift round",
-        "account 503 for 1 s",
+        "account 503 for 0.5 s",
         "controller RSS, 5 resources Ready",
         "floor: kubectl apply + one status write each",
         "wall time to all Ready / floor",
@@ -142,25 +142,25 @@ def test_converge(shared_plane: dict[str, str]) -> None:
 
 @pytest.mark.integration
 def test_tunnels(shared_plane: dict[str, str]) -> None:
-    out = run("tunnels.py", "--tunnels", "1", "--drift", "2", timeout=240, env=shared_plane)
+    out = run("tunnels.py", "--tunnels", "1", "--drift", "0.5", timeout=240, env=shared_plane)
     lines_with(out, "calls to converge", "calls after a restart", "calls per drift round", "token reads")
 
 
 @pytest.mark.integration
 def test_rules(shared_plane: dict[str, str]) -> None:
-    out = run("rules.py", "--rules", "7", "--items", "10", "--drift", "2", timeout=240, env=shared_plane)
+    out = run("rules.py", "--rules", "7", "--items", "10", "--drift", "0.5", timeout=240, env=shared_plane)
     lines_with(out, "converge rules:", "drift round of the rules", "converge the list", "drift round of the list")
 
 
 @pytest.mark.integration
 def test_workers(shared_plane: dict[str, str]) -> None:
-    out = run("workers.py", "--workers", "2", "--drift", "2", timeout=240, env=shared_plane)
+    out = run("workers.py", "--workers", "2", "--drift", "0.5", timeout=240, env=shared_plane)
     lines_with(out, "calls to converge the Workers", "calls per drift round", "uploads on an idle resync")
 
 
 @pytest.mark.integration
 def test_soak(shared_plane: dict[str, str]) -> None:
-    args = ("--resources", "4", "--minutes", "0.1", "--window", "0.05", "--drift", "2", "--warmup", "0")
+    args = ("--resources", "4", "--minutes", "0.04", "--window", "0.02", "--drift", "0.5", "--warmup", "0")
     out = run("soak.py", *args, timeout=240, env=shared_plane)
     lines_with(out, "soak: 4 records", "RSS slope", "open sockets slope", "not Ready at the end")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from app.emulator import create_app
+from app.emulator.app import create_app
 from app.emulator.seed import SeedError
 
 TOKEN = "in-process-token"

@@ -28,8 +28,7 @@ import uvicorn
 from app.api.base import GROUP, VERSION
 from app.cloudflare.http import HttpConfig
 from app.cloudflare.session import CloudflareSession
-from app.emulator import create_app
-from app.emulator.app import EmulatorApp
+from app.emulator.app import EmulatorApp, create_app
 from app.emulator.context import Emulator
 from app.kube.client import JSON, JSON_PATCH, KubeError, ResourceType
 from app.kube.index import DependencyIndex, Ref
