@@ -188,7 +188,7 @@ def main() -> int:
             if now >= next_sample:
                 next_sample += SAMPLE_EVERY
                 samples.append(sample(controller, soak_start))
-            time.sleep(max(0.0, min(next_churn, next_drift, next_sample) - time.monotonic()))
+            time.sleep(max(0.0, min(next_churn, next_drift, next_sample, end) - time.monotonic()))
         samples.append(sample(controller, soak_start))
         unready = args.resources - wait_settled(plane, args.resources)
         controller.stop()

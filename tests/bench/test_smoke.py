@@ -168,7 +168,7 @@ def test_soak(shared_plane: dict[str, str]) -> None:
 @pytest.mark.integration
 def test_gateway(shared_plane: dict[str, str]) -> None:
     args = ("--routes", "2", "--repeat", "1", "--changes", "2", "--seconds", "0.5")
-    out = run("gateway.py", *args, "--concurrency", "2", "--idle", "1", timeout=240, env=shared_plane)
+    out = run("gateway.py", *args, "--concurrency", "2", "--idle", "1", "--imports", "1", timeout=240, env=shared_plane)
     lines_with(out, "translation of 2 HTTPRoutes", "route change", "requests per second", "ingress document")
 
 
