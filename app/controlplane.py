@@ -13,6 +13,7 @@ import datetime as dt
 import ipaddress
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -145,11 +146,39 @@ class CertificateAuthority:
         return key_pem(key), cert_pem(builder.sign(self.key, hashes.SHA256()))
 
 
+_LOWEST_PORT = 10_000
+_handed_out: set[int] = set()
+_pick = random.SystemRandom()  # its own: a test that seeds `random` must not make parallel workers pick alike
+
+
+def _ephemeral_ports() -> range:
+    """The ports the kernel gives outgoing connections (Linux's default where it does not say)."""
+    try:
+        low, high = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A port nothing listens on, for a process started next to bind. Chosen outside the ephemeral range: a port the
+    kernel hands out for outgoing connections (every client of the API server, the emulator, Envoy) can be taken
+    by one between this check and the bind, which failed a test run once; no port is handed out twice."""
+    ephemeral = _ephemeral_ports()
+    below = range(_LOWEST_PORT, ephemeral.start) if ephemeral.start > _LOWEST_PORT + 1000 else range(0)
+    for _ in range(200):
+        port = _pick.choice(below) if below else 0
+        if port in _handed_out:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("", port))  # every address: the webhook and probes bind 0.0.0.0
+            except OSError:
+                continue
+            port = sock.getsockname()[1]
+        _handed_out.add(port)
+        return int(port)
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def _b64(data: bytes) -> str:

@@ -118,7 +118,9 @@ def test_cloudflare_client() -> None:
 def test_webhook() -> None:
     args = ("--reviews", "20", "--concurrency", "2", "--rounds", "1", "--hostile", "4")
     out = run("webhook.py", *args, timeout=240)
-    lines_with(out, "reviews/s", "webhook + metrics", "WAFCustomRule (expression checked)", "RSS in MiB")
+    lines_with(
+        out, "reviews/s", "webhook + metrics", "rounds' own ratios", "WAFCustomRule (expression checked)", "RSS in MiB"
+    )
 
 
 @pytest.mark.integration
