@@ -60,11 +60,22 @@ _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"
 
 
 def _record(listener: str) -> Callable[[Info], None]:
+    # Each series' child is looked up once: resolving labels costs as much as recording. The keys are bounded as
+    # the series are: known methods, status codes, route templates (any other path is "none").
+    series: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+
     def record(info: Info) -> None:
         # A client picks the method: anything unusual shares one label value, so it cannot grow the series.
         method = info.method if info.method in _METHODS else "other"
-        HTTP_REQUESTS.labels(listener, method, info.modified_status, info.modified_handler).inc()
-        HTTP_DURATION.labels(listener, method, info.modified_handler).observe(info.modified_duration)
+        key = (method, info.modified_status, info.modified_handler)
+        children = series.get(key)
+        if children is None:
+            children = series[key] = (
+                HTTP_REQUESTS.labels(listener, *key),
+                HTTP_DURATION.labels(listener, method, info.modified_handler),
+            )
+        children[0].inc()
+        children[1].observe(info.modified_duration)
 
     return record
 
