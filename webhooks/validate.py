@@ -152,7 +152,7 @@ def policy_errors(new: Mapping[str, Any], old: Any) -> list[FieldError]:
     """A deletion or adoption policy this request sets to a value kflare does not know: read as absent, a typo of
     `retain` would let the next deletion delete the Cloudflare object."""
     after = _metadata(new, "annotations")
-    if not any(key in after for key in POLICIES):
+    if POLICIES.keys().isdisjoint(after):
         return []
     before = _metadata(old, "annotations")
     return [
@@ -171,7 +171,7 @@ _CLAIM_LABELS: Final = tuple(sorted(CLAIM_LABELS))
 def claim_errors(request: AdmissionRequest, new: Mapping[str, Any], old: Any) -> list[FieldError]:
     """Claim labels this request sets or changes without being kflare's own write."""
     after = _metadata(new, "labels")
-    if not any(label in after for label in _CLAIM_LABELS) or request.field_manager == FIELD_MANAGER:
+    if CLAIM_LABELS.isdisjoint(after) or request.field_manager == FIELD_MANAGER:
         return []
     before = _metadata(old, "labels")
     return [
