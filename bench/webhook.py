@@ -25,6 +25,7 @@ over the limit with and without Content-Length, broken chunked encoding, 1 MiB o
 never end), `--concurrency` x 4 at a time, and again after a few idle seconds.
 
     .venv/bin/python bench/webhook.py [--reviews 5000] [--concurrency 8] [--rounds 3] [--plain] [--hostile 200]
+        [--idle 5]
 """
 
 from __future__ import annotations
@@ -312,9 +313,6 @@ def measure(
             proc.wait()
 
 
-IDLE_SECONDS = 5.0
-
-
 def _rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -400,7 +398,7 @@ def measure_hostile(args: argparse.Namespace, cert_dir: Path, verify: Any) -> di
         requests = _hostile_requests(args.hostile)
         asyncio.run(asyncio.wait_for(_hostile(port, verify, requests, args.concurrency * 4), TARGET_TIMEOUT))
         figures["hostile"] = _rss_mib(proc.pid)
-        time.sleep(IDLE_SECONDS)  # a benchmark's pause, for the figure after idling: nothing to wait for
+        time.sleep(args.idle)  # a benchmark's pause, for the figure after idling: nothing to wait for
         figures["idle"] = _rss_mib(proc.pid)
         return figures
     finally:
@@ -422,6 +420,7 @@ def main() -> int:
     parser.add_argument(
         "--hostile", type=int, default=200, help="valid, then hostile requests for the RSS figure (default: 200)"
     )
+    parser.add_argument("--idle", type=float, default=5, help="seconds idle before the last RSS figure (default: 5)")
     parser.add_argument("--serve", choices=(*TARGETS, HOSTILE_TARGET), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--cpu", type=int, help=argparse.SUPPRESS)
@@ -519,7 +518,7 @@ def main() -> int:
                 f" {memory['valid']:.0f} after {args.hostile} valid reviews (baseline),"
                 f" {memory['hostile']:.0f} after {args.hostile} hostile requests"
                 f" ({memory['hostile'] - memory['valid']:+.0f} over the baseline),"
-                f" {memory['idle']:.0f} after {IDLE_SECONDS:.0f} s idle"
+                f" {memory['idle']:.0f} after {args.idle:g} s idle"
             )
     return 0
 

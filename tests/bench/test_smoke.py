@@ -116,7 +116,7 @@ def test_cloudflare_client() -> None:
 
 
 def test_webhook() -> None:
-    args = ("--reviews", "20", "--concurrency", "2", "--rounds", "1", "--hostile", "4")
+    args = ("--reviews", "20", "--concurrency", "2", "--rounds", "1", "--hostile", "4", "--idle", "0.5")
     out = run("webhook.py", *args, timeout=240)
     lines_with(
         out, "reviews/s", "webhook + metrics", "rounds' own ratios", "WAFCustomRule (expression checked)", "RSS in MiB"
