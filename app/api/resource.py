@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from app.api.base import API_VERSION, KflareModel, KindInfo, Problems
 from app.api.meta import ObjectMeta, Status
@@ -53,11 +54,11 @@ class Resource(KflareModel, Generic[SpecT, StatusT]):
 
     @classmethod
     def spec_model(cls) -> type[KflareModel]:
-        return cast(type[KflareModel], cls.model_fields["spec"].annotation)
+        return cast(type[KflareModel], _field_type(cls, "spec"))
 
     @classmethod
     def status_model(cls) -> type[Status]:
-        return cast(type[Status], cls.model_fields["status"].annotation)
+        return cast(type[Status], _field_type(cls, "status"))
 
     @property
     def name(self) -> str:
@@ -75,3 +76,10 @@ class Resource(KflareModel, Generic[SpecT, StatusT]):
 
 AnyResource = Resource[Any, Any]
 ResourceClass = type[Resource[Any, Any]]
+
+
+@functools.cache
+def _field_type(model: type[BaseModel], name: str) -> Any:
+    """The declared type of a model's field: pydantic builds `model_fields` anew on each access from the class, and
+    the webhook asks for a kind's spec model on every review."""
+    return model.model_fields[name].annotation

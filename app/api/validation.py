@@ -111,17 +111,12 @@ def _model(kind: KindRef) -> ResourceClass:
     return kind_for(kind) if isinstance(kind, str) else kind
 
 
-@functools.cache
-def _spec_model(model: ResourceClass) -> type[BaseModel]:
-    return model.spec_model()  # read from the model's fields, which pydantic builds on each access
-
-
 def _spec_errors(model: ResourceClass, spec: Any) -> Iterator[FieldError]:
     prefix: Loc = ("spec",)
     if not isinstance(spec, (dict, Mapping)):
         yield FieldError("spec", "must be an object")
         return
-    spec_model = _spec_model(model)
+    spec_model = model.spec_model()
     try:
         spec_model.model_validate(spec)
     except ValidationError as exc:
