@@ -94,8 +94,11 @@ def deny(errors: Iterable[FieldError], *, code: int = INVALID) -> Decision:
 
 
 def _verdict(errors: Iterable[FieldError]) -> Decision:
-    denial = deny(errors)
-    return denial if denial.errors else ALLOW
+    found = iter(errors)
+    first = next(found, None)
+    if first is None:
+        return ALLOW  # most reviews: no denial built only to be dropped
+    return deny(itertools.chain([first], found))
 
 
 def bad_request(path: str, message: str) -> Decision:
@@ -198,7 +201,7 @@ def decide(model: ResourceClass, request: AdmissionRequest) -> Decision:
     new = request.object
     if new is None:
         return bad_request("request.object", f"required on {operation}")
-    if not isinstance(new, Mapping):
+    if not isinstance(new, dict):
         return bad_request("request.object", "must be a JSON object")
     deep = too_deep(new) if request.cut else None
     if deep is not None:  # the rest of the object is checked as well: the cut value reads as a string
@@ -211,7 +214,7 @@ def decide(model: ResourceClass, request: AdmissionRequest) -> Decision:
     old = request.old_object
     if old is None:
         return bad_request("request.oldObject", "required on UPDATE")
-    if not isinstance(old, Mapping):
+    if not isinstance(old, dict):
         return bad_request("request.oldObject", "must be a JSON object")
     metadata = [*claim_errors(request, new, old), *policy_errors(new, old)]
     if old.get("spec") == new.get("spec"):

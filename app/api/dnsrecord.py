@@ -64,6 +64,26 @@ TAG_PATTERN = r"^[A-Za-z0-9_-]+(:[^\r\n]*)?$"
 _TAG = re.compile(TAG_PATTERN)
 _SPACE = re.compile(r"\s")
 """White space of any kind (`re`'s `\\s` on text is `str.isspace`)."""
+_PLAIN_NAME = re.compile(r"(?:[^\s.]{1,63}\.)*[^\s.]{1,63}\.?")
+"""A DNS name `_check_name` accepts, matched in one pass (most names are): labels of 1 to 63 characters other than
+white space, an optional final dot. Anything else is checked step by step, to say what is wrong."""
+_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_IPV4 = re.compile(rf"(?:{_OCTET}\.){{3}}{_OCTET}")
+"""A dotted-quad IPv4 address as `ipaddress` accepts it (no leading zeros), matched without its per-octet Python."""
+
+
+def _is_address(kind: str, content: str) -> bool:
+    """Whether `content` is an address of an A (IPv4) or AAAA (IPv6) record."""
+    if kind == "A" and _IPV4.fullmatch(content):
+        return True
+    family: type[ipaddress.IPv4Address | ipaddress.IPv6Address] = (
+        ipaddress.IPv4Address if kind == "A" else ipaddress.IPv6Address
+    )
+    try:
+        family(content)
+    except ValueError:
+        return False
+    return True
 
 
 def _listing(types: frozenset[str]) -> str:
@@ -76,11 +96,11 @@ class DNSRecordSpec(KflareModel):
 
     zone_ref: LocalObjectReference
     """The Zone, in the same namespace, the record belongs to."""
-    name: Annotated[str, NameCheck, Field(min_length=1, max_length=NAME_MAX, json_schema_extra=NAME_SCHEMA)]
+    name: Annotated[str, Field(min_length=1, max_length=NAME_MAX, json_schema_extra=NAME_SCHEMA), NameCheck]
     """Record name: a fully qualified domain name in Punycode, such as `www.example.com` (`@` for the apex)."""
     type: RecordType
     """Record type."""
-    content: Annotated[str, TextCheck, Field(max_length=8192, json_schema_extra=TEXT_SCHEMA)] | None = None
+    content: Annotated[str, Field(max_length=8192, json_schema_extra=TEXT_SCHEMA), TextCheck] | None = None
     """Record value, such as an IP address or a host name. Leave out for a record given by `data`."""
     ttl: (
         Annotated[
@@ -105,8 +125,8 @@ class DNSRecordSpec(KflareModel):
     comment: (
         Annotated[
             str,
-            TextCheck,
             Field(max_length=COMMENT_MAX, json_schema_extra={"pattern": NO_NEWLINE_PATTERN, **TEXT_SCHEMA}),
+            TextCheck,
         ]
         | None
     ) = None
@@ -115,7 +135,7 @@ class DNSRecordSpec(KflareModel):
         Annotated[
             list[
                 Annotated[
-                    str, TextCheck, Field(max_length=1024, json_schema_extra={"pattern": TAG_PATTERN, **TEXT_SCHEMA})
+                    str, Field(max_length=1024, json_schema_extra={"pattern": TAG_PATTERN, **TEXT_SCHEMA}), TextCheck
                 ]
             ],
             Field(max_length=TAGS_MAX),
@@ -132,7 +152,7 @@ class DNSRecordSpec(KflareModel):
     @field_validator("name")
     @classmethod
     def _check_name(cls, name: str) -> str:
-        if name == "@":
+        if name == "@" or _PLAIN_NAME.fullmatch(name):
             return name
         if _SPACE.search(name):
             raise PydanticCustomError("dns_name", "a DNS name cannot contain white space")
@@ -218,15 +238,9 @@ class DNSRecordSpec(KflareModel):
             problems.add("content", f"a {kind} record needs content")
         elif kind in DATA_TYPES and not has_content and self.data is None:
             problems.add("content", f"a {kind} record needs content or data")
-        if has_content and kind in ("A", "AAAA"):
-            family: type[ipaddress.IPv4Address | ipaddress.IPv6Address] = (
-                ipaddress.IPv4Address if kind == "A" else ipaddress.IPv6Address
-            )
-            try:
-                family(self.content or "")
-            except ValueError:
-                version = "IPv4" if kind == "A" else "IPv6"
-                problems.add("content", f"an {kind} record's content must be an {version} address", self.content)
+        if has_content and kind in ("A", "AAAA") and not _is_address(kind, self.content or ""):
+            version = "IPv4" if kind == "A" else "IPv6"
+            problems.add("content", f"an {kind} record's content must be an {version} address", self.content)
         problems.raise_if_any(type(self).__name__)
         return self
 

@@ -52,7 +52,7 @@ class GatewayParametersSpec(KflareModel):
     account_ref: LocalObjectReference
     """The CloudflareAccount each Gateway's own tunnel is made in."""
     tunnel_name: (
-        Annotated[str, NameCheck, Field(min_length=1, max_length=200, json_schema_extra=NAME_SCHEMA)] | None
+        Annotated[str, Field(min_length=1, max_length=200, json_schema_extra=NAME_SCHEMA), NameCheck] | None
     ) = None
     """Name of the tunnel in Cloudflare, as a prefix: a Gateway's tunnel is `<tunnelName>-<namespace>-<gateway>`.
     Unset: `kflare`."""

@@ -46,8 +46,8 @@ def validate_expression(expression: str, phase: str) -> list[FieldError]:
     return [FieldError("expression", str(error)) for error in check_expression(expression, phase)]
 
 
-Expression = Annotated[str, TextCheck, Field(min_length=1, max_length=EXPRESSION_MAX, json_schema_extra=TEXT_SCHEMA)]
-Description = Annotated[str, TextCheck, Field(max_length=DESCRIPTION_MAX, json_schema_extra=TEXT_SCHEMA)]
+Expression = Annotated[str, Field(min_length=1, max_length=EXPRESSION_MAX, json_schema_extra=TEXT_SCHEMA), TextCheck]
+Description = Annotated[str, Field(max_length=DESCRIPTION_MAX, json_schema_extra=TEXT_SCHEMA), TextCheck]
 # Inside nested lists (headers, rewrites), where CEL rules would exceed the CRD's cost budget: ASCII patterns.
 InnerExpression = Annotated[str, Field(pattern=PRINTABLE_ASCII, min_length=1, max_length=EXPRESSION_MAX), TextCheck]
 InnerValue = Annotated[str, Field(pattern=PRINTABLE_ASCII, max_length=EXPRESSION_MAX), TextCheck]

@@ -21,7 +21,7 @@ class KVNamespaceSpec(KflareModel):
 
     account_ref: LocalObjectReference
     """The CloudflareAccount the namespace belongs to."""
-    title: Annotated[str, TextCheck, Field(min_length=1, max_length=512, json_schema_extra=TEXT_SCHEMA)]
+    title: Annotated[str, Field(min_length=1, max_length=512, json_schema_extra=TEXT_SCHEMA), TextCheck]
     """The namespace's title, unique in the account. Changing it renames the namespace in place (ID and data kept)."""
 
 

@@ -67,6 +67,8 @@ def _checker(*, name: bool, code: bool = False) -> Any:
     message = CODE_MESSAGE if code else NAME_MESSAGE if name else TEXT_MESSAGE
 
     def check(value: str) -> str:
+        if value.isascii() and value.isprintable():
+            return value  # as `hidden_character` decides first, without the call: this runs for every string field
         found = hidden_character(value, name=name, code=code)
         if found is not None:
             index, char = found
@@ -97,9 +99,11 @@ TEXT_SCHEMA: Final = _rule(TEXT_RULE, TEXT_MESSAGE)
 CodeCheck: Final = AfterValidator(_checker(name=False, code=True))
 CODE_SCHEMA: Final = _rule(CODE_RULE, CODE_MESSAGE)
 
-Name = Annotated[str, NameCheck, Field(json_schema_extra=NAME_SCHEMA)]
+# Constraints (`Field(max_length=...)`) come before a check wherever these are used: pydantic applies the ones given
+# before a validator in its core, and those given after it through a Python function for every value.
+Name = Annotated[str, Field(json_schema_extra=NAME_SCHEMA), NameCheck]
 """A string that names something: no control or format character."""
-Text = Annotated[str, TextCheck, Field(json_schema_extra=TEXT_SCHEMA)]
+Text = Annotated[str, Field(json_schema_extra=TEXT_SCHEMA), TextCheck]
 """A string people read: no control character, no bidirectional control."""
-Code = Annotated[str, CodeCheck, Field(json_schema_extra=CODE_SCHEMA)]
+Code = Annotated[str, Field(json_schema_extra=CODE_SCHEMA), CodeCheck]
 """Code or a multi-line value: as Text, with tabs and line breaks."""

@@ -65,7 +65,7 @@ def hostname_problem(hostname: str) -> str | None:
 class TunnelSpec(KflareModel):
     """The tunnel's name, its account, and the Secret its token is written to."""
 
-    name: Annotated[str, NameCheck, Field(min_length=1, max_length=TUNNEL_NAME_MAX, json_schema_extra=NAME_SCHEMA)]
+    name: Annotated[str, Field(min_length=1, max_length=TUNNEL_NAME_MAX, json_schema_extra=NAME_SCHEMA), NameCheck]
     """Name of the tunnel in Cloudflare. Changing it renames the tunnel in place."""
     account_ref: LocalObjectReference
     """The CloudflareAccount the tunnel belongs to."""

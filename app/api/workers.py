@@ -44,7 +44,7 @@ def _exactly_one_rule(fields: tuple[str, ...]) -> str:
     return "[" + ", ".join(f"has(self.{f})" for f in fields) + "].filter(x, x).size() == 1"
 
 
-Flag = Annotated[str, NameCheck, Field(max_length=128, json_schema_extra=NAME_SCHEMA)]
+Flag = Annotated[str, Field(max_length=128, json_schema_extra=NAME_SCHEMA), NameCheck]
 
 
 class WorkerBinding(KflareModel):
@@ -64,7 +64,7 @@ class WorkerBinding(KflareModel):
     name: Annotated[str, Field(min_length=1, max_length=255, pattern=BINDING_NAME_PATTERN)]
     """The name the Worker sees (`env.NAME`)."""
     plain_text: (
-        Annotated[str, CodeCheck, Field(min_length=1, max_length=5120, json_schema_extra=CODE_SCHEMA)] | None
+        Annotated[str, Field(min_length=1, max_length=5120, json_schema_extra=CODE_SCHEMA), CodeCheck] | None
     ) = None
     """A plain-text value."""
     secret_key_ref: KeyReference | None = None
@@ -72,13 +72,13 @@ class WorkerBinding(KflareModel):
     kv_namespace_ref: LocalObjectReference | None = None
     """A KVNamespace in the same namespace (preferred over an ID)."""
     kv_namespace_id: (
-        Annotated[str, NameCheck, Field(min_length=1, max_length=64, json_schema_extra=NAME_SCHEMA)] | None
+        Annotated[str, Field(min_length=1, max_length=64, json_schema_extra=NAME_SCHEMA), NameCheck] | None
     ) = None
     """The ID of a KV namespace kflare does not manage."""
     r2_bucket_ref: LocalObjectReference | None = None
     """An R2Bucket in the same namespace."""
     r2_bucket_name: (
-        Annotated[str, NameCheck, Field(min_length=1, max_length=63, json_schema_extra=NAME_SCHEMA)] | None
+        Annotated[str, Field(min_length=1, max_length=63, json_schema_extra=NAME_SCHEMA), NameCheck] | None
     ) = None
     """The name of an R2 bucket kflare does not manage (default jurisdiction)."""
     d1_database_ref: LocalObjectReference | None = None
@@ -118,7 +118,7 @@ class WorkerScriptSpec(KflareModel):
     """The Worker's name in Cloudflare."""
     account_ref: LocalObjectReference
     """The CloudflareAccount the Worker belongs to."""
-    script: Annotated[str, CodeCheck, Field(min_length=1, json_schema_extra=CODE_SCHEMA)] | None = None
+    script: Annotated[str, Field(min_length=1, json_schema_extra=CODE_SCHEMA), CodeCheck] | None = None
     """The code, inline (at most 3 MiB)."""
     script_config_map_ref: KeyReference | None = None
     """A ConfigMap key in the same namespace holding the code."""
@@ -128,7 +128,7 @@ class WorkerScriptSpec(KflareModel):
     """The Workers runtime compatibility date (YYYY-MM-DD)."""
     compatibility_flags: (
         Annotated[
-            list[Annotated[str, NameCheck, Field(max_length=128, json_schema_extra=NAME_SCHEMA)]], Field(max_length=64)
+            list[Annotated[str, Field(max_length=128, json_schema_extra=NAME_SCHEMA), NameCheck]], Field(max_length=64)
         ]
         | None
     ) = None

@@ -194,3 +194,54 @@ def test_registry_is_consistent() -> None:
 )
 def test_wire_names(python: str, wire: str) -> None:
     assert wire_name(python) == wire
+
+
+def _record_errors(**spec: object) -> list[str]:
+    base: dict[str, object] = {"zoneRef": {"name": "z"}, "name": "www.example.com", "type": "A", "content": "192.0.2.1"}
+    obj = {"apiVersion": API_VERSION, "kind": "DNSRecord", "spec": {**base, **spec}}
+    return [str(error) for error in validate_object("DNSRecord", obj)]
+
+
+@pytest.mark.parametrize(
+    ("content", "valid"),
+    [
+        ("0.0.0.1", True),
+        ("255.255.255.255", True),
+        ("192.0.2.10", True),
+        ("192.0.2.010", False),  # a leading zero reads as octal in some tools: refused
+        ("256.0.2.1", False),
+        ("192.0.2", False),
+        ("192.0.2.1.5", False),
+        ("192.0.2.\u0661", False),  # an Arabic-Indic digit
+        ("2001:db8::1", False),
+    ],
+)
+def test_an_a_record_takes_an_ipv4_address_only(content: str, valid: bool) -> None:
+    errors = _record_errors(content=content)
+    assert errors == ([] if valid else ["spec.content: an A record's content must be an IPv4 address"])
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("www.example.com", None),
+        ("www.example.com.", None),
+        ("@", None),
+        ("_dmarc.example.com", None),
+        ("x" * 63 + ".example.com", None),
+        ("x" * 64 + ".example.com", "is at most 63 characters"),
+        ("www..example.com", "empty label"),
+        (".example.com", "empty label"),
+        ("www.example.com..", "empty label"),
+        ("www example.com", "white space"),
+        ("www\u3000example.com", "white space"),  # an ideographic space
+    ],
+)
+def test_a_record_name_is_a_dns_name(name: str, problem: str | None) -> None:
+    errors = _record_errors(name=name)
+    if problem is None:
+        assert errors == []
+    else:
+        (error,) = errors
+        assert error.startswith("spec.name: ")
+        assert problem in error
