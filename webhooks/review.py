@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
+from typing_extensions import TypedDict
 
 ADMISSION_API_VERSION: Final = "admission.k8s.io/v1"
 REVIEW_KIND: Final = "AdmissionReview"
@@ -42,9 +43,33 @@ class GroupVersionResource(_Wire):
     resource: str
 
 
+class _ObjectMeta(TypedDict, total=False):
+    name: Any
+    namespace: Any
+    labels: Any
+    annotations: Any
+
+
+class _Object(TypedDict, total=False):
+    """What a decision reads of an object, as the JSON it came as: its kind, the metadata above and its spec. The
+    rest (`managedFields`, the last applied configuration's siblings, `status`) is skipped by the parser, never built:
+    on an object as the API server sends it, that halves what parsing a review costs."""
+
+    apiVersion: Any
+    kind: Any
+    metadata: Annotated[_ObjectMeta | Any, Field(union_mode="left_to_right")]
+    spec: Any
+
+
+RawObject = Annotated[_Object | Any, Field(union_mode="left_to_right"), WithJsonSchema({})]
+"""An object of a review: the JSON object reduced to `_Object`'s fields, or whatever other JSON value was sent (which
+the decision refuses with a reason, rather than the parser with a parse error)."""
+
+
 class AdmissionRequest(_Wire):
-    """`request` of an AdmissionReview. `object` and `oldObject` stay raw JSON: what to make of them (and of their
-    absence) is the decision's business, so a bad one is refused with a reason rather than a parse error."""
+    """`request` of an AdmissionReview. `object` and `oldObject` stay JSON, reduced to what a decision reads: what to
+    make of them (and of their absence) is the decision's business, so a bad one is refused with a reason rather than
+    a parse error."""
 
     uid: str = Field(min_length=1, max_length=MAX_UID)
     kind: GroupVersionKind
@@ -53,8 +78,8 @@ class AdmissionRequest(_Wire):
     name: str = ""
     namespace: str = ""
     operation: str
-    object: Any = None
-    old_object: Any = Field(None, alias="oldObject")
+    object: RawObject = None
+    old_object: RawObject = Field(None, alias="oldObject")
     dry_run: bool | None = Field(None, alias="dryRun")
     options: Any = None
     """The request's CreateOptions / UpdateOptions / PatchOptions as the client sent them (`fieldManager`)."""

@@ -258,3 +258,30 @@ def test_duplicate_errors_are_listed_once() -> None:
 
     decision = deny([FieldError("spec.a", "x"), FieldError("spec.a", "x"), FieldError("spec.b", "y")])
     assert decision.message == "spec.a: x; spec.b: y"
+
+
+def as_stored(obj: dict[str, Any], generation: int) -> dict[str, Any]:
+    """`obj` as the API server sends it to a webhook: managed fields, the last applied configuration, a status."""
+    out = copy.deepcopy(obj)
+    fields = {"f:spec": {f"f:{key}": {} for key in out["spec"]}}
+    out["metadata"].update(
+        uid="0b5b7c1e-8f0e-4a55-9d0e-2f1f1f5e6a11",
+        generation=generation,
+        managedFields=[{"manager": "kubectl", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": fields}],
+    )
+    out["metadata"].setdefault("annotations", {})["kubectl.kubernetes.io/last-applied-configuration"] = str(obj)
+    out["status"] = {"conditions": [{"type": "Ready", "status": "True", "reason": "Synced", "observedGeneration": 1}]}
+    return out
+
+
+def test_a_review_as_the_api_server_sends_it_is_decided_on_its_spec_and_metadata() -> None:
+    stored = as_stored(sample("DNSRecord"), 1)
+    assert check("CREATE", stored).allowed
+    assert check("UPDATE", as_stored(changed(stored, ttl=300), 2), stored).allowed
+    immutable = as_stored(changed(stored, type="AAAA", content="2001:db8::1"), 2)
+    assert denied(check("UPDATE", immutable, stored)).startswith("spec.type: type is immutable")
+    assert denied(check("CREATE", as_stored(sample("DNSRecord", ttl=5), 1))).startswith("spec.ttl: ")
+    # What no decision reads is not even parsed: a review holds its object's spec and metadata, not the rest.
+    parsed = AdmissionRequest.model_validate(request("CREATE", stored)).object
+    assert set(parsed) == {"apiVersion", "kind", "metadata", "spec"}
+    assert set(parsed["metadata"]) <= {"name", "namespace", "labels", "annotations"}
