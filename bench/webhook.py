@@ -3,7 +3,9 @@
 Each target runs under uvicorn (HTTPS, as `kflare run` serves it, on the standard asyncio loop) in a subprocess
 pinned to one core; this process, pinned to another core, drives it over loopback with httpx: a fixed number of
 AdmissionReviews (valid and invalid DNSRecords on CREATE, and UPDATEs that change an immutable field) over a few
-keep-alive connections, as the API server does. Targets:
+keep-alive connections, as the API server does. The objects are as the API server sends them: applied with
+`kubectl apply` (the last applied configuration, managed fields) and, on UPDATE, stored (a status, kflare's managed
+fields); `--bare` sends only their apiVersion, kind, name, namespace, uid, generation and spec. Targets:
 
 - baseline: a FastAPI route that reads the body and returns a constant AdmissionReview (the floor: uvicorn, TLS,
   FastAPI routing and httpx, no parsing or validation);
@@ -24,8 +26,8 @@ as many hostile requests (3 MiB reviews with 25,000 unknown fields, 3 MiB review
 over the limit with and without Content-Length, broken chunked encoding, 1 MiB of headers, requests whose headers
 never end), `--concurrency` x 4 at a time, and again after a few idle seconds.
 
-    .venv/bin/python bench/webhook.py [--reviews 5000] [--concurrency 8] [--rounds 3] [--plain] [--hostile 200]
-        [--idle 5]
+    .venv/bin/python bench/webhook.py [--reviews 5000] [--concurrency 8] [--rounds 3] [--plain] [--bare]
+        [--hostile 200] [--idle 5]
 """
 
 from __future__ import annotations
@@ -122,10 +124,11 @@ KINDS = {"DNSRecord": "dnsrecords", "WAFCustomRule": "wafcustomrules"}
 """A kind without expression checking, and a rule kind whose expression the webhook parses (app/api/expressions.py)."""
 
 
-def _reviews(count: int, kind: str = "DNSRecord") -> list[tuple[bytes, bool]]:
-    """`count` AdmissionReview bodies for /validate/<kind's plural> and whether each should be allowed."""
+def _reviews(count: int, kind: str = "DNSRecord", bare: bool = False) -> list[tuple[bytes, bool]]:
+    """`count` AdmissionReview bodies for /validate/<kind's plural> and whether each should be allowed; `bare`: the
+    objects without what the API server adds to them (see `_as_sent`)."""
     if kind == "WAFCustomRule":
-        return _rule_reviews(count)
+        return _rule_reviews(count, bare)
 
     def record(**spec: Any) -> dict[str, Any]:
         base = {"zoneRef": {"name": "example-com"}, "name": "www.example.com", "type": "A", "content": "192.0.2.10"}
@@ -144,27 +147,10 @@ def _reviews(count: int, kind: str = "DNSRecord") -> list[tuple[bytes, bool]]:
         ("UPDATE", record(content="192.0.2.11"), record(), True),
         ("UPDATE", record(type="AAAA", content="2001:db8::1"), record(), False),
     ]
-    out = []
-    for n in range(count):
-        operation, obj, old, allowed = cases[n % len(cases)]
-        request: dict[str, Any] = {
-            "uid": str(uuid.uuid4()),
-            "kind": {"group": "kflare.dev", "version": "v1alpha1", "kind": "DNSRecord"},
-            "resource": {"group": "kflare.dev", "version": "v1alpha1", "resource": "dnsrecords"},
-            "namespace": "bench",
-            "name": "www",
-            "operation": operation,
-            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
-            "object": obj,
-            "oldObject": old,
-            "dryRun": False,
-        }
-        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-        out.append((json.dumps(review).encode(), allowed))
-    return out
+    return [_review("DNSRecord", "dnsrecords", *cases[n % len(cases)], bare=bare) for n in range(count)]
 
 
-def _rule_reviews(count: int) -> list[tuple[bytes, bool]]:
+def _rule_reviews(count: int, bare: bool) -> list[tuple[bytes, bool]]:
     """`count` AdmissionReviews of WAFCustomRules, half of them invalid, in the mix the DNSRecords have: simple and
     compound expressions allowed, a misspelt field and an unbalanced parenthesis denied, an update of the expression
     allowed, one of the immutable zoneRef denied."""
@@ -191,12 +177,75 @@ def _rule_reviews(count: int) -> list[tuple[bytes, bool]]:
         ("UPDATE", rule(compound), rule(simple), True),
         ("UPDATE", rule(simple, zoneRef={"name": "other-zone"}), rule(simple), False),
     ]
-    return [_review("WAFCustomRule", "wafcustomrules", *cases[n % len(cases)]) for n in range(count)]
+    return [_review("WAFCustomRule", "wafcustomrules", *cases[n % len(cases)], bare=bare) for n in range(count)]
+
+
+def _as_sent(obj: dict[str, Any], stored: bool) -> dict[str, Any]:
+    """`obj` as the API server sends it to a webhook: applied with `kubectl apply` (its last applied configuration
+    and managed fields), and once `stored`, with the status kflare wrote and the managed fields of that write."""
+    out = json.loads(json.dumps(obj))
+    metadata = out["metadata"]
+    applied = json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    metadata["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": applied}
+    metadata["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    spec = obj["spec"]
+    spec_fields = {f"f:{key}": {".": {}, "f:name": {}} if isinstance(spec[key], dict) else {} for key in spec}
+    managed = [
+        {
+            "manager": "kubectl-client-side-apply",
+            "operation": "Update",
+            "apiVersion": obj["apiVersion"],
+            "time": "2026-01-01T00:00:00Z",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {
+                "f:metadata": {"f:annotations": {".": {}, "f:kubectl.kubernetes.io/last-applied-configuration": {}}},
+                "f:spec": {".": {}, **spec_fields},
+            },
+        }
+    ]
+    if stored:
+        metadata["resourceVersion"] = "4711"
+        metadata["finalizers"] = ["kflare.dev/finalizer"]
+        managed.append(
+            {
+                "manager": "kflare",
+                "operation": "Update",
+                "apiVersion": obj["apiVersion"],
+                "time": "2026-01-01T00:00:05Z",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:status": {".": {}, "f:conditions": {}, "f:observedGeneration": {}}},
+                "subresource": "status",
+            }
+        )
+        out["status"] = {
+            "observedGeneration": 1,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "Synced",
+                    "message": "in step with Cloudflare",
+                    "lastTransitionTime": "2026-01-01T00:00:05Z",
+                    "observedGeneration": 1,
+                }
+            ],
+        }
+    metadata["managedFields"] = managed
+    return out
 
 
 def _review(
-    kind: str, plural: str, operation: str, obj: dict[str, Any], old: dict[str, Any] | None, allowed: bool
+    kind: str,
+    plural: str,
+    operation: str,
+    obj: dict[str, Any],
+    old: dict[str, Any] | None,
+    allowed: bool,
+    *,
+    bare: bool = False,
 ) -> tuple[bytes, bool]:
+    if not bare:
+        obj, old = _as_sent(obj, operation == "UPDATE"), (None if old is None else _as_sent(old, True))
     request: dict[str, Any] = {
         "uid": str(uuid.uuid4()),
         "kind": {"group": "kflare.dev", "version": "v1alpha1", "kind": kind},
@@ -294,9 +343,9 @@ def measure(
     try:
         _wait_listening(proc, url, verify)
         check = target != "baseline"
-        warmup = _reviews(min(300, args.reviews), kind)
+        warmup = _reviews(min(300, args.reviews), kind, args.bare)
         asyncio.run(asyncio.wait_for(_drive(url, warmup, args.concurrency, verify, check), TARGET_TIMEOUT))
-        bodies = _reviews(args.reviews, kind)
+        bodies = _reviews(args.reviews, kind, args.bare)
         cpu = _cpu_seconds(proc.pid)
         seconds, latencies, denied = asyncio.run(
             asyncio.wait_for(_drive(url, bodies, args.concurrency, verify, check), TARGET_TIMEOUT)
@@ -392,7 +441,7 @@ def measure_hostile(args: argparse.Namespace, cert_dir: Path, verify: Any) -> di
     try:
         _wait_listening(proc, url, verify)
         figures = {"started": _rss_mib(proc.pid)}
-        valid = _reviews(args.hostile)
+        valid = _reviews(args.hostile, bare=args.bare)
         asyncio.run(asyncio.wait_for(_drive(url, valid, args.concurrency, verify, True), TARGET_TIMEOUT))
         figures["valid"] = _rss_mib(proc.pid)
         requests = _hostile_requests(args.hostile)
@@ -416,6 +465,11 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=8, help="connections in flight (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per target, the best shown (default: 3)")
     parser.add_argument("--plain", action="store_true", help="plain HTTP instead of HTTPS")
+    parser.add_argument(
+        "--bare",
+        action="store_true",
+        help="objects without the managed fields, last applied configuration and status the API server sends",
+    )
     parser.add_argument("--server-cpu", type=int, default=None, help="core of the server (default: the first)")
     parser.add_argument(
         "--hostile", type=int, default=200, help="valid, then hostile requests for the RSS figure (default: 200)"
@@ -451,8 +505,10 @@ def main() -> int:
             (cert_dir / "tls.key").write_bytes(key)
             verify = ssl.create_default_context(cadata=cert.decode())
         print(
-            f"{args.reviews} AdmissionReviews of DNSRecords per target (1/2 invalid), {args.concurrency} keep-alive"
-            f" connections, {'HTTP' if args.plain else 'HTTPS'}; server on core {args.server_cpu},"
+            f"{args.reviews} AdmissionReviews of DNSRecords per target (1/2 invalid,"
+            f" {'bare objects' if args.bare else 'objects as the API server sends them'}),"
+            f" {args.concurrency} keep-alive connections, {'HTTP' if args.plain else 'HTTPS'};"
+            f" server on core {args.server_cpu},"
             f" driver on core {driver[0]}; best of {args.rounds} rounds (least server CPU per review)"
         )
         print(
