@@ -286,7 +286,9 @@ def webhook_listener(settings: Settings, host: str, port: int, *, objects: ListO
     """The webhook listener: TLS from --webhook-cert-dir (tls.crt, tls.key), reloaded on change; a self-signed
     certificate for localhost without one. `objects` reads the cluster's kflare objects for admission warnings."""
     tls = ReloadingTLS(settings.webhook_cert_dir, hosts=["localhost", "127.0.0.1"])
-    app = instrument(webhook_app(objects=objects), "webhook")
+    app = instrument(
+        webhook_app(objects=objects, body_timeout=settings.webhook_body_timeout.total_seconds()), "webhook"
+    )
     config = listener_config(app, host, port, limits(settings), context=tls.ssl_context)
     return Served("webhook", Listener(config), host, port, tls)
 

@@ -115,6 +115,12 @@ class Settings(BaseSettings):
         None, ge=0, le=65535, description="port of the webhook listener, replacing the bind address's; 0 is off"
     )
     webhook_cert_dir: Path | None = None
+    webhook_body_timeout: Duration = Field(
+        timedelta(seconds=10),
+        gt=timedelta(0),
+        description="the webhook answers 408 to a review whose body has not arrived within this long, and 503 to one"
+        " that waited this long for its turn",
+    )
     http_header_timeout: Duration = Field(
         timedelta(seconds=10),
         description="a listener closes a connection that has not sent a whole request's headers (and done its TLS"

@@ -243,7 +243,8 @@ class Served:
 
 
 @contextlib.contextmanager
-def kflare_with_webhooks(plane: ControlPlane, emulator: EmulatorProcess, workdir: Path) -> Iterator[Served]:
+def kflare_with_webhooks(plane: ControlPlane, emulator: EmulatorProcess, workdir: Path, *args: str) -> Iterator[Served]:
+    """`kflare run` serving its webhooks (with `args` beside the flags that make it so) until the block ends."""
     cert_dir = workdir / "webhook-certs"
     cert_dir.mkdir(exist_ok=True)
     key, cert = plane.ca.issue("webhook", hosts=["127.0.0.1"], server=True)
@@ -256,6 +257,7 @@ def kflare_with_webhooks(plane: ControlPlane, emulator: EmulatorProcess, workdir
         f"--webhook-cert-dir={cert_dir}",
         f"--metrics-bind-address=127.0.0.1:{metrics_port}",
         "--metrics-secure=false",
+        *args,
     ]
     proc.start()
     try:

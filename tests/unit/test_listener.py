@@ -136,6 +136,20 @@ async def test_oversized_request_headers_get_431() -> None:
         assert reply.endswith(b"request headers over 65536 bytes")
 
 
+async def test_a_body_that_stalls_gets_408_after_the_webhook_body_timeout() -> None:
+    async with webhook(webhook_body_timeout="0.4s") as (served, context):
+        stream = await connect(served, context)
+        stream[1].write(
+            b"POST /validate/dnsrecords HTTP/1.1\r\nHost: kflare\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 1000\r\n\r\n{"apiVersion": '
+        )
+        # Well before the default 10 s: the flag, not the default, set the deadline.
+        status = await asyncio.wait_for(stream[0].readline(), 5)
+        stream[1].close()
+        assert status == b"HTTP/1.1 408 Request Timeout\r\n", status
+        await valid_review_works(served, context)
+
+
 async def test_a_malformed_chunked_body_is_400_without_a_traceback(caplog: pytest.LogCaptureFixture) -> None:
     async with webhook() as (served, context):
         with caplog.at_level(logging.INFO):
