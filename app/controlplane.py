@@ -383,6 +383,34 @@ class ControlPlane:
         context = ssl.create_default_context(cafile=str(self.ca_path))
         _wait_ok(self.host + "/readyz", self.ready_timeout, proc, context)
 
+    def wait_established(self, names: Iterable[str] | None = None, timeout: float = 60.0) -> None:
+        """Until every CRD of `names` (every CRD, when None) is Established. Each poll is one listing of the CRDs:
+        `kubectl wait` watches them one after the other, a tenth of a second or more each at its client-side rate
+        limit, and fails at once on a CRD created too recently to have conditions."""
+        wanted = None if names is None else set(names)
+        kubectl = [str(self.binary("kubectl")), "--kubeconfig", str(self.kubeconfig_path)]
+        template = '{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Established")].status}{"\\n"}{end}'
+        deadline = time.monotonic() + timeout
+        while True:
+            listed = subprocess.run(
+                [*kubectl, "get", "crd", "-o", f"jsonpath={template}"],
+                capture_output=True,
+                text=True,
+                timeout=max(10.0, timeout),
+                check=False,
+            )
+            status = dict(line.split("=", 1) for line in listed.stdout.splitlines() if "=" in line)
+            pending = sorted(
+                (set(status) if wanted is None else wanted) - {n for n, s in status.items() if s == "True"}
+            )
+            if listed.returncode == 0 and not pending:
+                return
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(
+                    f"CRDs not Established after {timeout:g} s: {', '.join(pending)} {listed.stderr.strip()}"
+                )
+            time.sleep(0.05)
+
     def stop(self) -> None:
         # The API server first: it would otherwise spend its grace period retrying a vanished etcd.
         for proc in reversed(self.processes):

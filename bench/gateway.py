@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.controlplane import ControlPlane, free_port
 from app.xds import XdsServer
-from bench.harness import Controller, bin_dir, cluster, kubectl, rss_mib
+from bench.harness import Controller, applied_names, bin_dir, cluster, kubectl, rss_mib
 from reconcilers.gateway import envoy
 from reconcilers.gateway.kinds import CONTROLLER_NAME, GATEWAY_GROUP
 from reconcilers.gateway.snapshot import SnapshotStore
@@ -196,8 +196,9 @@ async def bench_change(changes: int, seconds: float, concurrency: int, routes: i
         servers.serve(echo_app(name, []), port)
     try:
         crds = sorted(p for p in (gateway_api_dir() / "standard").glob("*.yaml") if "vap" not in p.name)
-        kubectl(plane, "apply", "--server-side", *(f"--filename={c}" for c in crds))
-        kubectl(plane, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        plane.wait_established(
+            applied_names(kubectl(plane, "apply", "--server-side", "-o", "name", *(f"--filename={c}" for c in crds)))
+        )
         kubectl(plane, "create", "namespace", "apps")
         token = workdir / "token"
         token.write_text(uuid.uuid4().hex)

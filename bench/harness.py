@@ -70,6 +70,11 @@ def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
+def applied_names(out: str) -> list[str]:
+    """The objects' names in what `kubectl apply -o name` printed (`KIND.GROUP/NAME` a line)."""
+    return [line.rpartition("/")[2] for line in out.split()]
+
+
 def apply(plane: ControlPlane, docs: list[dict[str, Any]]) -> None:
     """One `kubectl apply` of everything, as a user applies a directory (it sends the objects one by one)."""
     kubectl(plane, "apply", "--server-side", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in docs))
@@ -123,8 +128,9 @@ def cluster(
             from app.api.crds import render_crds
 
             crds = "\n---\n".join(render_crds(helm=False).values())
-            kubectl(plane, "apply", "--server-side", "-f", "-", stdin=crds)
-            kubectl(plane, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+            plane.wait_established(
+                applied_names(kubectl(plane, "apply", "--server-side", "-o", "name", "-f", "-", stdin=crds))
+            )
         namespaces = [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in ("kflare-system", NS)
         ]

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -54,19 +53,3 @@ async def serving(served: Served) -> AsyncIterator[Served]:
     finally:
         served.server.should_exit = True
         await asyncio.wait_for(task, 20)
-
-
-def wait_established(kubectl: Sequence[str], *targets: str, timeout: float = 60.0) -> None:
-    """`kubectl wait` until the CRDs `targets` (`crd/NAME`, `--filename=F`, `crd --all`) are Established. A CRD
-    created a moment ago may have no conditions yet, and kubectl then fails at once ("accessor error") instead of
-    waiting: such a failure is tried again until the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = max(1, int(deadline - time.monotonic()))
-        argv = [*kubectl, "wait", "--for=condition=Established", f"--timeout={left}s", *targets]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=left + 30, check=False)
-        if done.returncode == 0:
-            return
-        if "accessor error" not in done.stderr or time.monotonic() > deadline:
-            raise AssertionError(f"{' '.join(argv)}: {done.stderr}")
-        time.sleep(0.2)  # a poll interval, not a synchronisation: the loop ends on kubectl's own answer

@@ -34,7 +34,7 @@ from tests.chart.helm import Helm, helm_binary
 from tests.fixtures.controller import GROUP, VERSION, ControllerProcess
 from tests.fixtures.emulator import EmulatorProcess
 from tests.fixtures.kube import token_kubeconfig
-from tests.helpers import eventually, wait_established
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -457,7 +457,7 @@ def strict_plane() -> Iterator[ControlPlane]:
             capture_output=True,
             timeout=60,
         )
-        wait_established(kubectl, "crd", "--all")
+        plane.wait_established()
         yield plane
     finally:
         plane.stop()

@@ -26,7 +26,7 @@ from tests.chart.helm import CHART, ONE_HELM, Helm, crd_plurals
 from tests.fixtures.controller import GROUP, VERSION, Kflare, controller_process
 from tests.fixtures.emulator import EmulatorProcess
 from tests.fixtures.kube import api_client_for, token_kubeconfig
-from tests.helpers import eventually, wait_established
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -100,8 +100,7 @@ class Release:
         assert done.returncode == 0 or "not found" in done.stderr, done.stderr
 
     def wait_crds(self) -> None:
-        kubectl_argv = [str(self.plane.binary("kubectl")), "--kubeconfig", str(self.plane.kubeconfig_path)]
-        wait_established(kubectl_argv, *(f"crd/{c}" for c in CRDS))
+        self.plane.wait_established(CRDS)
 
 
 @pytest.fixture
