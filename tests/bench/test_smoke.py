@@ -7,7 +7,8 @@ size, and on a shared machine, they mean nothing.
 
 The benchmarks that need a control plane share one (`KFLARE_BENCH_PLANE`, see bench/harness.py), which each empties
 of what the one before it left: starting a plane for each would cost more than most of them take at this size.
-`bench/chaos.py` runs its own, as `make chaos` does (its API server writes an audit log).
+`bench/chaos.py` runs its scenario on it too, as that scenario reads no audit log (`make chaos` starts a plane
+whose API server writes one).
 """
 
 from __future__ import annotations
@@ -175,8 +176,10 @@ def test_gateway(shared_plane: dict[str, str]) -> None:
 
 
 @pytest.mark.integration
-def test_chaos(test_bins: dict[str, str], tmp_path: Path) -> None:
+def test_chaos(shared_plane: dict[str, str], tmp_path: Path) -> None:
     """The smallest scenario that records figures, at the size of `make chaos`."""
     args = ("--scale", "ci", "--report", str(tmp_path / "figures.json"))
-    out = run("chaos.py", *args, "--", "-k", "test_fuzzed_reviews_straight_at_the_webhook", timeout=240, env=test_bins)
+    out = run(
+        "chaos.py", *args, "--", "-k", "test_fuzzed_reviews_straight_at_the_webhook", timeout=240, env=shared_plane
+    )
     lines_with(out, "chaos figures, ci size", "reviews fuzzed", "review hangs")
