@@ -8,8 +8,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from kubernetes_asyncio.client.exceptions import ApiException
-
 if TYPE_CHECKING:
     from app.server import Served
 
@@ -21,6 +19,9 @@ async def eventually(
 ) -> T:
     """Poll `check` every `interval` until it returns a truthy value or the deadline passes; API errors and failed
     assertions count as "not yet"."""
+    # Here rather than with the module: the benchmarks use these helpers without the client, a second to import.
+    from kubernetes_asyncio.client.exceptions import ApiException
+
     deadline = time.monotonic() + timeout
     last: object = None
     while True:
@@ -53,3 +54,9 @@ async def serving(served: Served) -> AsyncIterator[Served]:
     finally:
         served.server.should_exit = True
         await asyncio.wait_for(task, 20)
+
+
+def crd_names(applied: str) -> list[str]:
+    """The CRDs' names in what `kubectl apply -o name` printed: `customresourcedefinition.apiextensions.k8s.io/NAME`
+    a line."""
+    return [line.rpartition("/")[2] for line in applied.split()]
