@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.controlplane import ControlPlane, free_port
 from app.xds import XdsServer
-from bench.harness import Controller, applied_names, bin_dir, cluster, kubectl, rss_mib
+from bench.harness import FIRST_POLL, Controller, apply, bin_dir, cluster, kubectl, pause, rss_mib, stop_together
 from reconcilers.gateway import envoy
 from reconcilers.gateway.kinds import CONTROLLER_NAME, GATEWAY_GROUP
 from reconcilers.gateway.snapshot import SnapshotStore
@@ -187,23 +187,23 @@ def filler_routes(count: int) -> list[dict[str, Any]]:
     ]
 
 
-async def bench_change(changes: int, seconds: float, concurrency: int, routes: int, idle_seconds: float) -> None:
+async def bench_change(
+    changes: int, seconds: float, concurrency: int, routes: int, idle_seconds: float, costs: DependencyCost
+) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="kflare-bench-gateway-"))
-    plane, emulator = cluster(bin_dir(), workdir / "emulator")
+    crds = sorted(p for p in (gateway_api_dir() / "standard").glob("*.yaml") if "vap" not in p.name)
+    plane, emulator = cluster(bin_dir(), workdir / "emulator", crds=crds)
     servers = _Thread()
     ports = {"alpha": free_port(), "beta": free_port()}
     for name, port in ports.items():
         servers.serve(echo_app(name, []), port)
+    controller: Controller | None = None
     try:
-        crds = sorted(p for p in (gateway_api_dir() / "standard").glob("*.yaml") if "vap" not in p.name)
-        plane.wait_established(
-            applied_names(kubectl(plane, "apply", "--server-side", "-o", "name", *(f"--filename={c}" for c in crds)))
-        )
-        kubectl(plane, "create", "namespace", "apps")
         token = workdir / "token"
         token.write_text(uuid.uuid4().hex)
         xds_port, envoy_port = free_port(), free_port()
         docs: list[dict[str, Any]] = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}},
             {
                 "apiVersion": f"{GATEWAY_GROUP}/v1",
                 "kind": "GatewayClass",
@@ -231,7 +231,7 @@ async def bench_change(changes: int, seconds: float, concurrency: int, routes: i
         route["metadata"] = {"name": "bench", "namespace": "apps"}
         docs.append({"apiVersion": f"{GATEWAY_GROUP}/v1", **route})
         docs += filler_routes(routes - 1)
-        kubectl(plane, "apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in docs))
+        apply(plane, docs)
         controller = Controller(
             plane,
             emulator,
@@ -249,79 +249,73 @@ async def bench_change(changes: int, seconds: float, concurrency: int, routes: i
             admin_port=free_port(),
         )
         admin = bootstrap["admin"]["address"]["socket_address"]["port_value"]
-        try:
-            with running_envoy(bootstrap), httpx.Client(timeout=5) as stats_http:
-                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{envoy_port}", timeout=5) as http:
+        with running_envoy(bootstrap), httpx.Client(timeout=5) as stats_http:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{envoy_port}", timeout=5) as http:
 
-                    async def serving() -> str | None:
-                        reply = await http.get("/", headers={"Host": "bench.example.com"})
-                        return reply.json()["backend"] if reply.status_code == 200 else None
+                async def serving() -> str | None:
+                    reply = await http.get("/", headers={"Host": "bench.example.com"})
+                    return reply.json()["backend"] if reply.status_code == 200 else None
 
-                    deadline = time.monotonic() + 60
-                    while await serving() != "alpha":
-                        if time.monotonic() > deadline:
-                            sys.exit("the route was never served")
-                        await asyncio.sleep(0.05)
-                    # The first reconcile writes every route's status, and each write comes back as an event: the
-                    # changes are timed once the controller is through with them.
-                    settle = time.monotonic() + 600
-                    while not all_routes_have_status(plane, routes):
-                        if time.monotonic() > settle:
-                            sys.exit("the routes' statuses were never written")
-                        await asyncio.sleep(1)
-                    took: list[float] = []
-                    wire: list[int] = []
-                    updates = dict.fromkeys(XDS_UPDATES, 0)
-                    work_before = controller.scrape()
-                    for i in range(changes):
-                        target = "beta" if i % 2 == 0 else "alpha"
-                        patch = {"spec": {"rules": [{"backendRefs": [{"name": target, "port": 80}]}]}}
-                        before = envoy_stats(stats_http, admin)
-                        kubectl(
-                            plane, "-n", "apps", "patch", "httproute", "bench", "--type=merge", "-p", json.dumps(patch)
-                        )
-                        start = time.monotonic()
-                        # Polled every 2 ms rather than flat out: a busy loop of requests takes a core from the
-                        # controller it is timing (on 2 cores, a third of its time).
-                        while True:
-                            if await serving() == target:
-                                break
-                            await asyncio.sleep(0.002)
-                        took.append(time.monotonic() - start)
-                        after = before
-                        # The VHDS update is counted once Envoy applied it, a moment after it serves from it.
-                        while after.get(XDS_UPDATES["virtual_hosts"]) == before.get(XDS_UPDATES["virtual_hosts"]):
-                            after = envoy_stats(stats_http, admin)
-                        wire.append(after[RX_BYTES] - before[RX_BYTES])
-                        for key, name in XDS_UPDATES.items():
-                            updates[key] += after.get(name, 0) - before.get(name, 0)
-                    print(
-                        f"route change (PATCH to Envoy serving it), {routes} routes, {changes} changes:"
-                        f" p50 {percentile(took, 0.5) * 1000:.0f} ms, p99 {percentile(took, 0.99) * 1000:.0f} ms"
-                    )
-                    print("  baseline: REST-JSON polling every 500 ms, before the push: p50 739 ms, p99 943 ms")
-                    print("  where a change's time goes in the controller: " + reconcile_times(work_before, controller))
-                    print(
-                        f"  xDS bytes per change on the wire: median {statistics.median(wire) / 1024:.1f} KiB,"
-                        f" most {max(wire) / 1024:.1f} KiB; updates over the {changes} changes: "
-                        + ", ".join(f"{key} {count}" for key, count in updates.items())
-                    )
-                    rss = rss_mib(controller.pid)
-                    print(f"controller resident memory with {routes} HTTPRoutes: {rss:.0f} MiB")
-                    via = await rps(
-                        f"http://127.0.0.1:{envoy_port}/", {"Host": "bench.example.com"}, seconds, concurrency
-                    )
-                    direct = await rps(f"http://127.0.0.1:{ports['alpha']}/", {}, seconds, concurrency)
-                    print(
-                        f"requests per second ({concurrency} clients, {seconds:g} s): through Envoy {via:.0f},"
-                        f" backend directly {direct:.0f}, ratio {via / direct:.2f}"
-                    )
-            bench_document_writes(plane, emulator, routes, idle_seconds)
-        finally:
-            controller.stop()
+                deadline = time.monotonic() + 60
+                while await serving() != "alpha":
+                    if time.monotonic() > deadline:
+                        sys.exit("the route was never served")
+                    await asyncio.sleep(0.05)
+                # The first reconcile writes every route's status, and each write comes back as an event: the
+                # changes are timed once the controller is through with them.
+                settle, interval = time.monotonic() + 600, 0.05
+                while not all_routes_have_status(plane, routes):
+                    if time.monotonic() > settle:
+                        sys.exit("the routes' statuses were never written")
+                    await asyncio.sleep(interval)
+                    interval = min(interval * 2, 1)
+                costs.wait_ready()  # their imports done before anything is timed
+                took: list[float] = []
+                wire: list[int] = []
+                updates = dict.fromkeys(XDS_UPDATES, 0)
+                work_before = controller.scrape()
+                for i in range(changes):
+                    target = "beta" if i % 2 == 0 else "alpha"
+                    patch = {"spec": {"rules": [{"backendRefs": [{"name": target, "port": 80}]}]}}
+                    before = envoy_stats(stats_http, admin)
+                    kubectl(plane, "-n", "apps", "patch", "httproute", "bench", "--type=merge", "-p", json.dumps(patch))
+                    start = time.monotonic()
+                    # Polled every 2 ms rather than flat out: a busy loop of requests takes a core from the
+                    # controller it is timing (on 2 cores, a third of its time).
+                    while True:
+                        if await serving() == target:
+                            break
+                        await asyncio.sleep(0.002)
+                    took.append(time.monotonic() - start)
+                    after = before
+                    # The VHDS update is counted once Envoy applied it, a moment after it serves from it.
+                    while after.get(XDS_UPDATES["virtual_hosts"]) == before.get(XDS_UPDATES["virtual_hosts"]):
+                        after = envoy_stats(stats_http, admin)
+                    wire.append(after[RX_BYTES] - before[RX_BYTES])
+                    for key, name in XDS_UPDATES.items():
+                        updates[key] += after.get(name, 0) - before.get(name, 0)
+                print(
+                    f"route change (PATCH to Envoy serving it), {routes} routes, {changes} changes:"
+                    f" p50 {percentile(took, 0.5) * 1000:.0f} ms, p99 {percentile(took, 0.99) * 1000:.0f} ms"
+                )
+                print("  baseline: REST-JSON polling every 500 ms, before the push: p50 739 ms, p99 943 ms")
+                print("  where a change's time goes in the controller: " + reconcile_times(work_before, controller))
+                print(
+                    f"  xDS bytes per change on the wire: median {statistics.median(wire) / 1024:.1f} KiB,"
+                    f" most {max(wire) / 1024:.1f} KiB; updates over the {changes} changes: "
+                    + ", ".join(f"{key} {count}" for key, count in updates.items())
+                )
+                rss = rss_mib(controller.pid)
+                print(f"controller resident memory with {routes} HTTPRoutes: {rss:.0f} MiB")
+                via = await rps(f"http://127.0.0.1:{envoy_port}/", {"Host": "bench.example.com"}, seconds, concurrency)
+                direct = await rps(f"http://127.0.0.1:{ports['alpha']}/", {}, seconds, concurrency)
+                print(
+                    f"requests per second ({concurrency} clients, {seconds:g} s): through Envoy {via:.0f},"
+                    f" backend directly {direct:.0f}, ratio {via / direct:.2f}"
+                )
+        bench_document_writes(plane, emulator, routes, idle_seconds)
     finally:
-        servers.stop()
-        emulator.stop()
+        stop_together(*([controller.stop] if controller else []), emulator.stop, servers.stop)
         plane.stop()
 
 
@@ -362,7 +356,7 @@ def bench_document_writes(plane: ControlPlane, emulator: EmulatorProcess, routes
         {"apiVersion": f"{GATEWAY_GROUP}/v1", "kind": "Gateway", "metadata": {"name": "edge-t", "namespace": "apps"},
          "spec": {"gatewayClassName": "bench-tunnel", "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}]}},
     ]  # fmt: skip
-    kubectl(plane, "apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in docs))
+    apply(plane, docs)
     kubectl(plane, "-n", "apps", "wait", "--for=condition=Ready", "tunnel/edge", "--timeout=60s")
     tunnel_id = json.loads(kubectl(plane, "-n", "apps", "get", "tunnel", "edge", "-o", "json"))["status"][
         "cloudflareMetadata"
@@ -376,11 +370,11 @@ def bench_document_writes(plane: ControlPlane, emulator: EmulatorProcess, routes
         return len(emulator.calls(method="PUT", path=f"/cfd_tunnel/{tunnel_id}/configurations"))
 
     def wait_for(count: int, what: str) -> None:
-        deadline = time.monotonic() + 300
+        deadline, interval = time.monotonic() + 300, FIRST_POLL
         while rules() != count:
             if time.monotonic() > deadline:
                 sys.exit(f"the ingress document never held {what}")
-            time.sleep(0.2)
+            interval = pause(interval, most=0.2)
 
     def route(i: int, hostname: str, prefix: str = "/") -> dict[str, Any]:
         return {"apiVersion": f"{GATEWAY_GROUP}/v1", "kind": "HTTPRoute",
@@ -393,7 +387,7 @@ def bench_document_writes(plane: ControlPlane, emulator: EmulatorProcess, routes
     first = writes()
     start = time.monotonic()
     batch = [route(i, f"app{i}.bench.example.org") for i in range(routes)]
-    kubectl(plane, "apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in batch))
+    apply(plane, batch)
     wait_for(routes + 1, f"{routes} hostnames")
     took, applied = time.monotonic() - start, writes() - first
     print(
@@ -404,13 +398,13 @@ def bench_document_writes(plane: ControlPlane, emulator: EmulatorProcess, routes
     time.sleep(idle_seconds)
     print(f"  writes in {idle_seconds:g} s idle: {writes() - idle}")
     before = writes()
-    kubectl(plane, "apply", "-f", "-", stdin=json.dumps(route(0, "app0.bench.example.org", "/v2")))
-    kubectl(plane, "apply", "-f", "-", stdin=json.dumps(route(1, "renamed.bench.example.org")))
-    deadline = time.monotonic() + 60
+    apply(plane, [route(0, "app0.bench.example.org", "/v2")])
+    apply(plane, [route(1, "renamed.bench.example.org")])
+    deadline, interval = time.monotonic() + 60, FIRST_POLL
     while "renamed.bench.example.org" not in json.dumps(cf(emulator, "GET", path)):
         if time.monotonic() > deadline:
             sys.exit("the renamed hostname never reached the document")
-        time.sleep(0.2)
+        interval = pause(interval, most=0.2)
     print(f"  writes for a rule change then a hostname change: {writes() - before} (baseline 1)")
 
 
@@ -432,9 +426,11 @@ async def rps(url: str, headers: dict[str, str], seconds: float, concurrency: in
 
 
 DEPENDENCY_COST = """
-import json, time, resource
+import json, os, sys, time, resource
 import fastapi, uvicorn, kubernetes_asyncio, httpx, pydantic, prometheus_client, cryptography  # imported anyway
 import app.kube.manager, reconcilers.gateway.controller
+print("ready", flush=True)
+sys.stdin.readline()
 def rss():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS:"):
@@ -444,24 +440,55 @@ import grpc, grpc.aio
 took_grpc, rss_grpc = time.perf_counter() - start, rss()
 import app.xds  # the xDS messages it encodes
 print(json.dumps({"grpc_s": took_grpc, "total_s": time.perf_counter() - start, "before": before,
-                  "grpc_mib": rss_grpc - before, "total_mib": rss() - before}))
+                  "grpc_mib": rss_grpc - before, "total_mib": rss() - before}), flush=True)
+os._exit(0)  # what it measured is printed: tearing its imports down would only take time
 """
 
 
-def bench_dependency_cost(times: int) -> None:
-    root = Path(__file__).resolve().parents[1]
-    runs = []
-    for _ in range(times):
-        done = subprocess.run(
-            [sys.executable, "-c", DEPENDENCY_COST], capture_output=True, text=True, check=True, timeout=120, cwd=root
+class DependencyCost:
+    """`times` processes, each importing what the process imports anyway, then timing the gRPC imports when told to.
+    They start with the stack's setup, which nothing times (their own imports take a second or more each), and are
+    told one at a time once the rest of the benchmark is over, so that nothing else runs while one times."""
+
+    def __init__(self, times: int) -> None:
+        root = Path(__file__).resolve().parents[1]
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", DEPENDENCY_COST],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd=root,
+            )
+            for _ in range(times)
+        ]
+
+    def wait_ready(self) -> None:
+        """Until each has imported what comes before what it times."""
+        for proc in self.procs:
+            assert proc.stdout is not None
+            if proc.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"the import timing process exited with {proc.wait()}")
+
+    def measure(self) -> None:
+        runs = []
+        for proc in self.procs:
+            out, _ = proc.communicate("go\n", timeout=120)
+            if proc.returncode:
+                raise RuntimeError(f"the import timing process exited with {proc.returncode}")
+            runs.append(json.loads(out))
+        best = min(runs, key=lambda r: r["total_s"])
+        print(
+            f"grpcio + xds-protos, imported after the rest of the process ({best['before']:.0f} MiB):"
+            f" {best['total_s'] * 1000:.0f} ms and {best['total_mib']:.1f} MiB resident"
+            f" (grpcio alone {best['grpc_s'] * 1000:.0f} ms, {best['grpc_mib']:.1f} MiB); best of {len(runs)}"
         )
-        runs.append(json.loads(done.stdout))
-    best = min(runs, key=lambda r: r["total_s"])
-    print(
-        f"grpcio + xds-protos, imported after the rest of the process ({best['before']:.0f} MiB):"
-        f" {best['total_s'] * 1000:.0f} ms and {best['total_mib']:.1f} MiB resident"
-        f" (grpcio alone {best['grpc_s'] * 1000:.0f} ms, {best['grpc_mib']:.1f} MiB); best of {times}"
-    )
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def main() -> None:
@@ -476,8 +503,12 @@ def main() -> None:
     args = parser.parse_args()
     bench_translation(args.routes, args.repeat)
     bench_push(args.routes, args.changes)
-    asyncio.run(bench_change(args.changes, args.seconds, args.concurrency, args.routes, args.idle))
-    bench_dependency_cost(max(1, args.imports))
+    costs = DependencyCost(max(1, args.imports))
+    try:
+        asyncio.run(bench_change(args.changes, args.seconds, args.concurrency, args.routes, args.idle, costs))
+        costs.measure()
+    finally:
+        costs.stop()
 
 
 if __name__ == "__main__":

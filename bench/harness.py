@@ -10,7 +10,9 @@ Not a benchmark itself; the scripts beside it import it as `bench.harness`.
 
 from __future__ import annotations
 
+import atexit
 import base64
+import gc
 import json
 import os
 import signal
@@ -18,7 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,11 @@ from app.api import GROUP
 from app.api.registry import KINDS
 from app.controlplane import ControlPlane, bin_dir_from_env, free_port
 from tests.fixtures.emulator import EmulatorProcess
+from tests.helpers import crd_names
+
+# A benchmark that is done has no garbage worth collecting: the interpreter's last collection walks every object its
+# imports made (half a second for some), only for the OS to free them anyway.
+atexit.register(gc.freeze)
 
 API = "kflare.dev/v1alpha1"
 NS = "bench"
@@ -35,6 +42,19 @@ UNLIMITED = 1_000_000
 SHARED_PLANE = "KFLARE_BENCH_PLANE"
 """The variable naming the work directory (its kubeconfig) of a running control plane the benchmarks share."""
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+
+
+FIRST_POLL = 0.05
+"""Seconds before the second look at what a benchmark waits for; each wait after it doubles, up to `LAST_POLL`."""
+LAST_POLL = 0.5
+
+
+def pause(interval: float, most: float = LAST_POLL) -> float:
+    """Sleep `interval` seconds between two looks at what is waited for; the next interval, doubled up to `most`. A
+    short wait ends within tens of milliseconds of what it waits for; a long one looks every `most` seconds, as a
+    listing of thousands of objects more often would load the API server the benchmark measures."""
+    time.sleep(interval)
+    return min(interval * 2, most)
 
 
 def bin_dir() -> Path:
@@ -70,11 +90,6 @@ def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
-def applied_names(out: str) -> list[str]:
-    """The objects' names in what `kubectl apply -o name` printed (`KIND.GROUP/NAME` a line)."""
-    return [line.rpartition("/")[2] for line in out.split()]
-
-
 def apply(plane: ControlPlane, docs: list[dict[str, Any]]) -> None:
     """One `kubectl apply` of everything, as a user applies a directory (it sends the objects one by one)."""
     kubectl(plane, "apply", "--server-side", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in docs))
@@ -93,10 +108,16 @@ def rss_mib(pid: int) -> float:
 
 
 def cluster(
-    bins: Path, work: Path, state: Mapping[str, Any] | None = None, *, unlimited: bool = False
+    bins: Path,
+    work: Path,
+    state: Mapping[str, Any] | None = None,
+    *,
+    unlimited: bool = False,
+    crds: Sequence[Path] = (),
 ) -> tuple[ControlPlane, EmulatorProcess]:
-    """A started control plane with every kflare CRD established and the namespaces `kflare-system` and `bench`,
-    and a started emulator (seeded with `state`; its rate limit lifted when `unlimited`).
+    """A started control plane with every kflare CRD established (and the CRDs of the files `crds`) and the
+    namespaces `kflare-system` and `bench`, and a started emulator (seeded with `state`; its rate limit lifted when
+    `unlimited`).
 
     With `KFLARE_BENCH_PLANE` set, the plane is that one, emptied (`empty`); its `stop()` leaves it running, as it
     stops only what it started."""
@@ -108,13 +129,12 @@ def cluster(
         plane = ControlPlane.in_tempdir(bins)
         plane.start()
     try:
-        # The shared plane is emptied while the emulator starts: each takes about a second.
+        # The plane is made ready while the emulator starts: each takes a second or more.
         with ThreadPoolExecutor(1) as pool:
-            emptied = pool.submit(empty, plane) if shared else None
+            prepared = pool.submit(prepare, plane, shared=bool(shared), crds=crds)
             emulator = EmulatorProcess(state, workdir=work).start()
             try:
-                if emptied is not None:
-                    emptied.result()
+                prepared.result()
             except BaseException:
                 emulator.stop()
                 raise
@@ -124,22 +144,40 @@ def cluster(
     try:
         if unlimited:
             emulator.set_rate_limit(UNLIMITED, 300, 1)
-        if not shared:
-            from app.api.crds import render_crds
-
-            crds = "\n---\n".join(render_crds(helm=False).values())
-            plane.wait_established(
-                applied_names(kubectl(plane, "apply", "--server-side", "-o", "name", "-f", "-", stdin=crds))
-            )
-        namespaces = [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in ("kflare-system", NS)
-        ]
-        apply(plane, namespaces)
     except BaseException:
-        emulator.stop()
-        plane.stop()
+        stop_together(emulator.stop, plane.stop)
         raise
     return plane, emulator
+
+
+def prepare(plane: ControlPlane, *, shared: bool, crds: Sequence[Path] = ()) -> None:
+    """A shared plane emptied, or kflare's CRDs installed in a new one; the CRDs of the files `crds` installed unless
+    all are there already (an apply costs the API server seconds even when nothing changes, as it compiles every
+    validation rule again); each established; and the namespaces `kflare-system` and `bench`."""
+    installed = []
+    if shared:
+        empty(plane)
+    else:
+        from app.api.crds import render_crds
+
+        manifests = "\n---\n".join(render_crds(helm=False).values())
+        installed += crd_names(kubectl(plane, "apply", "--server-side", "-o", "name", "-f", "-", stdin=manifests))
+    if crds:
+        files = [f"--filename={path}" for path in crds]
+        try:
+            installed += crd_names(kubectl(plane, "get", "-o", "name", *files))
+        except subprocess.CalledProcessError:  # one is missing
+            installed += crd_names(kubectl(plane, "apply", "--server-side", "-o", "name", *files))
+    if installed:
+        plane.wait_established(installed)
+    apply(plane, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in ("kflare-system", NS)])
+
+
+def stop_together(*stops: Callable[[], object]) -> None:
+    """Call each of `stops` at once, in threads: each waits for its process to exit, a good part of a second."""
+    with ThreadPoolExecutor(len(stops)) as pool:
+        for stopped in [pool.submit(stop) for stop in stops]:
+            stopped.result()
 
 
 def empty(plane: ControlPlane) -> None:
@@ -264,10 +302,11 @@ class Controller:
 
     def wait_reconciled(self, objects: dict[str, int], timeout: float) -> dict[str, int]:
         deadline = time.monotonic() + timeout
+        interval = FIRST_POLL
         while (done := self.reconciled_all(objects)) is None:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"not every object reconciled after {timeout}s: {objects}")
-            time.sleep(0.5)
+            interval = pause(interval)
         return done
 
 
@@ -305,16 +344,17 @@ def wait_ready(
     watched first (a scrape of counts, where listing thousands of objects with kubectl every half second would load
     the API server the benchmark measures), and the API server is asked once it says so."""
     started = time.monotonic()
+    interval = FIRST_POLL
     if controller is not None:
         kind = KIND_OF_PLURAL[plural.split(".")[0]]
         while controller_ready(controller, kind) < count:
             if time.monotonic() - started > timeout:
                 raise RuntimeError(f"only {controller_ready(controller, kind)} of {count} {plural} Ready")
-            time.sleep(0.5)
+            interval = pause(interval)
     while ready_count(plane, plural) < count:
         if time.monotonic() - started > timeout:
             raise RuntimeError(f"only {ready_count(plane, plural)} of {count} {plural} Ready after {timeout}s")
-        time.sleep(0.5)
+        interval = pause(interval)
     return time.monotonic() - started
 
 
