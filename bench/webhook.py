@@ -55,7 +55,6 @@ from fastapi.responses import Response
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.controlplane import free_port
-from bench.harness import stop_on_sigterm
 
 TARGETS = ("baseline", "webhook", "webhook + metrics")
 HOSTILE_TARGET = "kflare run's webhook listener"
@@ -87,7 +86,7 @@ def _serve(target: str, port: int, cpu: int, cert_dir: Path | None) -> None:
     from app.server import GC_THRESHOLD, Listener, settle_heap
     from app.tls import ReloadingTLS
 
-    os.sched_setaffinity(0, {cpu})
+    # Pinned to the server's core once ready to serve: the round's servers start together, on every core.
     if target == HOSTILE_TARGET:
         from app.memory import pin_mmap_threshold
         from app.server import webhook_listener
@@ -95,6 +94,7 @@ def _serve(target: str, port: int, cpu: int, cert_dir: Path | None) -> None:
 
         pin_mmap_threshold()  # as `kflare run` does when it starts
         served = webhook_listener(Settings(webhook_cert_dir=cert_dir), "127.0.0.1", port)
+        os.sched_setaffinity(0, {cpu})
         asyncio.run(served.server.serve())
         return
     if target == "baseline":
@@ -114,6 +114,7 @@ def _serve(target: str, port: int, cpu: int, cert_dir: Path | None) -> None:
     # once started out of the collector's sight.
     gc.set_threshold(*GC_THRESHOLD)
     settle_heap()
+    os.sched_setaffinity(0, {cpu})
     asyncio.run(Listener(config).serve())
 
 
@@ -317,49 +318,56 @@ async def _drive(
         return time.perf_counter() - wall, latencies, denied
 
 
-def _wait_listening(proc: subprocess.Popen[bytes], url: str, verify: Any) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}")
-        try:
-            httpx.post(url, content=b"{}", verify=verify, timeout=2)
-            return
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise RuntimeError(f"the server did not listen within {STARTUP_TIMEOUT:.0f}s")
+class Server:
+    """A target under uvicorn in a process of its own (`--serve`), started without waiting for it: a round's servers
+    start together, each on any core until it is ready to serve, then on the server's."""
+
+    def __init__(self, target: str, args: argparse.Namespace, cert_dir: Path | None, kind: str = "DNSRecord") -> None:
+        self.target, self.kind = target, kind
+        self.port = free_port()
+        argv = [sys.executable, __file__, "--serve", target, "--port", str(self.port), "--cpu", str(args.server_cpu)]
+        if cert_dir is not None:
+            argv += ["--cert-dir", str(cert_dir)]
+        scheme = "https" if cert_dir is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}/validate/{KINDS[kind]}"
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def wait_listening(self, verify: Any) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the server of {self.target} exited with {self.proc.returncode}")
+            try:
+                httpx.post(self.url, content=b"{}", verify=verify, timeout=2)
+                return
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise RuntimeError(f"the server of {self.target} did not listen within {STARTUP_TIMEOUT:.0f}s")
+
+    def stop(self) -> None:
+        """At once: a target holds nothing that a graceful stop would save, and the next one is measured on its
+        core as soon as this one is gone."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
 
 
-def measure(
-    target: str, args: argparse.Namespace, cert_dir: Path | None, verify: Any, kind: str = "DNSRecord"
-) -> Figures:
-    port = free_port()
-    argv = [sys.executable, __file__, "--serve", target, "--port", str(port), "--cpu", str(args.server_cpu)]
-    if cert_dir is not None:
-        argv += ["--cert-dir", str(cert_dir)]
-    scheme = "https" if cert_dir is not None else "http"
-    url = f"{scheme}://127.0.0.1:{port}/validate/{KINDS[kind]}"
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def measure(server: Server, args: argparse.Namespace, verify: Any) -> Figures:
+    """The figures of `server` (listening), stopped afterwards."""
     try:
-        _wait_listening(proc, url, verify)
-        check = target != "baseline"
-        warmup = _reviews(min(300, args.reviews), kind, args.bare)
-        asyncio.run(asyncio.wait_for(_drive(url, warmup, args.concurrency, verify, check), TARGET_TIMEOUT))
-        bodies = _reviews(args.reviews, kind, args.bare)
-        cpu = _cpu_seconds(proc.pid)
+        check = server.target != "baseline"
+        warmup = _reviews(min(300, args.reviews), server.kind, args.bare)
+        asyncio.run(asyncio.wait_for(_drive(server.url, warmup, args.concurrency, verify, check), TARGET_TIMEOUT))
+        bodies = _reviews(args.reviews, server.kind, args.bare)
+        cpu = _cpu_seconds(server.proc.pid)
         seconds, latencies, denied = asyncio.run(
-            asyncio.wait_for(_drive(url, bodies, args.concurrency, verify, check), TARGET_TIMEOUT)
+            asyncio.wait_for(_drive(server.url, bodies, args.concurrency, verify, check), TARGET_TIMEOUT)
         )
-        server_cpu = _cpu_seconds(proc.pid) - cpu
-        label = target if kind == "DNSRecord" else f"{target}, {kind}"
+        server_cpu = _cpu_seconds(server.proc.pid) - cpu
+        label = server.target if server.kind == "DNSRecord" else f"{server.target}, {server.kind}"
         return Figures(label, args.reviews, seconds, latencies, server_cpu, denied)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        server.stop()
 
 
 def _rss_mib(pid: int) -> float:
@@ -431,32 +439,22 @@ async def _hostile(port: int, context: ssl.SSLContext, requests: list[bytes], co
     await asyncio.gather(*(one(data) for data in requests))
 
 
-def measure_hostile(args: argparse.Namespace, cert_dir: Path, verify: Any) -> dict[str, float]:
-    """The hostile-clients RSS figures of `kflare run`'s webhook listener, with valid reviews as the baseline."""
-    port = free_port()
-    argv = [sys.executable, __file__, "--serve", HOSTILE_TARGET, "--port", str(port), "--cpu", str(args.server_cpu)]
-    argv += ["--cert-dir", str(cert_dir)]
-    url = f"https://127.0.0.1:{port}/validate/dnsrecords"
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def measure_hostile(server: Server, args: argparse.Namespace, verify: Any) -> dict[str, float]:
+    """The hostile-clients RSS figures of `kflare run`'s webhook listener (`server`, listening), with valid reviews as
+    the baseline; stopped afterwards."""
     try:
-        _wait_listening(proc, url, verify)
-        figures = {"started": _rss_mib(proc.pid)}
+        figures = {"started": _rss_mib(server.proc.pid)}
         valid = _reviews(args.hostile, bare=args.bare)
-        asyncio.run(asyncio.wait_for(_drive(url, valid, args.concurrency, verify, True), TARGET_TIMEOUT))
-        figures["valid"] = _rss_mib(proc.pid)
+        asyncio.run(asyncio.wait_for(_drive(server.url, valid, args.concurrency, verify, True), TARGET_TIMEOUT))
+        figures["valid"] = _rss_mib(server.proc.pid)
         requests = _hostile_requests(args.hostile)
-        asyncio.run(asyncio.wait_for(_hostile(port, verify, requests, args.concurrency * 4), TARGET_TIMEOUT))
-        figures["hostile"] = _rss_mib(proc.pid)
+        asyncio.run(asyncio.wait_for(_hostile(server.port, verify, requests, args.concurrency * 4), TARGET_TIMEOUT))
+        figures["hostile"] = _rss_mib(server.proc.pid)
         time.sleep(args.idle)  # a benchmark's pause, for the figure after idling: nothing to wait for
-        figures["idle"] = _rss_mib(proc.pid)
+        figures["idle"] = _rss_mib(server.proc.pid)
         return figures
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        server.stop()
 
 
 def main() -> int:
@@ -483,13 +481,15 @@ def main() -> int:
     if args.serve:
         _serve(args.serve, args.port, args.cpu, args.cert_dir)
         return 0
+    # The driver's alone: each server (six a round) would spend a fifth of a second importing what it brings.
+    from bench.harness import stop_on_sigterm
+
     stop_on_sigterm()
     args.reviews = max(1, min(args.reviews, 100_000))
     args.rounds = max(1, min(args.rounds, 10))
     cores = sorted(os.sched_getaffinity(0))
     args.server_cpu = args.server_cpu if args.server_cpu is not None else cores[0]
     driver = [c for c in cores if c != args.server_cpu] or cores
-    os.sched_setaffinity(0, set(driver[:1]))
     if driver[0] == args.server_cpu:
         print("warning: one core only: the driver shares the server's core", file=sys.stderr)
 
@@ -516,9 +516,31 @@ def main() -> int:
             f" {'1-core capacity/s':>18}"
         )
         rounds: dict[str, list[Figures]] = {target: [] for target in TARGETS}
-        for _ in range(args.rounds):  # interleaved, so that a noisy neighbour does not hit one target only
-            for target in TARGETS:
-                rounds[target].append(measure(target, args, cert_dir, verify))
+        compared: dict[str, list[Figures]] = {kind: [] for kind in KINDS}
+        memory: dict[str, float] = {}
+        for n in range(args.rounds):  # interleaved, so that a noisy neighbour does not hit one target only
+            # The round's servers start together, on every core (this process's own, which they inherit, is
+            # widened while they start): each pins itself to the server's core once it has imported what it serves.
+            os.sched_setaffinity(0, set(cores))
+            targets = [Server(target, args, cert_dir) for target in TARGETS]
+            kinds = [Server("webhook", args, cert_dir, kind) for kind in KINDS]
+            hostile = Server(HOSTILE_TARGET, args, cert_dir) if n == args.rounds - 1 and args.hostile > 0 else None
+            started = [*targets, *kinds, *([hostile] if hostile else [])]
+            try:
+                for server in started:
+                    server.wait_listening(verify)
+                os.sched_setaffinity(0, set(driver[:1]))
+                for server in targets:
+                    rounds[server.target].append(measure(server, args, verify))
+                # Expression checking: the webhook answering a rule kind whose expression it parses, beside the
+                # same webhook answering DNSRecords (no expression), measured the same way in the same run.
+                for server in kinds:
+                    compared[server.kind].append(measure(server, args, verify))
+                if hostile is not None and cert_dir is not None:
+                    memory = measure_hostile(hostile, args, verify)
+            finally:
+                for server in started:
+                    server.stop()
         results = [min(runs, key=lambda f: f.cpu_per_review) for runs in rounds.values()]
         for figures in results:
             print(
@@ -541,17 +563,11 @@ def main() -> int:
                 f" p50 {statistics.median(figures.latencies) / statistics.median(base.latencies):.1f}x;"
                 f" {figures.denied} of {figures.reviews} denied as expected"
             )
-        # Expression checking: the webhook answering a rule kind whose expression it parses, beside the same
-        # webhook answering DNSRecords (no expression), measured the same way in the same run.
         print(f"\nexpression checking: {args.reviews} AdmissionReviews per kind (1/2 invalid), the webhook app")
         print(
             f"{'target':<28} {'reviews/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'server CPU us/review':>21}"
             f" {'1-core capacity/s':>18}"
         )
-        compared: dict[str, list[Figures]] = {kind: [] for kind in KINDS}
-        for _ in range(args.rounds):
-            for kind in KINDS:
-                compared[kind].append(measure("webhook", args, cert_dir, verify, kind))
         plain_kind, rule_kind = (min(runs, key=lambda f: f.cpu_per_review) for runs in compared.values())
         for figures in (plain_kind, rule_kind):
             name = figures.target if figures is rule_kind else "webhook, DNSRecord"
@@ -567,8 +583,7 @@ def main() -> int:
             f" p99 {rule_kind.percentile(0.99) / plain_kind.percentile(0.99):.1f}x;"
             f" {rule_kind.denied} of {rule_kind.reviews} denied as expected"
         )
-        if args.hostile > 0 and cert_dir is not None:
-            memory = measure_hostile(args, cert_dir, verify)
+        if memory:
             print(
                 f"\n{HOSTILE_TARGET}, RSS in MiB: {memory['started']:.0f} started,"
                 f" {memory['valid']:.0f} after {args.hostile} valid reviews (baseline),"
