@@ -5,6 +5,7 @@ Runs `pytest tests/chaos` with KFLARE_CHAOS_SCALE=full against the test control 
 `make test-bins` builds them). Arguments after `--` go to pytest (say `-- -k crashes`). Takes hours; `--scale ci`
 runs the sizes of `make chaos` instead. With `KFLARE_BENCH_PLANE` set (see bench/harness.py), the scenarios run on
 that plane, emptied first, instead of one of their own; it keeps no audit log, so only those that read none pass.
+With `KFLARE_BENCH_EMULATOR` set, they use that emulator too.
 
     .venv/bin/python bench/chaos.py [--scale full] [--report PATH] [-- PYTEST_ARGS...]
 """

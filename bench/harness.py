@@ -28,7 +28,7 @@ from typing import Any
 from app.api import GROUP
 from app.api.registry import KINDS
 from app.controlplane import ControlPlane, bin_dir_from_env, free_port
-from tests.fixtures.emulator import EmulatorProcess
+from tests.fixtures.emulator import DEFAULT_STATE, EmulatorProcess
 from tests.helpers import crd_names
 
 # A benchmark that is done has no garbage worth collecting: the interpreter's last collection walks every object its
@@ -41,6 +41,9 @@ UNLIMITED = 1_000_000
 """Calls per window for the emulator and the controller when a benchmark counts calls, not waits for them."""
 SHARED_PLANE = "KFLARE_BENCH_PLANE"
 """The variable naming the work directory (its kubeconfig) of a running control plane the benchmarks share."""
+SHARED_EMULATOR = "KFLARE_BENCH_EMULATOR"
+"""The variable naming the URL of a running emulator the benchmarks share, started with its default state and rate
+limit, which each puts back to them."""
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 
 
@@ -120,7 +123,8 @@ def cluster(
     `unlimited`).
 
     With `KFLARE_BENCH_PLANE` set, the plane is that one, emptied (`empty`); its `stop()` leaves it running, as it
-    stops only what it started."""
+    stops only what it started. With `KFLARE_BENCH_EMULATOR` set, the emulator is that one, back to its starting
+    state and then given what `state` holds beyond it; its `stop()` leaves it running too."""
     stop_on_sigterm()
     shared = os.environ.get(SHARED_PLANE)
     if shared:
@@ -132,7 +136,16 @@ def cluster(
         # The plane is made ready while the emulator starts: each takes a second or more.
         with ThreadPoolExecutor(1) as pool:
             prepared = pool.submit(prepare, plane, shared=bool(shared), crds=crds)
-            emulator = EmulatorProcess(state, workdir=work).start()
+            emulator = EmulatorProcess(state, workdir=work)
+            if url := os.environ.get(SHARED_EMULATOR):
+                emulator.attach(url)
+                beyond = {
+                    k: [item for item in v if item not in DEFAULT_STATE.get(k, [])] for k, v in (state or {}).items()
+                }
+                if any(beyond.values()):
+                    emulator.seed(beyond)
+            else:
+                emulator.start()
             try:
                 prepared.result()
             except BaseException:

@@ -6,7 +6,8 @@ make it smallest, and must exit 0 and print the lines of its table. What the fig
 size, and on a shared machine, they mean nothing.
 
 The benchmarks that need a control plane share one (`KFLARE_BENCH_PLANE`, see bench/harness.py), which each empties
-of what the one before it left: starting a plane for each would cost more than most of them take at this size.
+of what the one before it left, and an emulator (`KFLARE_BENCH_EMULATOR`), which each puts back to its starting
+state: starting a plane for each would cost more than most of them take at this size, and an emulator a second.
 `bench/chaos.py` runs its scenario on it too, as that scenario reads no audit log (`make chaos` starts a plane
 whose API server writes one).
 """
@@ -25,11 +26,13 @@ import pytest
 
 from app.controlplane import ControlPlane, bin_dir_from_env
 from tests.fixtures.controller import install_crds
+from tests.fixtures.emulator import EmulatorProcess
 from tests.fixtures.gateway import install_gateway_api
 from tests.fixtures.kube import leaked
 
 SHARED_PLANE = "KFLARE_BENCH_PLANE"
-"""As bench/harness.py reads it (the tests do not import the benchmarks)."""
+SHARED_EMULATOR = "KFLARE_BENCH_EMULATOR"
+"""As bench/harness.py reads them (the tests do not import the benchmarks)."""
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 STOP_GRACE = 30.0
@@ -87,21 +90,28 @@ def test_bins() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def shared_plane(test_bins: dict[str, str]) -> Iterator[dict[str, str]]:
-    """The environment of a benchmark that uses the module's control plane as its own: kflare's CRDs installed, and
-    the Gateway API's, which bench/gateway.py installs and then finds there. The API server spends seconds on those
-    (it compiles their validation rules), here while kflare's are rendered."""
+def shared_plane(test_bins: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The environment of a benchmark that uses the module's control plane and emulator as its own. The plane has
+    kflare's CRDs and the Gateway API's, which bench/gateway.py installs and then finds there: the API server spends
+    seconds on those (it compiles their validation rules), here while kflare's are rendered. The emulator starts
+    while the plane does."""
     plane = ControlPlane.in_tempdir(Path(test_bins["K8S_TEST_BIN"]))
-    plane.start()
+    emulator = EmulatorProcess(workdir=tmp_path_factory.mktemp("emulator"))
+    pool = ThreadPoolExecutor(2)
     try:
-        with ThreadPoolExecutor(1) as pool:
-            gateway = pool.submit(install_gateway_api, plane)
-            install_crds(plane)
-            gateway.result()
-        yield {**test_bins, SHARED_PLANE: str(plane.workdir)}
+        started = pool.submit(emulator.start)
+        plane.start()
+        gateway = pool.submit(install_gateway_api, plane)
+        install_crds(plane)
+        gateway.result()
+        started.result()
+        yield {**test_bins, SHARED_PLANE: str(plane.workdir), SHARED_EMULATOR: emulator.url}
     finally:
+        pool.shutdown()
+        emulator.stop()
         plane.stop()
         assert not leaked(plane), f"control plane left behind: {leaked(plane)}"
+        assert not emulator.running
 
 
 def test_chaos_help_starts_nothing(tmp_path: Path) -> None:

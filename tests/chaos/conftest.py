@@ -14,11 +14,14 @@ from app.controlplane import ControlPlane, bin_dir_from_env
 from tests.chaos.figures import FIGURES, SCALE, Figures
 from tests.chaos.secrets_audit import AuditLog, audit_args
 from tests.fixtures.controller import install_crds
+from tests.fixtures.emulator import EmulatorProcess
 from tests.fixtures.kube import leaked
 
 REPORT = Path(os.environ.get("KFLARE_CHAOS_REPORT") or Path("build") / "chaos" / f"figures-{SCALE}.json")
 SHARED_PLANE = "KFLARE_BENCH_PLANE"
 """As bench/harness.py reads it: the work directory of a running control plane to use instead of starting one."""
+SHARED_EMULATOR = "KFLARE_BENCH_EMULATOR"
+"""As bench/harness.py reads it: the URL of a running emulator to use instead of starting one."""
 
 
 @pytest.fixture(scope="session")
@@ -59,6 +62,22 @@ def control_plane() -> Iterator[ControlPlane]:
         plane.stop()
         left = leaked(plane)
         assert not left, f"control plane left behind: {left}"
+
+
+@pytest.fixture(scope="session")
+def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
+    """The session's emulator, as tests/fixtures/emulator.py starts it; with `KFLARE_BENCH_EMULATOR` set (the smoke
+    run of bench/chaos.py), the one running there, left running."""
+    process = EmulatorProcess(workdir=tmp_path_factory.mktemp("emulator"))
+    shared = os.environ.get(SHARED_EMULATOR)
+    if shared:
+        process.attach(shared)
+    else:
+        process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
 
 
 @pytest.fixture(scope="session")
