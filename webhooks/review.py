@@ -129,37 +129,33 @@ server takes objects nested far deeper into fields that keep unknown content (a 
 one is still answered, with a denial naming the field, rather than refused as a whole."""
 TOO_DEEP: Final = "\x00kflare: nested too deep"
 """What stands in for a value nested past MAX_DEPTH (no JSON text holds a NUL, so no object does)."""
-_STRUCTURE = re.compile(rb'["\\\[\]{}]')
+_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[{]+|[\]}]+', re.DOTALL)
+"""A string (to its closing quote, escapes included), or a run of opening or of closing brackets."""
 
 
 def cut_below(body: bytes, depth: int = MAX_DEPTH) -> bytes | None:
     """`body` with every array or object that opens `depth` levels down replaced by the string TOO_DEEP; None when
-    nothing is that deep. Scans only quotes, backslashes and brackets, without recursion."""
+    nothing is that deep. Scans strings and runs of brackets, each one step, without recursion: a body of a million
+    nested brackets is two runs, not two million steps of a loop holding the event loop for a second."""
     out: list[bytes] = []
-    level, start, in_string, skip_to, cutting = 0, 0, False, -1, -1
-    for match in _STRUCTURE.finditer(body):
-        at = match.start()
-        if at < skip_to:
-            continue  # the character a backslash escapes
-        char = body[at]
-        if in_string:
-            if char == 0x5C:
-                skip_to = at + 2
-            elif char == 0x22:
-                in_string = False
+    level, start, cutting = 0, 0, -1
+    for match in _TOKENS.finditer(body):
+        first = body[match.start()]
+        if first == 0x22:
             continue
-        if char == 0x22:
-            in_string = True
-        elif char in (0x5B, 0x7B):
-            if level == depth and cutting < 0:
+        count = match.end() - match.start()
+        if first in (0x5B, 0x7B):
+            if cutting < 0 and level <= depth < level + count:
+                at = match.start() + depth - level
                 out.append(body[start:at])
                 out.append(json.dumps(TOO_DEEP).encode())
-                cutting = level
-            level += 1
-        elif char in (0x5D, 0x7D):
-            level -= 1
-            if level == cutting:
-                cutting, start = -1, at + 1
+                cutting = depth
+            level += count
+        else:
+            if cutting >= 0 and level - count <= cutting < level:
+                start = match.start() + level - cutting
+                cutting = -1
+            level -= count
     if not out:
         return None
     out.append(body[start:])

@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from app.api import KINDS
 from tests.unit.webhooks.reviews import SAMPLES, changed, review, sample
 from webhooks import MAX_BODY, create_app
+from webhooks.review import cut_below
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +144,26 @@ async def test_a_body_that_is_no_review_gets_400(http: httpx.AsyncClient, body: 
     reply = await post(http, "dnsrecords", body)
     assert reply.status_code == 400, reply.text
     assert detail in reply.json()["detail"]
+
+
+CUT = b'"\\u0000kflare: nested too deep"'
+
+
+@pytest.mark.parametrize(
+    ("body", "depth", "cut"),
+    [
+        (b'[[["a"]]]', 2, b"[[" + CUT + b"]]"),
+        (b'{"a": "[[[\\"]]", "b": [[{"c": [1]}], [[2]]]}', 2, b'{"a": "[[[\\"]]", "b": [' + CUT + b", " + CUT + b"]}"),
+        (b"[[[[[]]]][[[[]]]]]", 3, b"[[[" + CUT + b"]][[" + CUT + b"]]]"),
+        (b"[" * 1_000_000 + b"]" * 1_000_000, 128, b"[" * 128 + CUT + b"]" * 128),
+        (b"[[1]]", 3, None),
+    ],
+    ids=["inner", "strings", "runs", "a million", "shallow"],
+)
+def test_what_is_nested_too_deep_is_cut_and_the_rest_kept(body: bytes, depth: int, cut: bytes | None) -> None:
+    """Brackets inside strings (escaped quotes included) do not count; a run of brackets is cut where it crosses
+    the depth and kept from where it comes back."""
+    assert cut_below(body, depth) == cut
 
 
 async def test_deep_nesting_inside_the_object_is_denied_naming_the_field(http: httpx.AsyncClient) -> None:
