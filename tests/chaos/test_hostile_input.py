@@ -251,7 +251,7 @@ HANG = 30.0
 """Seconds after which an answer counts as a hang (the API server gives up on a webhook after at most 30 s)."""
 QUICK = 5.0
 """Seconds within which an oversized or deeply nested body must be refused."""
-BODY_TIMEOUT = 3
+BODY_TIMEOUT = 2
 """The webhook's `--webhook-body-timeout` here, in seconds: a stalled body is answered 408 once it passes, which the
 scenario waits for, rather than the default 10 s."""
 
