@@ -107,9 +107,9 @@ def shared_plane(test_bins: dict[str, str], tmp_path_factory: pytest.TempPathFac
         started.result()
         yield {**test_bins, SHARED_PLANE: str(plane.workdir), SHARED_EMULATOR: emulator.url}
     finally:
-        pool.shutdown()
-        emulator.stop()
+        pool.submit(emulator.stop)  # while the plane stops
         plane.stop()
+        pool.shutdown()
         assert not leaked(plane), f"control plane left behind: {leaked(plane)}"
         assert not emulator.running
 
