@@ -154,7 +154,7 @@ def test_converge(shared_plane: dict[str, str]) -> None:
         "calls per drift round",
         "account 503 for 0.5 s",
         "controller RSS, 5 resources Ready",
-        "floor: kubectl apply + one status write each",
+        "floor: kubectl apply + a finalizer and a status write each",
         "wall time to all Ready / floor",
         "baseline: 4 records, each write alone",
     )
