@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import atexit
-import gc
 import logging
 import sys
 from collections.abc import Sequence
@@ -12,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app import __version__
+from app.memory import skip_last_collection
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -208,10 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # What the process holds is freed with it: the interpreter's last collection at exit, which would walk all of it
-    # first (a third of a second for `run` and the emulator, which stop on every test and benchmark), is skipped.
-    atexit.unregister(gc.freeze)
-    atexit.register(gc.freeze)
+    # `run` and the emulator stop on every test and benchmark.
+    skip_last_collection()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["run"]:
         argv = go_flags(argv)

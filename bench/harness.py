@@ -10,9 +10,7 @@ Not a benchmark itself; the scripts beside it import it as `bench.harness`.
 
 from __future__ import annotations
 
-import atexit
 import base64
-import gc
 import json
 import os
 import signal
@@ -28,12 +26,11 @@ from typing import Any
 from app.api import GROUP
 from app.api.registry import KINDS
 from app.controlplane import ControlPlane, bin_dir_from_env, free_port
+from app.memory import skip_last_collection
 from tests.fixtures.emulator import DEFAULT_STATE, EmulatorProcess
 from tests.helpers import crd_names
 
-# A benchmark that is done has no garbage worth collecting: the interpreter's last collection walks every object its
-# imports made (half a second for some), only for the OS to free them anyway.
-atexit.register(gc.freeze)
+skip_last_collection()  # a benchmark that is done has no garbage worth collecting
 
 API = "kflare.dev/v1alpha1"
 NS = "bench"

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import atexit
-import gc
 from collections.abc import AsyncIterator
 
 import pytest
 
-# A session that is over has no garbage worth collecting: the interpreter's last collection would walk everything the
-# suite imported and built (most of a second), only for the OS to free it anyway.
-atexit.register(gc.freeze)
+from app.memory import skip_last_collection
+
+skip_last_collection()  # a session that is over has no garbage worth collecting
 
 pytest_plugins = [
     "tests.fixtures.kube",
