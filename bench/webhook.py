@@ -7,9 +7,10 @@ keep-alive connections, as the API server does. The objects are as the API serve
 `kubectl apply` (the last applied configuration, managed fields) and, on UPDATE, stored (a status, kflare's managed
 fields); `--bare` sends only their apiVersion, kind, name, namespace, uid, generation and spec. Targets:
 
-- baseline: a FastAPI route that reads the body and returns a constant AdmissionReview (the floor: uvicorn, TLS,
-  FastAPI routing and httpx, no parsing or validation);
-- webhook: `webhooks.create_app()`;
+- baseline: a FastAPI route that reads the body and returns a constant AdmissionReview (uvicorn, TLS, FastAPI's
+  layers and routing, and httpx; no parsing or validation);
+- bare ASGI: the same as a bare ASGI callable, without FastAPI (the floor of uvicorn, TLS and httpx alone);
+- webhook: `webhooks.create_app()`, which answers a review before FastAPI's layers (`webhooks.app.WebhookApp`);
 - webhook + metrics: the same app instrumented the way `kflare run` serves it.
 
 Then expression checking: the webhook app answering WAFCustomRules (whose expressions it parses against the Rules
@@ -56,7 +57,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.controlplane import free_port
 
-TARGETS = ("baseline", "webhook", "webhook + metrics")
+TARGETS = ("baseline", "bare ASGI", "webhook", "webhook + metrics")
+BASELINES = ("baseline", "bare ASGI")
 HOSTILE_TARGET = "kflare run's webhook listener"
 STARTUP_TIMEOUT = 30.0
 TARGET_TIMEOUT = 180.0
@@ -80,6 +82,27 @@ def _baseline_app() -> Any:
     return app
 
 
+def _bare_app() -> Any:
+    answer = json.dumps(
+        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": "x", "allowed": True}}
+    ).encode()
+    start = {
+        "type": "http.response.start",
+        "status": 200,
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(answer))],
+    }
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body", False):
+            pass
+        await send(start)
+        await send({"type": "http.response.body", "body": answer})
+
+    return app
+
+
 def _serve(target: str, port: int, cpu: int, cert_dir: Path | None) -> None:
     import uvicorn
 
@@ -99,6 +122,8 @@ def _serve(target: str, port: int, cpu: int, cert_dir: Path | None) -> None:
         return
     if target == "baseline":
         app = _baseline_app()
+    elif target == "bare ASGI":
+        app = _bare_app()
     else:
         from webhooks import create_app
 
@@ -355,7 +380,7 @@ class Server:
 def measure(server: Server, args: argparse.Namespace, verify: Any) -> Figures:
     """The figures of `server` (listening), stopped afterwards."""
     try:
-        check = server.target != "baseline"
+        check = server.target not in BASELINES
         warmup = _reviews(min(300, args.reviews), server.kind, args.bare)
         asyncio.run(asyncio.wait_for(_drive(server.url, warmup, args.concurrency, verify, check), TARGET_TIMEOUT))
         bodies = _reviews(args.reviews, server.kind, args.bare)
@@ -548,7 +573,7 @@ def main() -> int:
                 f" {figures.percentile(0.99):>8.2f} {figures.cpu_per_review * 1e6:>21.0f}"
                 f" {1 / figures.cpu_per_review:>18.0f}"
             )
-        base = results[0]
+        base, bare = results[0], results[1]
         for figures in results[1:]:
             # Each round ran the targets one after the other: the ratio within a round is the least disturbed by
             # the machine's mood, which moves the baseline alone by a third from one round to the next.
@@ -563,6 +588,12 @@ def main() -> int:
                 f" p50 {statistics.median(figures.latencies) / statistics.median(base.latencies):.1f}x;"
                 f" {figures.denied} of {figures.reviews} denied as expected"
             )
+        own = {figures.target: (figures.cpu_per_review - bare.cpu_per_review) * 1e6 for figures in results}
+        layers, webhook, metered = own["baseline"], own["webhook"], own["webhook + metrics"]
+        print(
+            "above the bare ASGI endpoint, server CPU us per review:"
+            f" FastAPI's layers (the baseline) {layers:.0f}, the webhook {webhook:.0f}, with metrics {metered:.0f}"
+        )
         print(f"\nexpression checking: {args.reviews} AdmissionReviews per kind (1/2 invalid), the webhook app")
         print(
             f"{'target':<28} {'reviews/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'server CPU us/review':>21}"

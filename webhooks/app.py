@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import Response
-from fastapi.routing import APIRoute
 from pydantic_core import to_json
+from starlette.types import Receive, Scope, Send
 
 from app.api import KINDS, FieldError, ResourceClass
 from app.api.schema import structural_schema
@@ -41,25 +43,68 @@ BODY_TIMEOUT: Final = 10.0
 """Seconds to receive a whole body; the API server's own deadline for a call is at most 30 s."""
 MAX_IN_FLIGHT: Final = 8
 """Reviews read and decided at once; the API server sends a handful at a time."""
+ROUTE: Final = "/validate/{plural}"
+_PREFIX: Final = ROUTE.removesuffix("{plural}")
 
 
 class _Gone(Exception):
     """The client went away before its body was read."""
 
 
-class _RawRoute(APIRoute):
-    """A route whose endpoint takes `(plural, request)` and reads the request itself: FastAPI's per-request
-    resolution of parameters and dependencies (a sixth of a review's CPU) has nothing to resolve, so it is left out.
-    The route stays an APIRoute so that the OpenAPI document still describes it."""
+async def _gone(request: Request, exc: _Gone) -> Response:
+    log.debug("a client went away before sending its whole body")
+    return Response(status_code=400)  # never sent: uvicorn drops what is sent to a closed connection
 
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        endpoint = self.endpoint
 
-        async def handle(request: Request) -> Response:
-            response: Response = await endpoint(request.path_params["plural"], request)
-            return response
+RequestObserver = Callable[[str, str, str, float], None]
+"""Told of each review answered: its method, status code, route template and seconds to answer."""
+Answer = Callable[[ResourceClass, Request], Awaitable[Response]]
 
-        return handle
+
+class WebhookApp(FastAPI):
+    """The webhook's FastAPI app, which answers a review (`POST /validate/<a kind's plural>`) before FastAPI's own
+    layers. Those layers (the error page, OpenTelemetry's hooks, a body limit, an exit stack for dependencies, the
+    routing, and the same again around the endpoint) cost as much CPU per request as a review's parsing and decision
+    together, and do nothing for a review: the route reads its body itself, bounded in size and time, and answers
+    every error it meets. Anything else (a plural that is no kind, another method or path) goes through FastAPI as
+    usual; the route is declared there too, so the OpenAPI document describes it. What instruments the app's
+    requests (`app.metrics.collectors.instrument`) is told of each review by `observe_direct`."""
+
+    def __init__(self, answer: Answer, by_plural: Mapping[str, ResourceClass], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._answer = answer
+        self._by_plural = by_plural
+        self._observers: list[RequestObserver] = []
+
+    def observe_direct(self, observer: RequestObserver) -> None:
+        self._observers.append(observer)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].startswith(_PREFIX):
+            model = self._by_plural.get(scope["path"][len(_PREFIX) :])
+            if model is not None:
+                await self._review(model, scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+    async def _review(self, model: ResourceClass, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
+        status = 500  # what the server answers for an exception that escapes (after logging it)
+        try:
+            request = Request(scope, receive)
+            try:
+                response = await self._answer(model, request)
+            except HTTPException as exc:  # answered as FastAPI's own handler would
+                response = await http_exception_handler(request, exc)
+            except _Gone as exc:
+                response = await _gone(request, exc)
+            status = response.status_code
+            await response(scope, receive, send)
+        finally:
+            if self._observers:
+                seconds = time.perf_counter() - started
+                for observe in self._observers:
+                    observe("POST", str(status), ROUTE, seconds)
 
 
 class BodyDeadlines:
@@ -156,32 +201,16 @@ def create_app(
     max_in_flight: int = MAX_IN_FLIGHT,
     wait_timeout: float | None = None,
     objects: ListObjects | None = None,
-) -> FastAPI:
+) -> WebhookApp:
     """The webhook app; one route serves every kind, by its plural. `objects` reads the cluster's kflare objects
     for the warnings of an allowed object (none without it)."""
     turn_timeout = body_timeout if wait_timeout is None else wait_timeout
     by_plural: dict[str, ResourceClass] = {model.info.plural: model for model in KINDS}
     plurals = ", ".join(sorted(by_plural))
-    app = FastAPI(title="kflare admission webhooks", version="v1", docs_url=None, redoc_url=None, openapi_url=None)
     turns = asyncio.Semaphore(max_in_flight)
     deadlines = BodyDeadlines(body_timeout)
 
-    @app.exception_handler(_Gone)
-    async def gone(request: Request, exc: _Gone) -> Response:
-        log.debug("a client went away before sending its whole body")
-        return Response(status_code=400)  # never sent: uvicorn drops what is sent to a closed connection
-
-    # The route reads the body itself (bounded in size and time), so FastAPI cannot derive its schema: declare it,
-    # so that the OpenAPI document (and the fuzzing driven by it) knows what an AdmissionReview looks like.
-    body_schema = {"type": "object", **structural_schema(AdmissionReview)}
-    review_body = {"requestBody": {"required": True, "content": {"application/json": {"schema": body_schema}}}}
-
-    async def validate(plural: str, request: Request) -> Response:
-        model = by_plural.get(plural)
-        if model is None:
-            raise HTTPException(
-                404, f"{plural[:64]!r} is no kflare kind; the webhook serves /validate/<plural> for {plurals}"
-            )
+    async def answer(model: ResourceClass, request: Request) -> Response:
         if turns.locked():  # only a wait needs a deadline (arming one costs as much as parsing the review)
             try:
                 async with asyncio.timeout(turn_timeout):
@@ -215,12 +244,35 @@ def create_app(
         warnings: tuple[str, ...] = ()
         if decision.allowed and admission.operation.upper() in ("CREATE", "UPDATE") and not admission.sub_resource:
             warnings = await warnings_for(model, admission.object, admission.namespace, objects)
-        answer = review_response(admission.uid, decision.allowed, decision.status, warnings)
+        reply = review_response(admission.uid, decision.allowed, decision.status, warnings)
         # pydantic's serialiser: compact UTF-8 in one call, a quarter of what the json module's encoder costs. The
         # strings in it never hold a lone surrogate (the JSON parser refuses one), so encoding cannot fail.
-        return Response(to_json(answer), media_type="application/json")
+        return Response(to_json(reply), media_type="application/json")
 
-    app.router.add_api_route(
-        "/validate/{plural}", validate, methods=["POST"], openapi_extra=review_body, route_class_override=_RawRoute
+    app = WebhookApp(
+        answer,
+        by_plural,
+        title="kflare admission webhooks",
+        version="v1",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
+    app.exception_handler(_Gone)(_gone)
+
+    # The route reads the body itself (bounded in size and time), so FastAPI cannot derive its schema: declare it,
+    # so that the OpenAPI document (and the fuzzing driven by it) knows what an AdmissionReview looks like.
+    body_schema = {"type": "object", **structural_schema(AdmissionReview)}
+    review_body = {"requestBody": {"required": True, "content": {"application/json": {"schema": body_schema}}}}
+
+    # A review of a kind reaches `answer` directly (`WebhookApp`): what reaches this route names no kind.
+    async def validate(plural: str, request: Request) -> Response:
+        model = by_plural.get(plural)
+        if model is None:
+            raise HTTPException(
+                404, f"{plural[:64]!r} is no kflare kind; the webhook serves /validate/<plural> for {plurals}"
+            )
+        return await answer(model, request)
+
+    app.router.add_api_route(ROUTE, validate, methods=["POST"], openapi_extra=review_body)
     return app

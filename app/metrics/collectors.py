@@ -19,7 +19,7 @@ import asyncio
 import collections
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -59,23 +59,35 @@ HTTP_DURATION = Histogram(
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
-def _record(listener: str) -> Callable[[Info], None]:
+RequestRecorder = Callable[[str, str, str, float], None]
+"""Records one request: its method, status code, route template ("none" for any other path) and seconds."""
+
+
+@runtime_checkable
+class AnswersDirectly(Protocol):
+    """An app that answers some requests before its middleware, the instrumentator's included, and tells
+    `observe_direct`'s observers of each (`webhooks.app.WebhookApp`)."""
+
+    def observe_direct(self, observer: RequestRecorder) -> None: ...
+
+
+def _recorder(listener: str) -> RequestRecorder:
     # Each series' child is looked up once: resolving labels costs as much as recording. The keys are bounded as
     # the series are: known methods, status codes, route templates (any other path is "none").
     series: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 
-    def record(info: Info) -> None:
+    def record(method: str, status: str, handler: str, seconds: float) -> None:
         # A client picks the method: anything unusual shares one label value, so it cannot grow the series.
-        method = info.method if info.method in _METHODS else "other"
-        key = (method, info.modified_status, info.modified_handler)
+        method = method if method in _METHODS else "other"
+        key = (method, status, handler)
         children = series.get(key)
         if children is None:
             children = series[key] = (
                 HTTP_REQUESTS.labels(listener, *key),
-                HTTP_DURATION.labels(listener, method, info.modified_handler),
+                HTTP_DURATION.labels(listener, method, handler),
             )
         children[0].inc()
-        children[1].observe(info.modified_duration)
+        children[1].observe(seconds)
 
     return record
 
@@ -88,9 +100,16 @@ def instrument(app: FastAPI, listener: str) -> FastAPI:
         should_group_untemplated=True,
         registry=REGISTRY,
     )
+    record = _recorder(listener)
+
+    def record_info(info: Info) -> None:
+        record(info.method, info.modified_status, info.modified_handler, info.modified_duration)
+
     # With an instrumentation of our own the instrumentator registers none of its default series, which it would
     # try to register again for every app.
-    instrumentator.add(_record(listener)).instrument(app)
+    instrumentator.add(record_info).instrument(app)
+    if isinstance(app, AnswersDirectly):
+        app.observe_direct(record)
     return app
 
 

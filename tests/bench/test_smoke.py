@@ -137,7 +137,13 @@ def test_webhook() -> None:
     args = ("--reviews", "20", "--concurrency", "2", "--rounds", "1", "--hostile", "4", "--idle", "0.5")
     out = run("webhook.py", *args, timeout=240)
     lines_with(
-        out, "reviews/s", "webhook + metrics", "rounds' own ratios", "WAFCustomRule (expression checked)", "RSS in MiB"
+        out,
+        "reviews/s",
+        "webhook + metrics",
+        "rounds' own ratios",
+        "above the bare ASGI endpoint",
+        "WAFCustomRule (expression checked)",
+        "RSS in MiB",
     )
 
 

@@ -384,3 +384,39 @@ async def test_an_object_nested_past_the_parsers_depth_is_denied_naming_its_fiel
     assert response["uid"] == body["request"]["uid"]
     assert response["allowed"] is False
     assert response["status"]["message"] == "spec.data.flags: nested more than 128 levels deep"
+
+
+async def test_every_review_is_counted_with_its_status_as_the_listener_serves_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A review is answered before FastAPI's middleware (`WebhookApp`), the metrics' included: it still counts,
+    under the route's template, whatever its answer, an error that escapes as the 500 the client gets."""
+    from app.kube.metrics import REGISTRY
+    from app.metrics.collectors import instrument
+
+    listener = "webhook-counted"
+    app = instrument(create_app(), listener)
+
+    def count(status: int) -> float:
+        labels = {"listener": listener, "method": "POST", "status": str(status), "handler": "/validate/{plural}"}
+        return REGISTRY.get_sample_value("kflare_http_requests_total", labels) or 0.0
+
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="https://webhook") as client:
+        sent = _valid()
+        assert answer(await post(client, "dnsrecords", sent), sent)["allowed"] is True
+        assert (await post(client, "dnsrecords", b"{")).status_code == 400
+        assert (await post(client, "pods", _valid())).status_code == 404  # through FastAPI and its instrumentation
+        import webhooks.app
+
+        def broken(*_: Any) -> Any:
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(webhooks.app, "parse_review", broken)
+        assert (await post(client, "dnsrecords", _valid())).status_code == 500
+    assert (count(200), count(400), count(404), count(500)) == (1, 1, 1, 1)
+    seconds = REGISTRY.get_sample_value(
+        "kflare_http_request_duration_seconds_count",
+        {"listener": listener, "method": "POST", "handler": "/validate/{plural}"},
+    )
+    assert seconds == 4
