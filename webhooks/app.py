@@ -51,11 +51,6 @@ class _Gone(Exception):
     """The client went away before its body was read."""
 
 
-async def _gone(request: Request, exc: _Gone) -> Response:
-    log.debug("a client went away before sending its whole body")
-    return Response(status_code=400)  # never sent: uvicorn drops what is sent to a closed connection
-
-
 RequestObserver = Callable[[str, str, str, float], None]
 """Told of each review answered: its method, status code, route template and seconds to answer."""
 Answer = Callable[[ResourceClass, Request], Awaitable[Response]]
@@ -96,8 +91,9 @@ class WebhookApp(FastAPI):
                 response = await self._answer(model, request)
             except HTTPException as exc:  # answered as FastAPI's own handler would
                 response = await http_exception_handler(request, exc)
-            except _Gone as exc:
-                response = await _gone(request, exc)
+            except _Gone:
+                log.debug("a client went away before sending its whole body")
+                response = Response(status_code=400)  # never sent: uvicorn drops what is sent to a closed connection
             status = response.status_code
             await response(scope, receive, send)
         finally:
@@ -258,21 +254,17 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-    app.exception_handler(_Gone)(_gone)
 
     # The route reads the body itself (bounded in size and time), so FastAPI cannot derive its schema: declare it,
     # so that the OpenAPI document (and the fuzzing driven by it) knows what an AdmissionReview looks like.
     body_schema = {"type": "object", **structural_schema(AdmissionReview)}
     review_body = {"requestBody": {"required": True, "content": {"application/json": {"schema": body_schema}}}}
 
-    # A review of a kind reaches `answer` directly (`WebhookApp`): what reaches this route names no kind.
-    async def validate(plural: str, request: Request) -> Response:
-        model = by_plural.get(plural)
-        if model is None:
-            raise HTTPException(
-                404, f"{plural[:64]!r} is no kflare kind; the webhook serves /validate/<plural> for {plurals}"
-            )
-        return await answer(model, request)
+    # A review of a kind is answered before FastAPI's routing (`WebhookApp`): what reaches this route names no kind.
+    async def validate(plural: str) -> Response:
+        raise HTTPException(
+            404, f"{plural[:64]!r} is no kflare kind; the webhook serves /validate/<plural> for {plurals}"
+        )
 
     app.router.add_api_route(ROUTE, validate, methods=["POST"], openapi_extra=review_body)
     return app
