@@ -19,6 +19,7 @@ from fastapi import FastAPI, Response
 
 from app.api.base import GROUP, VERSION
 from app.api.registry import kind_for
+from app.api.tenancy import NamespacePolicy
 from app.cloudflare.budget import BudgetConfig
 from app.cloudflare.http import HttpConfig, user_agent
 from app.cloudflare.session import CloudflareSession
@@ -67,11 +68,18 @@ class Runtime:
     xds: SnapshotStore = field(default_factory=lambda: SnapshotStore(serving=lambda: False))
     """The data plane's configuration (the Gateway class), answered by the xDS listener."""
     last_tick: float = field(default_factory=time.monotonic)
+    username: str | None = None
+    """Who the API server knows this process as (a SelfSubjectReview at start): the webhook lets only this user
+    write what only kflare writes."""
     _ticker: asyncio.Task[None] | None = None
+
+    def kflare_users(self) -> frozenset[str]:
+        return frozenset() if self.username is None else frozenset({self.username})
 
     async def start(self) -> None:
         s = self.settings
         self.kube = await KubeClient.connect(s.kubeconfig)
+        self.username = await self.kube.whoami()
         # The replica's name in every call it makes, so that Cloudflare's side tells the replicas of one token apart.
         identity = default_identity()
         self.cloudflare = CloudflareSession(
@@ -105,6 +113,7 @@ class Runtime:
             index=self.manager.index,
             cloudflare=lambda token: session.client(token),
             default_deletion_policy=s.default_deletion_policy,
+            default_account_namespaces=NamespacePolicy.model_validate({"from": s.default_account_namespaces}),
             dns_batch_size=s.dns_batch_size,
             informer_of=self.manager.informer_of,
             enqueue=self.manager.enqueue,
@@ -124,6 +133,7 @@ class Runtime:
                 port,
                 tenancy_label=s.gateway_namespace_label,
                 origin=s.gateway_origin_url,
+                allow_external_name_services=s.gateway_allow_external_name_services,
                 tls_port=s.gateway_data_plane_tls_port or None,
                 tls_dir=s.gateway_origin_tls_dir,
                 server_name=s.gateway_origin_server_name,
@@ -282,13 +292,20 @@ def limits(settings: Settings) -> Limits:
     )
 
 
-def webhook_listener(settings: Settings, host: str, port: int, *, objects: ListObjects | None = None) -> Served:
+def webhook_listener(
+    settings: Settings,
+    host: str,
+    port: int,
+    *,
+    objects: ListObjects | None = None,
+    kflare: Callable[[], frozenset[str]] = frozenset,
+) -> Served:
     """The webhook listener: TLS from --webhook-cert-dir (tls.crt, tls.key), reloaded on change; a self-signed
-    certificate for localhost without one. `objects` reads the cluster's kflare objects for admission warnings."""
+    certificate for localhost without one. `objects` reads the cluster's kflare objects for admission warnings;
+    `kflare` tells the controller's usernames."""
     tls = ReloadingTLS(settings.webhook_cert_dir, hosts=["localhost", "127.0.0.1"])
-    app = instrument(
-        webhook_app(objects=objects, body_timeout=settings.webhook_body_timeout.total_seconds()), "webhook"
-    )
+    body_timeout = settings.webhook_body_timeout.total_seconds()
+    app = instrument(webhook_app(objects=objects, body_timeout=body_timeout, kflare=kflare), "webhook")
     config = listener_config(app, host, port, limits(settings), context=tls.ssl_context)
     return Served("webhook", Listener(config), host, port, tls)
 
@@ -307,7 +324,7 @@ def listeners(settings: Settings, runtime: Runtime) -> list[Served]:
         out.append(Served("metrics", Listener(endpoint.config), *metrics, endpoint.tls))
     webhook = settings.webhook_address
     if webhook is not None:
-        out.append(webhook_listener(settings, *webhook, objects=runtime.list_objects))
+        out.append(webhook_listener(settings, *webhook, objects=runtime.list_objects, kflare=runtime.kflare_users))
     xds = split_bind_address(settings.gateway_xds_bind_address) if settings.gateway_enabled else None
     if xds is not None:
         out.append(xds_listener(settings, runtime, *xds))

@@ -90,6 +90,11 @@ class Settings(BaseSettings):
     )
     reconcile_timeout: Duration = Field(timedelta(minutes=5), description="bound on one reconcile; 0s is off")
     default_deletion_policy: DeletionPolicy = DeletionPolicy.DELETE
+    default_account_namespaces: Literal["All", "None"] = Field(
+        "All",
+        description="which namespaces may use (and adopt through) a CloudflareAccount whose spec.allowedNamespaces is"
+        " unset: All (as the Go controller) or None (each account says whom it serves)",
+    )
     resync_period: Duration = Field(timedelta(hours=10), description="re-reconcile everything this often")
     dns_batch_size: int = Field(
         0,
@@ -172,6 +177,12 @@ class Settings(BaseSettings):
         description="the data plane as cloudflared reaches it, the service of the tunnel's ingress rules; unset is"
         " http://localhost:<port of --gateway-data-plane-address> (cloudflared and Envoy share the data-plane pod)",
         pattern=r"^https?://[^\s/]+$",
+    )
+    gateway_allow_external_name_services: bool = Field(
+        False,
+        description="let routes on the class's shared data plane send to ExternalName Services (CVE-2021-25740: off,"
+        " they are refused, ResolvedRefs=False); a Gateway with a plane of its own asks its GatewayParameters'"
+        " allowExternalNameServices",
     )
     gateway_namespace_label: str | None = Field(
         None,

@@ -44,6 +44,7 @@ from envoy.config.route.v3 import route_components_pb2, route_pb2
 from envoy.extensions.filters.http.cors.v3 import cors_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2
+from envoy.extensions.network.dns_resolver.cares.v3 import cares_dns_resolver_pb2
 from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from envoy.service.discovery.v3 import discovery_pb2
@@ -66,7 +67,14 @@ RECHECK: Final = 1.0
 calls back when it changes)."""
 
 # Every type a resource's typed_config may name must be in the descriptor pool for the JSON to encode.
-_NESTED = (cors_pb2, router_pb2, http_connection_manager_pb2, tls_pb2, http_protocol_options_pb2)
+_NESTED = (
+    cors_pb2,
+    router_pb2,
+    http_connection_manager_pb2,
+    tls_pb2,
+    http_protocol_options_pb2,
+    cares_dns_resolver_pb2,
+)
 _MESSAGES: Final[dict[str, Any]] = {
     "clusters": cluster_pb2.Cluster,
     "endpoints": endpoint_pb2.ClusterLoadAssignment,

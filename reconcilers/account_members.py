@@ -118,7 +118,7 @@ class AccountMemberBase(ManagedKind[Member, Scope, Observed], Generic[Member, Sc
     async def account_scope(self, obj: Member) -> AccountScope:
         name = str(obj.spec.account_ref.name)
         partition = self.partition(obj)
-        account = await ready_account(self.ctx, name)
+        account = await ready_account(self.ctx, name, obj.namespace)
         return AccountScope(account, self.collection_of(name, account, partition), partition)
 
     def gone(self, listed: Listed) -> bool:

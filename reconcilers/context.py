@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.api.constants import DeletionPolicy
+from app.api.tenancy import ALL_NAMESPACES, NamespacePolicy
 from app.cloudflare.client import CloudflareClient
 from app.cloudflare.models import CustomList, Ruleset
 from app.kube.client import JSON, KubeClient
@@ -23,10 +24,13 @@ ENTRYPOINT = "entrypoint"
 
 @dataclass(frozen=True)
 class AccountLink:
-    """A Ready account's Cloudflare ID and a client for its token."""
+    """A Ready account's Cloudflare ID and a client for its token, with who may use it and who may adopt through
+    it (the account's policies, or the controller's default where it sets none)."""
 
     account_id: str
     client: CloudflareClient
+    users: NamespacePolicy = field(default_factory=lambda: ALL_NAMESPACES, compare=False)
+    adopters: NamespacePolicy = field(default_factory=lambda: ALL_NAMESPACES, compare=False)
 
 
 def lists_key(account_id: str) -> str:
@@ -68,6 +72,8 @@ class Context:
     cloudflare: Callable[[str], CloudflareClient]
     """A client for an API token; one per token, sharing the process's connection pool and the token's budget."""
     default_deletion_policy: DeletionPolicy = DeletionPolicy.DELETE
+    default_account_namespaces: NamespacePolicy = field(default_factory=lambda: ALL_NAMESPACES)
+    """Who may use (and adopt through) an account that says nothing: `--default-account-namespaces`."""
     dns_batch_size: int = 0
     """DNS writes of a zone per call; 0: the plan's cap."""
     informer_of: Callable[[str], Informer | None] = lambda _: None
@@ -89,6 +95,11 @@ class Context:
     def cached(self, kind: str, name: str, namespace: str | None = None) -> JSON | None:
         informer = self.informer_of(kind)
         return None if informer is None else informer.get(name, namespace)
+
+    def namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        """A namespace's labels as the cache of namespaces holds them (None: not cached)."""
+        raw = self.cached("Namespace", namespace)
+        return None if raw is None else dict(raw["metadata"].get("labels") or {})
 
     def cached_all(self, kind: str) -> list[JSON]:
         informer = self.informer_of(kind)

@@ -16,6 +16,7 @@ from app.kube.client import JSON
 from app.kube.informer import Key, key_of
 from reconcilers.context import AccountLink, Context
 from reconcilers.lifecycle import RETRY_PARENT, NotReady, can_serve
+from reconcilers.tenancy import account_policies, permits
 
 """`Context.shared`'s key of the accounts' links, each with the cached account and Secret it was made from: every
 reconcile of a child asks for its account's link, and validating the account and checking the token each time
@@ -68,8 +69,20 @@ def token_problem(value: str) -> str | None:
     return None
 
 
-async def ready_account(ctx: Context, name: str) -> AccountLink:
-    """The named CloudflareAccount, if it exists and is Ready, with a client for its token."""
+async def ready_account(ctx: Context, name: str, namespace: str | None = None) -> AccountLink:
+    """The named CloudflareAccount, if it exists, is Ready and lets `namespace` (the caller's) use it, with a client
+    for its token. A namespace it does not let in learns nothing more of it, and causes no Cloudflare call."""
+    link = await _account_link(ctx, name)
+    if not permits(ctx, link.users, namespace):
+        raise NotReady(
+            Reason.ACCOUNT_NOT_PERMITTED,
+            f"CloudflareAccount {name} does not let namespace {namespace} use it (its spec.allowedNamespaces)",
+            requeue_after=RETRY_PARENT,
+        )
+    return link
+
+
+async def _account_link(ctx: Context, name: str) -> AccountLink:
     raw: JSON | None = ctx.cached(CloudflareAccount.info.kind, name)
     if raw is None:
         raise NotReady(
@@ -92,7 +105,8 @@ async def ready_account(ctx: Context, name: str) -> AccountLink:
         token = await read_token(ctx, account)
     except NotReady as wait:
         raise NotReady(wait.reason, wait.message, requeue_after=RETRY_PARENT) from None
-    link = AccountLink(account.spec.account_id, ctx.cloudflare(token))
+    users, adopters = account_policies(ctx, account)
+    link = AccountLink(account.spec.account_id, ctx.cloudflare(token), users, adopters)
     ref = account.spec.token_secret_ref
     secret = ctx.secrets.get((ref.namespace, ref.name))
     if secret is not None:
@@ -139,7 +153,7 @@ async def ready_zone(ctx: Context, namespace: str | None, name: str) -> ZoneLink
         raise NotReady(Reason.ZONE_NOT_READY, f"Zone {name} is not Ready")
     spec = raw.get("spec") or {}
     account_ref = str((spec.get("accountRef") or {}).get("name", ""))
-    account = await ready_account(ctx, account_ref)
+    account = await ready_account(ctx, account_ref, namespace)
     return ZoneLink(account, str(zone_id), str(spec.get("name", "")), account_ref)
 
 

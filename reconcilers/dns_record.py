@@ -224,7 +224,9 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         target = None if obj.spec.tunnel_ref is None else self._tunnel_target(obj)
         account_name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name", "")
         plan = (status.get("cloudflareMetadata") or {}).get("plan")
-        return RecordLink(await ready_account(self.ctx, account_name), zone_id, raw["spec"]["name"], plan, target)
+        return RecordLink(
+            await ready_account(self.ctx, account_name, obj.namespace), zone_id, raw["spec"]["name"], plan, target
+        )
 
     def _tunnel_target(self, obj: DNSRecord) -> str | None:
         """The CNAME target of a record pointing at a tunnel. A record being deleted needs none: it goes anyway."""

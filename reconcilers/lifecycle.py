@@ -42,9 +42,11 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 from pydantic import ValidationError
 
 from app.api.base import GROUP, VERSION, wire_name
+from app.api.claim import CloudflareClaim
 from app.api.constants import (
     ADOPTED_ANNOTATION,
     ADOPTION_POLICY_ANNOTATION,
+    CREATE_INTENT_ANNOTATION,
     DELETION_POLICY_ANNOTATION,
     FINALIZER,
     PAUSED_ANNOTATION,
@@ -68,10 +70,11 @@ from app.kube.index import Ref
 from app.kube.informer import Indexer, Key
 from app.kube.manager import IndexLink
 from app.logs import ContextLogger
-from reconcilers.context import Context
+from reconcilers.claims import Claims, Holder, holder_of
+from reconcilers.context import AccountLink, Context
+from reconcilers.tenancy import may_adopt
 from reconcilers.writer import ObjectWriter, logger_of, waits_for_a_parent
 
-CREATE_INTENT_ANNOTATION = "kflare.dev/create-intent"
 CLAIM_INDEX = "claim"
 MAX_LISTED_DEPENDANTS = 5
 RETRY_PARENT = 60.0  # how soon to look again when a parent or credential is missing (the Go controller's minute)
@@ -295,6 +298,11 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     def describe(self, observed: ObservedT) -> str:
         return self.id_of(observed)
 
+    def account_of(self, link: L) -> AccountLink | None:
+        """The account the object is in: every link that reaches Cloudflare carries it as `account`."""
+        account = getattr(link, "account", None)
+        return account if isinstance(account, AccountLink) else None
+
     def adoption_note(self, observed: ObservedT) -> str:
         """Which object was adopted and why that one, for the Event (a key that is not unique says more)."""
         return f"adopted {self.describe(observed)}"
@@ -355,18 +363,22 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     def logger(self, key: Key) -> ContextLogger:
         return logger_of(self.kind, key)
 
-    def owner_of(self, cloudflare_id: str, obj: R) -> str | None:
-        """The other resource of this kind (in any namespace) that claims the Cloudflare object, as
-        `namespace/name`."""
+    def holder_of(self, cloudflare_id: str, obj: R) -> Holder | None:
+        """The other resource of this kind (in any namespace) whose status or claim label records the object."""
         informer = self.ctx.informer_of(self.kind)
         for other in [] if informer is None else informer.by_index(CLAIM_INDEX, cloudflare_id):
             if other["metadata"].get("uid") != obj.metadata.uid:
-                return f"{other['metadata'].get('namespace') or ''}/{other['metadata']['name']}".lstrip("/")
+                return holder_of(other)
         return None
+
+    def owner_of(self, cloudflare_id: str, obj: R) -> str | None:
+        """Who else holds the Cloudflare object, as `obj`'s namespace may be told (`Holder.described_to`)."""
+        holder = self.holder_of(cloudflare_id, obj)
+        return None if holder is None else holder.described_to(obj.metadata.namespace)
 
     def claimed_by_other(self, cloudflare_id: str, obj: R) -> bool:
         """Whether another resource of this kind (in any namespace) claims the Cloudflare object."""
-        return self.owner_of(cloudflare_id, obj) is not None
+        return self.holder_of(cloudflare_id, obj) is not None
 
     def first_unclaimed(
         self, found: Sequence[ObservedT], obj: R, reason: str, what: Callable[[ObservedT], str]
@@ -376,9 +388,7 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         for candidate in found:
             owner = self.owner_of(self.id_of(candidate), obj)
             if owner is not None:
-                raise NotReady(
-                    reason, f"{what(candidate)} is managed by {self.kind} {owner}", requeue_after=RETRY_PARENT
-                )
+                raise NotReady(reason, f"{what(candidate)} is managed by {owner}", requeue_after=RETRY_PARENT)
             return candidate
         return None
 
@@ -395,6 +405,8 @@ class Lifecycle(Generic[R, L, ObservedT]):
         self.drift_group = kind.drift_group
         self.open_drift_round = kind.open_drift_round
         self.concurrency = kind.concurrency
+        self._creating: dict[Key, tuple[str, str]] = {}
+        """The objects reconciles in flight have created and not yet recorded, with their resources' UIDs."""
 
     # What the manager reads of the kind: its resource, the links and indexes its cache keeps.
 
@@ -414,8 +426,11 @@ class Lifecycle(Generic[R, L, ObservedT]):
         return self.of.serving_state(raw)
 
     async def reconcile(self, key: Key) -> Outcome:
-        with self.of.reconciling(key):
-            return await self._reconcile(key)
+        try:
+            with self.of.reconciling(key):
+                return await self._reconcile(key)
+        finally:
+            self._creating.pop(key, None)
 
     async def timed_out(self, key: Key, seconds: float) -> None:
         raw = self.ctx.cached(self.kind, key[1], key[0] or None)
@@ -512,12 +527,35 @@ class Lifecycle(Generic[R, L, ObservedT]):
         existing = await kind.find(link, obj)
         policy = annotations.get(ADOPTION_POLICY_ANNOTATION)
         if existing is not None:
-            if kind.pending_intent(obj) is not None or kind.key_marks_ownership:
+            if kind.key_marks_ownership:
+                # The key is this resource's own (a rule's ref): nobody else can hold what it names.
+                return await self._claim(raw, existing, adopted=False), existing
+            recovering = kind.pending_intent(obj) is not None
+            adopting = not recovering and policy in ("adopt", "adopt-or-create")
+            if adopting and not self._may_adopt(link, obj):
+                message = (
+                    f"{kind.describe(existing)} exists in Cloudflare, and the account does not let namespace"
+                    f" {obj.metadata.namespace} adopt objects (its spec.adoptionNamespaces)"
+                )
+                await writer.set_ready(raw, "False", Reason.ADOPTION_NOT_PERMITTED, message)
+                return Outcome(requeue_after=RETRY_PARENT)
+            holder = self._holder(link, obj, kind.id_of(existing))
+            if holder is None and (recovering or adopting):
+                # Two resources reaching for one object at once: the claim object's name decides.
+                holder = await self._claims().take(self._account_id(link), kind.id_of(existing), obj)
+            if holder is not None:
+                message = (
+                    f"{kind.describe(existing)} is owned by {holder.described_to(obj.metadata.namespace)}:"
+                    " kflare never adopts, changes or deletes it for this resource"
+                )
+                await writer.set_ready(raw, "False", Reason.CLAIMED_ELSEWHERE, message)
+                return Outcome(requeue_after=RETRY_PARENT)
+            if recovering:
                 # Created by this resource just before a crash (or before a move to this cluster): ours, not an
                 # adoption.
                 logger.info("recovered object created before a restart", extra={"id": kind.id_of(existing)})
                 return await self._claim(raw, existing, adopted=False), existing
-            if policy in ("adopt", "adopt-or-create"):
+            if adopting:
                 note = kind.adoption_note(existing)
                 logger.info("adopting existing object: %s", note, extra={"id": kind.id_of(existing)})
                 raw = await self._claim(raw, existing, adopted=True)
@@ -549,9 +587,37 @@ class Lifecycle(Generic[R, L, ObservedT]):
             labels=stale,
             annotations={CREATE_INTENT_ANNOTATION: json.dumps(intent, sort_keys=True), ADOPTED_ANNOTATION: None},
         )
+        # An adopted object this resource held before is gone: its claim goes with it.
+        await self._claims().release(obj.metadata.uid)
         created = await kind.create(link, obj)
         logger.info("created", extra={"id": kind.id_of(created)})
+        # Until the status records it, the new object is held here, in memory: no adoption elsewhere takes it.
+        self._creating[key] = (kind.id_of(created), obj.metadata.uid or "")
         return await self._claim(raw, created, adopted=False), created
+
+    def _claims(self) -> Claims:
+        return Claims(
+            self.ctx.kube, self.kind, self.ctx.informer_of(CloudflareClaim.info.kind), self.ctx.informer_of(self.kind)
+        )
+
+    def _account_id(self, link: L) -> str:
+        account = self.of.account_of(link)
+        return "" if account is None else account.account_id
+
+    def _may_adopt(self, link: L, obj: R) -> bool:
+        account = self.of.account_of(link)
+        return account is None or may_adopt(self.ctx, account, obj.metadata.namespace)
+
+    def _holder(self, link: L, obj: R, object_id: str) -> Holder | None:
+        """Who else owns the object: a resource recording it, one that has just created it, or a claim's owner."""
+        holder = self.of.holder_of(object_id, obj)
+        if holder is not None:
+            return holder
+        for (namespace, name), (created, uid) in self._creating.items():
+            if created == object_id and uid != obj.metadata.uid:
+                return Holder(self.kind, namespace, name, uid)
+        holder = self._claims().holder(self._account_id(link), object_id)
+        return None if holder is None or holder.uid == obj.metadata.uid else holder
 
     async def _claim(self, raw: JSON, observed: ObservedT, *, adopted: bool) -> JSON:
         """Make the object this resource's: the claim and how it was made, in one metadata write. The status
@@ -658,6 +724,8 @@ class Lifecycle(Generic[R, L, ObservedT]):
     async def _finish_deletion(self, raw: JSON, key: Key, obj: R | None) -> Outcome:
         if obj is not None:
             await self.of.releasing(obj)
+        # The claims go before the finalizer: a claim whose owner is gone would only be replaced by the next taker.
+        await self._claims().release(raw["metadata"].get("uid"))
         await self.writer.remove_finalizer(raw)
         if obj is not None:
             await self.of.released(obj)

@@ -14,7 +14,9 @@ from typing import Any, Final
 import reconcilers
 from app.api.registry import KINDS as MODELS
 from app.api.resource import ResourceClass
-from app.kube.manager import Manager, Registration
+from app.kube.client import NAMESPACES
+from app.kube.manager import Manager, Registration, Watch
+from reconcilers.claims import CLAIMS, OWNER_INDEX, claim_owner_uids
 from reconcilers.context import Context
 from reconcilers.lifecycle import Lifecycle, ManagedKind
 
@@ -69,6 +71,9 @@ def reconciler_of(kind: str | ResourceClass) -> Reconciler:
 
 
 def register_all(manager: Manager, ctx: Context) -> None:
+    # Namespaces' labels decide what accounts' policies let in; claims, who owns an adopted object.
+    manager.watch(Watch(NAMESPACES))
+    manager.watch(Watch(CLAIMS, indexes={OWNER_INDEX: claim_owner_uids}))
     for kind in KINDS:
         reconciler = Lifecycle(kind(ctx))
         manager.register(

@@ -35,6 +35,7 @@ from app.cloudflare.models import KVNamespace as CloudflareNamespace
 from app.cloudflare.models import R2Bucket as CloudflareBucket
 from app.kube.client import JSON
 from reconcilers.account_members import AccountMember, AccountScope, account_name, collection_name
+from reconcilers.claims import holder_of
 from reconcilers.credentials import account_id_of
 from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, NotReady
 
@@ -128,7 +129,7 @@ class R2BucketKind(AccountMember[R2Bucket, CloudflareBucket]):
                 continue
             theirs = self._account_id(account_name(other) or "")
             if theirs is not None and theirs == mine:
-                return f"{other['metadata'].get('namespace')}/{other['metadata']['name']}"
+                return holder_of(other).described_to(obj.metadata.namespace)
         return None
 
     def _account_id(self, account: str) -> str | None:
@@ -139,7 +140,7 @@ class R2BucketKind(AccountMember[R2Bucket, CloudflareBucket]):
         if owner is not None:
             raise NotReady(
                 Reason.NAME_CONFLICT,
-                f"R2 bucket {obj.spec.name} ({obj.spec.jurisdiction}) is managed by R2Bucket {owner}",
+                f"R2 bucket {obj.spec.name} ({obj.spec.jurisdiction}) is managed by {owner}",
                 requeue_after=RETRY_PARENT,
             )
 

@@ -108,7 +108,7 @@ class TunnelConfigurationKind(ManagedKind[TunnelConfiguration, ConfigLink, Cloud
                 requeue_after=RELEASE_RETRY if going else RETRY_PARENT,
             )
         account_ref = ((raw.get("spec") or {}).get("accountRef") or {}).get("name", "")
-        return ConfigLink(await ready_account(self.ctx, account_ref), tunnel_id, account_ref)
+        return ConfigLink(await ready_account(self.ctx, account_ref, obj.namespace), tunnel_id, account_ref)
 
     def describe(self, observed: CloudflareConfiguration) -> str:
         return f"the configuration of tunnel {observed.tunnel_id} (version {observed.version})"

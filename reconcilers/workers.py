@@ -45,6 +45,7 @@ from app.cloudflare.models import WorkerScript as CloudflareScript
 from app.kube.client import JSON
 from app.kube.index import Ref
 from reconcilers.account_members import AccountMemberBase, AccountScope, account_name
+from reconcilers.claims import holder_of
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
 from reconcilers.credentials import ready_zone
@@ -284,10 +285,10 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
         informer = self.ctx.informer_of(self.kind)
         for other in [] if informer is None else informer.by_index(CLAIM_INDEX, obj.spec.name):
             if other["metadata"].get("uid") != obj.metadata.uid and account_name(other) == obj.spec.account_ref.name:
-                owner = f"{other['metadata'].get('namespace')}/{other['metadata']['name']}"
+                owner = holder_of(other).described_to(obj.metadata.namespace)
                 raise NotReady(
                     Reason.ALREADY_EXISTS,
-                    f"Worker {obj.spec.name} is managed by WorkerScript {owner}",
+                    f"Worker {obj.spec.name} is managed by {owner}",
                     requeue_after=RETRY_PARENT,
                 )
 

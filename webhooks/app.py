@@ -182,9 +182,9 @@ async def read_body(request: Request, limit: int, deadlines: BodyDeadlines) -> b
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _decide_safely(model: ResourceClass, request: AdmissionRequest) -> Decision:
+def _decide_safely(model: ResourceClass, request: AdmissionRequest, kflare: frozenset[str]) -> Decision:
     try:
-        return decide(model, request)
+        return decide(model, request, kflare)
     except Exception as exc:  # a bug must not turn into a 500: refuse, say why, keep the details in the log
         log.exception("validating %s %s/%s failed", model.info.kind, request.namespace, request.name)
         return deny([FieldError("", f"internal error while validating: {type(exc).__name__}")], code=INTERNAL)
@@ -197,9 +197,11 @@ def create_app(
     max_in_flight: int = MAX_IN_FLIGHT,
     wait_timeout: float | None = None,
     objects: ListObjects | None = None,
+    kflare: Callable[[], frozenset[str]] = frozenset,
 ) -> WebhookApp:
     """The webhook app; one route serves every kind, by its plural. `objects` reads the cluster's kflare objects
-    for the warnings of an allowed object (none without it)."""
+    for the warnings of an allowed object (none without it); `kflare` tells the usernames of kflare's controller
+    (learned once it has connected), whose requests alone may write what only kflare writes."""
     turn_timeout = body_timeout if wait_timeout is None else wait_timeout
     by_plural: dict[str, ResourceClass] = {model.info.plural: model for model in KINDS}
     plurals = ", ".join(sorted(by_plural))
@@ -223,7 +225,7 @@ def create_app(
                 raise HTTPException(exc.status_code, str(exc)) from None
             del body
             admission = review.request
-            decision = _decide_safely(model, admission)
+            decision = _decide_safely(model, admission, kflare())
         finally:
             turns.release()
         if decision.allowed:

@@ -83,9 +83,17 @@ class AdmissionRequest(_Wire):
     dry_run: bool | None = Field(None, alias="dryRun")
     options: Any = None
     """The request's CreateOptions / UpdateOptions / PatchOptions as the client sent them (`fieldManager`)."""
+    user_info: Any = Field(None, alias="userInfo")
+    """Who sent the request, as the API server authenticated them (`username`, `groups`): what a decision that
+    depends on the sender trusts, unlike anything the client says of itself."""
     cut: ClassVar[bool] = False
     """Whether values nested past MAX_DEPTH were replaced by TOO_DEEP (only then is `too_deep` worth a walk): true
     of `_CutRequest`. A class attribute rather than a private one, which would cost every review a dict."""
+
+    @property
+    def username(self) -> str:
+        name = self.user_info.get("username") if isinstance(self.user_info, dict) else None
+        return name if isinstance(name, str) else ""
 
     @property
     def field_manager(self) -> str:

@@ -6,10 +6,12 @@ Denied:
 - on UPDATE: every change to an immutable field (`immutable_violations`), naming the old and the new value;
 - a deletion or adoption policy annotation set to a value kflare does not know (on CREATE and on any UPDATE that
   sets or changes it);
-- a claim label (`app.api.registry.CLAIM_LABELS`) set or changed by anyone but kflare (its writes name the field
-  manager `app.kube.identity.FIELD_MANAGER`): kflare takes the object a claim names for the resource's own, so a
-  manifest carrying one would overwrite, and at deletion delete, whatever Cloudflare object it names, another
-  installation's included. Removing one is allowed (kflare then finds its object by key again);
+- a claim label (`app.api.registry.CLAIM_LABELS`) or one of kflare's own annotations (`KFLARE_ANNOTATIONS`: the
+  adopted mark, the create intent) set or changed by anyone but kflare's controller, as the API server
+  authenticated the request's sender (`userInfo`; a field manager is the client's own word): kflare takes the object
+  a claim names for the resource's own, so a manifest carrying one would overwrite, and at deletion delete, whatever
+  Cloudflare object it names, another team's or installation's included, and a forged intent makes an existing
+  object read as one the resource created. Removing one is allowed (kflare then finds its object by key again);
 - a request this webhook should never have been sent (another kind) or that lacks what it needs to decide
   (`object`, `oldObject` on UPDATE).
 
@@ -32,11 +34,11 @@ from app.api.constants import (
     ADOPTION_POLICIES,
     ADOPTION_POLICY_ANNOTATION,
     DELETION_POLICY_ANNOTATION,
+    KFLARE_ANNOTATIONS,
     DeletionPolicy,
 )
 from app.api.registry import CLAIM_LABELS
 from app.api.validation import MISSING, object_errors, spec_value
-from app.kube.identity import FIELD_MANAGER
 from webhooks.review import MAX_DEPTH, AdmissionRequest, ResponseStatus, too_deep
 
 MAX_ERRORS: Final = 20
@@ -169,27 +171,45 @@ def policy_errors(new: Mapping[str, Any], old: Any) -> list[FieldError]:
 
 
 _CLAIM_LABELS: Final = tuple(sorted(CLAIM_LABELS))
+_KFLARE_ANNOTATIONS: Final = tuple(sorted(KFLARE_ANNOTATIONS))
 
 
-def claim_errors(request: AdmissionRequest, new: Mapping[str, Any], old: Any) -> list[FieldError]:
-    """Claim labels this request sets or changes without being kflare's own write."""
-    after = _metadata(new, "labels")
-    if CLAIM_LABELS.isdisjoint(after) or request.field_manager == FIELD_MANAGER:
+def claim_errors(
+    request: AdmissionRequest, new: Mapping[str, Any], old: Any, kflare: frozenset[str]
+) -> list[FieldError]:
+    """Claim labels and kflare's own annotations that this request sets or changes, unless it comes from kflare
+    itself: the user the API server authenticated is one of `kflare`'s names (never what the client says of itself,
+    such as its field manager)."""
+    labels, annotations = _metadata(new, "labels"), _metadata(new, "annotations")
+    if CLAIM_LABELS.isdisjoint(labels) and KFLARE_ANNOTATIONS.isdisjoint(annotations):
         return []
-    before = _metadata(old, "labels")
-    return [
+    if request.username and request.username in kflare:
+        return []
+    before_labels, before_annotations = _metadata(old, "labels"), _metadata(old, "annotations")
+    errors = [
         FieldError(
             f"metadata.labels[{label}]",
             f"only kflare sets this label, when it claims a Cloudflare object for the resource; remove it (to take"
             f" over an existing object, annotate the resource {ADOPTION_POLICY_ANNOTATION}: adopt)",
         )
         for label in _CLAIM_LABELS
-        if label in after and after[label] != before.get(label)
+        if label in labels and labels[label] != before_labels.get(label)
     ]
+    errors += [
+        FieldError(
+            f"metadata.annotations[{annotation}]",
+            "only kflare sets this annotation, as its record of how the resource came to own its Cloudflare object;"
+            f" remove it (to take over an existing object, annotate the resource {ADOPTION_POLICY_ANNOTATION}: adopt)",
+        )
+        for annotation in _KFLARE_ANNOTATIONS
+        if annotation in annotations and annotations[annotation] != before_annotations.get(annotation)
+    ]
+    return errors
 
 
-def decide(model: ResourceClass, request: AdmissionRequest) -> Decision:
-    """Allow or deny `request` for objects of `model`."""
+def decide(model: ResourceClass, request: AdmissionRequest, kflare: frozenset[str] = frozenset()) -> Decision:
+    """Allow or deny `request` for objects of `model`; `kflare` are the names the API server knows kflare's
+    controller by (its ServiceAccount's username)."""
     operation = request.operation.upper()
     if operation not in ("CREATE", "UPDATE"):
         return ALLOW  # DELETE is never blocked; CONNECT and anything new is not ours to judge
@@ -209,14 +229,14 @@ def decide(model: ResourceClass, request: AdmissionRequest) -> Decision:
             itertools.chain([FieldError(deep, f"nested more than {MAX_DEPTH} levels deep")], object_errors(model, new))
         )
     if operation == "CREATE":
-        metadata = [*claim_errors(request, new, None), *policy_errors(new, None)]
+        metadata = [*claim_errors(request, new, None, kflare), *policy_errors(new, None)]
         return _verdict(itertools.chain(metadata, object_errors(model, new)))
     old = request.old_object
     if old is None:
         return bad_request("request.oldObject", "required on UPDATE")
     if not isinstance(old, dict):
         return bad_request("request.oldObject", "must be a JSON object")
-    metadata = [*claim_errors(request, new, old), *policy_errors(new, old)]
+    metadata = [*claim_errors(request, new, old, kflare), *policy_errors(new, old)]
     if old.get("spec") == new.get("spec"):
         return _verdict(metadata)  # status-only or metadata-only: only a claim or a policy is refused
     return _verdict(itertools.chain(metadata, object_errors(model, new), explain_immutable(model, old, new)))

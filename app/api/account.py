@@ -10,6 +10,7 @@ from app.api.base import KflareModel, KindInfo, PrinterColumn
 from app.api.meta import Status
 from app.api.refs import SecretReference, TokenSecretReference
 from app.api.resource import Resource
+from app.api.tenancy import NamespacePolicy
 
 ACCOUNT_ID_PATTERN = r"^[0-9a-f]{32}$"
 CloudflareID = Annotated[str, Field(min_length=32, max_length=32, pattern=ACCOUNT_ID_PATTERN)]
@@ -23,6 +24,14 @@ class CloudflareAccountSpec(KflareModel):
     """Cloudflare account ID (32 hexadecimal characters, shown in the dashboard's sidebar)."""
     token_secret_ref: TokenSecretReference
     """The Secret key holding the API token; the Secret may be in any namespace."""
+    allowed_namespaces: NamespacePolicy | None = None
+    """The namespaces whose resources may use this account (`from: All | Selector | None`). A resource in another
+    namespace waits with reason `AccountNotPermitted` and causes no Cloudflare call. Unset: the controller's
+    `--default-account-namespaces` (`All` unless the installation says otherwise)."""
+    adoption_namespaces: NamespacePolicy | None = None
+    """The namespaces whose resources may adopt objects that exist in Cloudflare and no resource owns (the
+    `kflare.dev/adoption-policy` annotation), among those `allowedNamespaces` lets in. Unset: none when
+    `allowedNamespaces` is set, else the controller's `--default-account-namespaces`."""
 
 
 class CloudflareAccountStatus(Status):
@@ -37,7 +46,8 @@ class CloudflareAccountStatus(Status):
 class CloudflareAccount(Resource[CloudflareAccountSpec, CloudflareAccountStatus]):
     """CloudflareAccount gives kflare access to a Cloudflare account through an API token stored in a Secret.
 
-    It is cluster-scoped: every namespaced kflare resource may reference it by name.
+    It is cluster-scoped: a namespaced kflare resource references it by name, if `allowedNamespaces` lets its
+    namespace use it.
     """
 
     info = KindInfo(

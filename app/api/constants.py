@@ -18,6 +18,11 @@ ADOPTED_ANNOTATION: Final = "kflare.dev/adopted"
 """Set to `"true"` on a resource whose Cloudflare object kflare adopted."""
 PAUSED_ANNOTATION: Final = "kflare.dev/paused"
 """`"true"` stops every Cloudflare call for the resource."""
+CREATE_INTENT_ANNOTATION: Final = "kflare.dev/create-intent"
+"""Written before a create: what the crash recovery of that create looks for (`reconcilers.lifecycle`)."""
+KFLARE_ANNOTATIONS: Final = frozenset({ADOPTED_ANNOTATION, CREATE_INTENT_ANNOTATION})
+"""Annotations only kflare writes: each is a record of how the resource came to own its object, which a tenant
+could otherwise forge (an intent makes an existing object read as one this resource created)."""
 
 
 class DeletionPolicy(StrEnum):
@@ -81,3 +86,10 @@ class Reason(StrEnum):
     ALREADY_CONFIGURED = "AlreadyConfigured"
     HOSTNAME_NOT_COVERED = "HostnameNotCovered"
     LIST_NOT_FOUND = "ListNotFound"
+    ACCOUNT_NOT_PERMITTED = "AccountNotPermitted"
+    """The account's `allowedNamespaces` does not let the resource's namespace use it."""
+    ADOPTION_NOT_PERMITTED = "AdoptionNotPermitted"
+    """The account's `adoptionNamespaces` does not let the resource's namespace adopt existing objects."""
+    CLAIMED_ELSEWHERE = "ClaimedElsewhere"
+    """Another resource owns the Cloudflare object this one names or found: it is never adopted, written or
+    deleted from here."""

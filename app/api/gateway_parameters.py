@@ -63,6 +63,12 @@ class GatewayParametersSpec(KflareModel):
     """Replicas of the Gateway's data plane (each runs Envoy and cloudflared, and gets the same configuration)."""
     resources: ResourceRequirements | None = None
     """Compute resources of each replica's Envoy container; unset is the chart's default."""
+    allow_external_name_services: bool = False
+    """Let the routes of each Gateway send to ExternalName Services. Off by default, and then such a backend is
+    refused (`ResolvedRefs=False, InvalidKind`; its traffic gets a 5xx): the name is the Service owner's to choose,
+    and could lead past ReferenceGrants or to the data plane's own loopback (CVE-2021-25740). Even on, a name inside
+    the cluster must be of the route's namespace or granted by a ReferenceGrant, and loopback, link-local and
+    unspecified addresses are refused; a name is not checked for what it resolves to."""
 
 
 class GatewayParametersStatus(Status):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Final
 
 from app.api.account import CloudflareAccount
+from app.api.claim import CloudflareClaim
 from app.api.dnsrecord import DNSRecord
 from app.api.gateway_parameters import GatewayParameters
 from app.api.iplist import IPList
@@ -36,7 +37,9 @@ KINDS: Final[tuple[ResourceClass, ...]] = (
 CONFIGURATION_KINDS: Final[tuple[ResourceClass, ...]] = (GatewayParameters,)
 """Kinds that configure kflare and hold no Cloudflare object: they get a CRD (generated from their model like every
 kind's) and are read by the reconcile that uses them, not reconciled, admitted or listed among the kinds above."""
-CRD_KINDS: Final[tuple[ResourceClass, ...]] = (*KINDS, *CONFIGURATION_KINDS)
+INTERNAL_KINDS: Final[tuple[ResourceClass, ...]] = (CloudflareClaim,)
+"""Kinds only kflare writes (the claims of adopted objects): a CRD, no webhook, no access for the namespaced roles."""
+CRD_KINDS: Final[tuple[ResourceClass, ...]] = (*KINDS, *CONFIGURATION_KINDS, *INTERNAL_KINDS)
 
 
 CLAIM_LABELS: Final = frozenset(model.info.claim_label for model in KINDS if model.info.claim_label)

@@ -13,6 +13,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import logging
 import os
 import ssl
 import tempfile
@@ -30,6 +31,8 @@ from h2.connection import H2Connection
 from app.kube import metrics
 from app.kube.identity import FIELD_MANAGER
 from app.kube.turns import FairTurns
+
+log = logging.getLogger("kflare.kube")
 
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
@@ -334,6 +337,20 @@ class KubeClient:
             raise _error(response)
         result: JSON = response.json() if response.content else {}
         return result
+
+    async def whoami(self) -> str | None:
+        """The username the API server authenticates this client as (a SelfSubjectReview, which every authenticated
+        user may make); None when the server does not say."""
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        try:
+            answer = await self.request(
+                "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body=review, flow=None
+            )
+        except KubeError as exc:
+            log.warning("the API server did not say who kflare is: %s", exc.message)
+            return None
+        name = ((answer.get("status") or {}).get("userInfo") or {}).get("username")
+        return str(name) if name else None
 
     async def get(self, rt: ResourceType, name: str, namespace: str | None = None) -> JSON:
         return await self.request("GET", rt.path(namespace, name), flow=_flow(rt))

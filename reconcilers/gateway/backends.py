@@ -1,6 +1,12 @@
 """Backends: a route's backendRefs resolved to Envoy clusters, from Services, their ports and EndpointSlices, the
 ReferenceGrants that let a route reach into another namespace, and the BackendTLSPolicies that make Envoy speak TLS
-to a backend."""
+to a backend.
+
+ExternalName Services are not followed unless the route's Gateway allows them (CVE-2021-25740; Gateway API says
+implementations SHOULD NOT follow them): the name is the Service owner's to choose, so it could point at another
+namespace's Service past ReferenceGrant, or at the data plane's own loopback or a cloud's metadata endpoint. Even
+allowed, a name inside the cluster is held to the ReferenceGrants a route's own backendRef would need, and loopback,
+link-local and unspecified addresses are refused."""
 
 from __future__ import annotations
 
@@ -25,6 +31,12 @@ from reconcilers.gateway.shapes import (
 H2C = "kubernetes.io/h2c"
 UNRESOLVED = "kflare-unresolved"
 """The cluster with no endpoints an unresolved backend's share of a weighted split goes to (Envoy answers 503)."""
+EXTERNAL_NAMES_REFUSED = (
+    "ExternalName Services are not followed unless the GatewayParameters allow them (allowExternalNameServices; for"
+    " the class's shared data plane, the controller's --gateway-allow-external-name-services)"
+)
+"""Why a route's ExternalName backend is refused where its Gateway does not follow them (`ResolvedRefs=False,
+InvalidKind`: Gateway API's reason for a backend the implementation does not support)."""
 
 
 @dataclass
@@ -54,7 +66,18 @@ class Resolver:
             if service:
                 self._slices[(shapes.ns(item), service)].append(item)
 
-    def backend(self, kind: str, route_ns: str, ref: BackendObjectReference, weight: int, *, http2: bool) -> Backend:
+    def backend(
+        self,
+        kind: str,
+        route_ns: str,
+        ref: BackendObjectReference,
+        weight: int,
+        *,
+        http2: bool,
+        external_names: bool = False,
+    ) -> Backend:
+        """The backend `ref` of a `kind` route in `route_ns` names; `external_names`: whether the route's Gateway
+        follows ExternalName Services."""
         group, ref_kind, name = ref.get("group", ""), ref.get("kind", "Service"), ref["name"]
         if group != "" or ref_kind != "Service":
             return Backend(
@@ -75,7 +98,9 @@ class Resolver:
             return Backend(None, weight, ("BackendNotFound", f"backendRef to Service {namespace}/{name} has no port"))
         spec = service.get("spec", {})
         if spec.get("type") == "ExternalName":
-            return self._external(namespace, name, spec, port, weight, http2=http2)
+            if not external_names:
+                return Backend(None, weight, ("InvalidKind", f"Service {namespace}/{name}: {EXTERNAL_NAMES_REFUSED}"))
+            return self._external(kind, route_ns, namespace, name, spec, port, weight, http2=http2)
         ports = [p for p in spec.get("ports", []) if p["port"] == port]
         if not ports:
             return Backend(None, weight, ("BackendNotFound", f"Service {namespace}/{name} has no port {port}"))
@@ -111,13 +136,25 @@ class Resolver:
         return out
 
     def _external(
-        self, namespace: str, name: str, spec: ServiceSpec, port: int, weight: int, *, http2: bool
+        self,
+        kind: str,
+        route_ns: str,
+        namespace: str,
+        name: str,
+        spec: ServiceSpec,
+        port: int,
+        weight: int,
+        *,
+        http2: bool,
     ) -> Backend:
-        """An ExternalName Service: the name it gives, resolved by Envoy (there are no endpoints to watch), on the
-        backendRef's port (the ports of such a Service are only documentation)."""
+        """An ExternalName Service the route's Gateway follows: the name it gives, resolved by Envoy (there are no
+        endpoints to watch), on the backendRef's port (the ports of such a Service are only documentation)."""
         host = spec.get("externalName", "")
         if not host:
             return Backend(None, weight, ("BackendNotFound", f"ExternalName Service {namespace}/{name} has no name"))
+        refused = self._external_refusal(kind, route_ns, host)
+        if refused is not None:
+            return Backend(None, weight, (refused[0], f"ExternalName Service {namespace}/{name}: {refused[1]}"))
         listed = {p.get("appProtocol") for p in spec.get("ports", []) if p["port"] == port}
         h2 = http2 or H2C in listed
         applied = self.tls.applied(namespace, name, self._port_name(namespace, name, port))
@@ -128,6 +165,33 @@ class Resolver:
         if cluster not in self.clusters:
             self.clusters[cluster] = _secured(envoy.dns_cluster(cluster, host, port, http2=h2), tls, h2)
         return Backend(cluster, weight)
+
+    def _external_refusal(self, kind: str, route_ns: str, host: str) -> tuple[str, str] | None:
+        """(reason, message) when the name an ExternalName Service gives must not be followed for a route in
+        `route_ns`: an address of the data plane's own pod or host (loopback, unspecified), or link-local (a
+        cloud's metadata endpoint); a name inside the cluster outside `route_ns` that no ReferenceGrant lets the
+        route reach."""
+        name = host.strip().rstrip(".").lower()
+        address = _address(name)
+        if address is not None:
+            if address.is_loopback or address.is_link_local or address.is_unspecified:
+                return "InvalidKind", f"{host} is a loopback, link-local or unspecified address, never followed"
+            return None
+        if name.rpartition(".")[2].isdigit():
+            # No top-level domain is all digits: a numeric form of an address some resolvers read (127.1).
+            return "InvalidKind", f"{host} is neither a host name nor an IP address"
+        target = in_cluster(name)
+        if target is None or target[0] == route_ns:
+            return None
+        target_ns, service = target
+        if target_ns is not None and service is not None:
+            if shapes.reference_granted(self.grants, kind, route_ns, "Service", target_ns, service):
+                return None
+            return "RefNotPermitted", f"{host} is Service {target_ns}/{service}: no ReferenceGrant lets {route_ns} in"
+        return "RefNotPermitted", (
+            f"{host} is a name inside the cluster outside namespace {route_ns}, and not of a Service a ReferenceGrant"
+            " could let it reach"
+        )
 
     def _addresses(self, namespace: str, service: str, port_name: str | None) -> list[tuple[str, int]]:
         """Ready endpoints of every slice of the Service, FQDN-type slices included when they hold IP literals
@@ -158,6 +222,32 @@ class Resolver:
             clusters[UNRESOLVED] = envoy.eds_cluster(UNRESOLVED, http2=False)
             assignments[UNRESOLVED] = envoy.load_assignment(UNRESOLVED, [])
         return [clusters[n] for n in sorted(clusters)], [assignments[n] for n in sorted(assignments)]
+
+
+def _address(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """`name` as an IP address (an IPv4-mapped IPv6 one as its IPv4 address), None when it is not one."""
+    try:
+        address = ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def in_cluster(name: str) -> tuple[str | None, str | None] | None:
+    """Whether the cluster's DNS answers `name` (lower case, no final dot), as (namespace, Service): a name with
+    an `svc` label, the cluster domain's (`<service>.<namespace>.svc`, then any cluster domain, or none: kflare is
+    not told the cluster's domain), or one in `cluster.local`; a part that cannot be told is None (a pod's name
+    `<address>.<namespace>.pod.cluster.local` has no Service). None: a name outside the cluster."""
+    labels = name.split(".")
+    if "svc" in labels[1:]:
+        at = len(labels) - 1 - labels[::-1].index("svc")
+        return labels[at - 1], (labels[at - 2] if at >= 2 else None)
+    if name == "cluster.local" or name.endswith(".cluster.local"):
+        pod = len(labels) >= 5 and labels[-3] == "pod"
+        return (labels[-4] if pod else None), None
+    return None
 
 
 def _protocol_suffix(tls: UpstreamTLS | None, h2: bool) -> str:

@@ -105,6 +105,9 @@ class GatewayOptions:
     """The name the origin certificate is for."""
     planes: PlaneSettings | None = None
     """What a Gateway's own data plane is made of; None: no Gateway gets one."""
+    allow_external_name_services: bool = False
+    """Whether the routes of Gateways on the shared plane may send to ExternalName Services (a Gateway with a plane
+    of its own asks its GatewayParameters)."""
 
     @property
     def plane_policy(self) -> PlanePolicy | None:
@@ -251,6 +254,7 @@ class GatewayClassReconciler:
             bundle.version,
             bundle.channel,
             plane_policy=self.options.plane_policy,
+            allow_external_name_services=self.options.allow_external_name_services,
         )
 
     def cloudflare_statuses(self, world: World, result: Translation) -> None:
@@ -452,7 +456,14 @@ def register_gateway(
     store.on_change = refusals_changed
     manager.register_aggregate(reconciler)
     reconciler.publisher = TunnelPublisher(
-        ctx, TunnelOptions(options.origin_url, options.tenancy_label, options.tls_origin, options.plane_policy)
+        ctx,
+        TunnelOptions(
+            options.origin_url,
+            options.tenancy_label,
+            options.tls_origin,
+            options.plane_policy,
+            options.allow_external_name_services,
+        ),
     )
     manager.register_aggregate(reconciler.publisher)
     if options.planes is not None:

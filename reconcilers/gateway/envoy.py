@@ -18,6 +18,7 @@ CORS = "type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors"
 CORS_POLICY = "type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy"
 CORS_FILTER = "envoy.filters.http.cors"
 HTTP_PROTOCOL_OPTIONS = "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+CARES_RESOLVER = "type.googleapis.com/envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig"
 
 TYPES = {
     "clusters": CLUSTER,
@@ -119,7 +120,9 @@ def eds_cluster(name: str, *, http2: bool) -> JSON:
 
 
 def dns_cluster(name: str, host: str, port: int, *, http2: bool) -> JSON:
-    """A cluster of the addresses a DNS name resolves to (an ExternalName Service), resolved again as DNS says."""
+    """A cluster of the addresses a DNS name resolves to (an ExternalName Service), resolved again as DNS says.
+    The name is looked up as it is written, without the pod's search domains: `other.team` would otherwise be
+    completed into `other.team.svc.cluster.local`, another namespace's Service that the name does not show."""
     assignment = load_assignment(name, [(host, port)])
     del assignment["@type"]
     cluster: JSON = {
@@ -129,6 +132,10 @@ def dns_cluster(name: str, host: str, port: int, *, http2: bool) -> JSON:
         "connect_timeout": "5s",
         "dns_lookup_family": "V4_PREFERRED",
         "respect_dns_ttl": True,
+        "typed_dns_resolver_config": {
+            "name": "envoy.network.dns_resolver.cares",
+            "typed_config": {"@type": CARES_RESOLVER, "dns_resolver_options": {"no_default_search_domain": True}},
+        },
         "load_assignment": assignment,
     }
     return _speaking(cluster, http2=http2)

@@ -86,6 +86,10 @@ class World:
     installed_channel: str | None = None
     """The installed CRDs' channel (`standard`, `experimental`): what the class may claim depends on it."""
     tenancy_label: str | None = None
+    allow_external_name_services: bool = False
+    """Whether the routes of Gateways on the shared plane may send to ExternalName Services
+    (`--gateway-allow-external-name-services`); a Gateway with a plane of its own follows its GatewayParameters'
+    `allowExternalNameServices`."""
     planes: Mapping[ObjectKey, Choice] = field(default_factory=dict)
     """The Gateways that asked for a data plane of their own: the plane, or why they cannot have it
     (`planes.choose`)."""
@@ -209,6 +213,8 @@ class _Attachment:
     conditions: list[Condition] = field(default_factory=list)
     accepted: bool = True
     key: RouteKey = field(init=False)
+    build: _Build = field(init=False)
+    """The route's build its Gateway serves (`_routes` sets it: it depends on what the Gateway allows)."""
 
     def __post_init__(self) -> None:
         self.key = (self.kind, *shapes.key(self.route))
@@ -343,12 +349,11 @@ def _routes(
     gateways: Mapping[ObjectKey, ServedGateway],
     resolver: Resolver,
     listener_sets: Mapping[ObjectKey, ObjectKey],
-) -> tuple[list[_Attachment], dict[RouteKey, _Build]]:
-    """Every route's attachments to Gateways of the class (accepted or refused) and its Envoy routes;
-    `listener_sets` maps each ListenerSet on a Gateway of the class to that Gateway."""
+) -> list[_Attachment]:
+    """Every route's attachments to Gateways of the class (accepted or refused), each with the build of its Envoy
+    routes; `listener_sets` maps each ListenerSet on a Gateway of the class to that Gateway."""
     labels_of = {shapes.name(n): shapes.labels(n) for n in world.namespaces}
     attachments: list[_Attachment] = []
-    built: dict[RouteKey, _Build] = {}
     for kind, routes in ((HTTP_ROUTE, world.http_routes), (GRPC_ROUTE, world.grpc_routes)):
         for route in routes:
             ours: list[_Attachment] = []
@@ -367,12 +372,19 @@ def _routes(
             if not ours:
                 continue
             observed = shapes.generation(route)
-            build = _built_route(kind, route, resolver, world.resolver_revision)
-            built[ours[0].key] = build
-            unsupported, result = build.unsupported, build.result
-            if result.invalid and len(result.invalid) == result.rules:
-                unsupported = result.invalid[0]  # no rule left to serve: the route is refused
+            # One build per answer to whether ExternalName Services are followed (the Gateways of one route may
+            # differ: their own planes' GatewayParameters, the shared plane's setting), usually one.
+            builds: dict[bool, _Build] = {}
             for attachment in ours:
+                external_names = _follows_external_names(world, attachment.gateway)
+                if external_names not in builds:
+                    builds[external_names] = _built_route(
+                        kind, route, resolver, world.resolver_revision, external_names=external_names
+                    )
+                attachment.build = build = builds[external_names]
+                unsupported, result = build.unsupported, build.result
+                if result.invalid and len(result.invalid) == result.rules:
+                    unsupported = result.invalid[0]  # no rule left to serve: the route is refused
                 if attachment.accepted and unsupported:
                     attachment.refuse("UnsupportedValue", unsupported)
                 if result.problems:
@@ -395,7 +407,16 @@ def _routes(
             for r in rs
         }
     )
-    return attachments, built
+    return attachments
+
+
+def _follows_external_names(world: World, gateway: ObjectKey) -> bool:
+    """Whether the routes of `gateway` may send to ExternalName Services: its own plane's GatewayParameters say
+    (`allowExternalNameServices`), else the controller's setting for the shared plane."""
+    choice = world.planes.get(gateway)
+    if isinstance(choice, Plane):
+        return choice.parameters.get("allowExternalNameServices") is True
+    return world.allow_external_name_services
 
 
 @dataclass
@@ -404,10 +425,12 @@ class _Recording:
     later build of the same route against the same Services can be replayed instead of done again."""
 
     resolver: Resolver
+    external_names: bool
+    """Whether the Gateways this build serves follow ExternalName Services."""
     calls: list[tuple[tuple[str, str, Any, int, bool], str | None]] = field(default_factory=list)
 
     def backend(self, kind: str, route_ns: str, ref: Any, weight: int, *, http2: bool) -> Backend:
-        found = self.resolver.backend(kind, route_ns, ref, weight, http2=http2)
+        found = self.resolver.backend(kind, route_ns, ref, weight, http2=http2, external_names=self.external_names)
         self.calls.append(((kind, route_ns, ref, weight, http2), found.cluster))
         return found
 
@@ -427,37 +450,52 @@ class _Build:
     """The BackendTLSPolicies that decide (or contend to decide) the TLS of its backends."""
     unresolved: bool
     """Whether a weighted split of its sends a share to the unresolved cluster."""
+    external_names: bool = False
+    """Whether it was built following ExternalName Services."""
 
     def replay(self, resolver: Resolver) -> None:
         """Register the build's clusters with this translation's resolver: the clusters' endpoints are not part of
         the build, so a cluster new to the resolver is resolved again (and gets the Services' current endpoints)."""
         for (kind, route_ns, ref, weight, http2), cluster in self.resolutions:
             if cluster is not None and cluster not in resolver.clusters:
-                resolver.backend(kind, route_ns, ref, weight, http2=http2)
+                resolver.backend(kind, route_ns, ref, weight, http2=http2, external_names=self.external_names)
 
 
-_built: dict[tuple[str, str, str], _Build] = {}
-"""(kind, namespace, name) -> the route's last build: a route's Envoy routes are a function of the route and of the
-Services, ReferenceGrants and BackendTLSPolicies it resolves against, so a change to one route of a thousand builds
-that one (the endpoints are not part of it: the replay registers the Services' current ones)."""
+_built: dict[tuple[str, str, str, bool], _Build] = {}
+"""(kind, namespace, name, whether ExternalName Services are followed) -> the route's last build: a route's Envoy
+routes are a function of the route and of the Services, ReferenceGrants and BackendTLSPolicies it resolves against,
+so a change to one route of a thousand builds that one (the endpoints are not part of it: the replay registers the
+Services' current ones)."""
 
 
-def _built_route(kind: str, route: Route, resolver: Resolver, revision: Hashable | None) -> _Build:
-    """The route's build, done once per route version and resolver revision."""
+def _built_route(
+    kind: str, route: Route, resolver: Resolver, revision: Hashable | None, *, external_names: bool = False
+) -> _Build:
+    """The route's build, done once per route version, resolver revision and answer to whether ExternalName Services
+    are followed."""
     version = str(route["metadata"].get("resourceVersion") or "")
-    key = (kind, shapes.ns(route), shapes.name(route))
+    key = (kind, shapes.ns(route), shapes.name(route), external_names)
     found = _built.get(key) if revision is not None and version else None
     if found is not None and found.version == version and found.revision == revision:
         found.replay(resolver)
         return found
-    recording = _Recording(resolver)
+    recording = _Recording(resolver, external_names)
     unsupported: str | None = None
     try:
         result = build_route(kind, route, cast(Resolver, recording))
     except Unsupported as exc:
         unsupported, result = str(exc), BuiltRoute()
     unresolved = UNRESOLVED in _weighted_in(r.entry for r in result.routes)
-    build = _Build(version, revision, unsupported, result, recording.calls, resolver.policies_used(route), unresolved)
+    build = _Build(
+        version,
+        revision,
+        unsupported,
+        result,
+        recording.calls,
+        resolver.policies_used(route),
+        unresolved,
+        external_names,
+    )
     if revision is not None and version:
         _built[key] = build
     return build
@@ -466,7 +504,7 @@ def _built_route(kind: str, route: Route, resolver: Resolver, revision: Hashable
 def _forget_built(present: set[tuple[str, str, str]]) -> None:
     """Drop the builds of routes that are gone (checked when there are many more builds than routes)."""
     if len(_built) > 2 * len(present) + 100:
-        for key in [k for k in _built if k not in present]:
+        for key in [k for k in _built if k[:3] not in present]:
             del _built[key]
 
 
@@ -522,7 +560,7 @@ def translate(world: World) -> Translation:
     installed bundle, which only the class's reconcile reads, so the tunnels' reconcile shares the translation."""
     if world.revision is None:
         return _translate(world)
-    memo_key = (world.revision, world.tenancy_label, world.controller_name)
+    memo_key = (world.revision, world.tenancy_label, world.controller_name, world.allow_external_name_services)
     found = _memo.get(memo_key)
     if found is None:
         found = _translate(world)
@@ -606,7 +644,7 @@ def _translate(world: World) -> Translation:
     }
     tls = BackendTLS(world.backend_tls_policies, world.config_map)
     resolver = Resolver(world.services, world.slices, world.grants, tls)
-    attachments, built = _routes(world, gateways, resolver, listener_sets)
+    attachments = _routes(world, gateways, resolver, listener_sets)
     ancestors: dict[ObjectKey, set[ObjectKey]] = defaultdict(set)
 
     vhosts: dict[str, dict[str, list[EnvoyRoute]]] = defaultdict(lambda: defaultdict(list))
@@ -623,12 +661,12 @@ def _translate(world: World) -> Translation:
             )
             for listener in attachment.listeners + attachment.counted:
                 listener.attached += 1
-            for policy in built[rkey].policies:
+            for policy in attachment.build.policies:
                 ancestors[policy].add(attachment.gateway)
             parent = gateways[attachment.gateway]
-            unresolved |= not parent.plane and built[rkey].unresolved
+            unresolved |= not parent.plane and attachment.build.unresolved
             scheme = _scheme(attachment, parent)
-            envoy_routes = built[rkey].result.routes
+            envoy_routes = attachment.build.result.routes
             routes = envoy_routes if scheme is None else [for_scheme(r, scheme) for r in envoy_routes]
             plane_vhosts = vhosts[parent.plane]
             for hostname in attachment.hostnames:

@@ -122,9 +122,12 @@ def cached_world(
     installed_bundle: str | None = None,
     installed_channel: str | None = None,
     plane_policy: PlanePolicy | None = None,
+    *,
+    allow_external_name_services: bool = False,
 ) -> World:
     """The translation's input from the caches, with their revisions (the Tunnels' and GatewayParameters' too: the
-    class reads them). `plane_policy`: which Gateways get a data plane of their own (None: none does)."""
+    class reads them). `plane_policy`: which Gateways get a data plane of their own (None: none does);
+    `allow_external_name_services`: whether the shared plane follows ExternalName Services."""
     cached = ctx.cached_all
     informers = [ctx.informer_of(rt.kind) for rt in (*WORLD_KINDS, TUNNELS, PARAMETERS)]
     revision = tuple(i.revision for i in informers if i is not None) if all(informers) else None
@@ -145,6 +148,7 @@ def cached_world(
         installed_bundle=installed_bundle,
         installed_channel=installed_channel,
         tenancy_label=tenancy_label,
+        allow_external_name_services=allow_external_name_services,
         planes=cached_choices(ctx, plane_policy or PlanePolicy()),
         revision=revision,
         resolver_base=resolver_base,
@@ -215,6 +219,8 @@ class TunnelOptions:
     """The data plane's TLS listener, for gRPC hostnames; None: there is none."""
     plane_policy: PlanePolicy | None = None
     """Which Gateways have a data plane (and tunnel) of their own; None: none does."""
+    allow_external_name_services: bool = False
+    """As the class's reconcile says it (`GatewayOptions`): both then share one translation per cache revision."""
 
 
 class TunnelPublisher:
@@ -334,7 +340,11 @@ class TunnelPublisher:
         hostnames: list[Hostname] = []
         if named:
             world = cached_world(
-                self.ctx, cached_tunnel(self.ctx), self.options.tenancy_label, plane_policy=self.options.plane_policy
+                self.ctx,
+                cached_tunnel(self.ctx),
+                self.options.tenancy_label,
+                plane_policy=self.options.plane_policy,
+                allow_external_name_services=self.options.allow_external_name_services,
             )
             read_referenced(self.ctx, world)
             hostnames = translate(world).hostnames

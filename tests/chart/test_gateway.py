@@ -235,6 +235,13 @@ def test_rbac_covers_what_the_class_reads_and_writes(on: Rendered) -> None:
     assert {(g, r) for g, r, verb in granted if verb in ("create", "delete")} == plane
 
 
+def test_external_name_services_are_followed_only_when_the_values_say(helm: Helm, on: Rendered) -> None:
+    flag = "--gateway-allow-external-name-services=true"
+    assert flag not in manager(on)["args"]  # off by default (CVE-2021-25740)
+    allowed = helm.render({"gateway": {**ON["gateway"], "allowExternalNameServices": True}})
+    assert flag in manager(allowed)["args"]
+
+
 def test_no_dedicated_planes_no_rights_to_make_them(helm: Helm) -> None:
     off = helm.render({"gateway": {**ON["gateway"], "dedicatedPlanes": {"perNamespace": 0}}})
     rules = off.one("ClusterRole", "kflare-gateway")["rules"]

@@ -266,7 +266,12 @@ async def test_an_external_name_service_is_reached_by_its_name(dataplane: DataPl
     }
     port = dataplane.backend_ports["beta"]
     rules = [{"backendRefs": [backend("elsewhere", port=port)]}]
-    result = await dataplane.apply(world([http_route("ext", ["ext.example.com"], rules)], {}, services=[external]))
+    # ExternalName Services are refused unless allowed: for the shared plane, as --gateway-allow-external-name-services
+    # (the chart's gateway.allowExternalNameServices) says.
+    w = world(
+        [http_route("ext", ["ext.example.com"], rules)], {}, services=[external], allow_external_name_services=True
+    )
+    result = await dataplane.apply(w)
     assert parent_conditions(result, "ext")["ResolvedRefs"]["status"] == "True"
     edge = dataplane.cloudflared(result)
 
@@ -275,6 +280,15 @@ async def test_an_external_name_service_is_reached_by_its_name(dataplane: DataPl
         return reply.json()["backend"] if reply.status_code == 200 else None
 
     assert await eventually(served, what="the ExternalName Service to answer") == "beta"
+
+    # Not allowed (the default), the backend is refused and its requests answered 500, never sent to the name.
+    result = await dataplane.apply(world([http_route("ext", ["ext.example.com"], rules)], {}, services=[external]))
+    assert parent_conditions(result, "ext")["ResolvedRefs"]["reason"] == "InvalidKind"
+
+    async def refused() -> bool:
+        return (await edge.get("ext.example.com", "/far")).status_code == 500
+
+    await eventually(refused, what="the ExternalName Service's requests to be answered 500")
 
 
 def parent_conditions(result: Translation, name: str) -> dict[str, dict[str, Any]]:

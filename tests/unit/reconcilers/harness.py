@@ -34,6 +34,7 @@ from app.kube.client import JSON, JSON_PATCH, KubeError, ResourceType
 from app.kube.index import DependencyIndex, Ref
 from app.kube.informer import Informer, key_of
 from reconcilers import registry
+from reconcilers.claims import CLAIMS, OWNER_INDEX, claim_owner_uids
 from reconcilers.context import Context
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.lifecycle import Lifecycle, ManagedKind
@@ -141,6 +142,24 @@ class MemoryKube:
         if crash:
             raise Crash
         return copy.deepcopy(obj)
+
+    async def request(self, method: str, path: str, *, body: Any = None, **_: Any) -> JSON:
+        """GET and DELETE (with a UID precondition) of a cluster-scoped kflare object by its path: what the
+        lifecycle reads and deletes of claims."""
+        *_, plural, name = path.split("/")
+        kind = {"cloudflareclaims": "CloudflareClaim"}[plural]
+        found = self.objects.get((kind, "", name))
+        if found is None:
+            raise KubeError(404, "NotFound", f"{plural} {name!r} not found")
+        if method == "GET":
+            return copy.deepcopy(found)
+        assert method == "DELETE", method
+        wanted = ((body or {}).get("preconditions") or {}).get("uid")
+        if wanted is not None and wanted != found["metadata"]["uid"]:
+            raise KubeError(409, "Conflict", "precondition failed: UID")
+        self.writes += 1
+        del self.objects[(kind, "", name)]
+        return {}
 
     def delete(self, kind: str, name: str, namespace: str = "") -> None:
         """A user's DELETE: the object is marked for deletion while finalizers hold it, else removed at once."""
@@ -287,6 +306,10 @@ class Runtime:
             reconciler = self.reconcilers.get(stored_kind)
             if reconciler is not None:
                 self.index.set_parents(Ref(stored_kind, namespace, name), reconciler.parents_of(obj))
+        # The claims of adopted objects, watched as `register_all` watches them.
+        claims = self.informers[CLAIMS.kind] = Informer(self.kube, CLAIMS)  # type: ignore[arg-type]
+        claims.add_index(OWNER_INDEX, claim_owner_uids)
+        self.sync(CLAIMS.kind)
 
     def sync(self, kind: str) -> None:
         """What the watch would deliver: the informer catches up with the API server."""
@@ -294,13 +317,16 @@ class Runtime:
         for key in list(informer.cache):
             if self.kube.get(kind, key[1], key[0]) is None:
                 informer.pop(key)
+        reconciler = self.reconcilers.get(kind)
         for (stored_kind, namespace, name), obj in self.kube.objects.items():
             if stored_kind == kind:
                 informer.put(copy.deepcopy(obj))
-                self.index.set_parents(Ref(kind, namespace, name), self.reconcilers[kind].parents_of(obj))
+                if reconciler is not None:
+                    self.index.set_parents(Ref(kind, namespace, name), reconciler.parents_of(obj))
 
     async def reconcile(self, kind: str, name: str, namespace: str = "") -> Any:
         self.sync(kind)
+        self.sync(CLAIMS.kind)
         return await self.reconcilers[kind].reconcile((namespace, name))
 
     async def settle(self, passes: int = SETTLE_PASSES) -> None:

@@ -21,13 +21,23 @@ RECORD_ID_LABEL = DNSRecord.info.claim_label
 WHY = "only kflare sets this label, when it claims a Cloudflare object for the resource"
 
 
+KFLARE_USER = "system:serviceaccount:kflare-system:kflare"
+
+
 def check(
-    operation: str, obj: Any, old: Any = None, *, kind: str = "DNSRecord", manager: str | None = None
+    operation: str,
+    obj: Any,
+    old: Any = None,
+    *,
+    kind: str = "DNSRecord",
+    manager: str | None = None,
+    user: str = "system:serviceaccount:team-a:ci",
 ) -> Decision:
     body = request(operation, obj, old, kind=kind)
     if manager is not None:
         body["options"]["fieldManager"] = manager
-    return decide(model_named(kind), AdmissionRequest.model_validate(body))
+    body["userInfo"] = {"username": user, "groups": ["system:serviceaccounts", "system:authenticated"]}
+    return decide(model_named(kind), AdmissionRequest.model_validate(body), frozenset({KFLARE_USER}))
 
 
 def labelled(kind: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -61,8 +71,33 @@ def test_kubectl_apply_adding_or_changing_a_claim_is_refused_even_without_a_spec
 
 def test_kflares_own_claims_and_unchanged_or_removed_claims_pass() -> None:
     claimed = labelled("DNSRecord", {RECORD_ID_LABEL: "mine"})
-    assert check("CREATE", claimed, manager=FIELD_MANAGER).allowed
-    assert check("UPDATE", claimed, labelled("DNSRecord", {}), manager=FIELD_MANAGER).allowed
+    assert check("CREATE", claimed, user=KFLARE_USER).allowed
+    assert check("UPDATE", claimed, labelled("DNSRecord", {}), user=KFLARE_USER).allowed
     relabelled = labelled("DNSRecord", {RECORD_ID_LABEL: "mine", "team": "b"})
     assert check("UPDATE", relabelled, claimed).allowed  # the claim as it was: another label changes
     assert check("UPDATE", labelled("DNSRecord", {}), claimed).allowed  # forgetting takes nothing over
+
+
+def test_a_tenant_naming_kflares_field_manager_is_refused_all_the_same() -> None:
+    """The field manager is the client's own word: only the user the API server authenticated counts."""
+    claimed = labelled("DNSRecord", {RECORD_ID_LABEL: "someone-elses"})
+    decision = check("CREATE", claimed, manager=FIELD_MANAGER)
+    assert not decision.allowed
+    assert decision.message.startswith(f"metadata.labels[{RECORD_ID_LABEL}]: {WHY}")
+    assert not check("UPDATE", claimed, labelled("DNSRecord", {}), manager=FIELD_MANAGER).allowed
+
+
+@pytest.mark.parametrize("annotation", ["kflare.dev/create-intent", "kflare.dev/adopted"])
+def test_kflares_own_annotations_are_refused_from_anyone_else(annotation: str) -> None:
+    """A forged intent would make an existing object read as one this resource created (taken without the adoption
+    policy), a forged adopted mark would change its deletion policy."""
+    obj = sample("Zone")
+    obj["metadata"]["annotations"] = {annotation: '{"at": "2026-01-01T00:00:00Z"}'}
+    decision = check("CREATE", obj, kind="Zone", manager=FIELD_MANAGER)
+    assert not decision.allowed
+    assert decision.message.startswith(f"metadata.annotations[{annotation}]: only kflare sets this annotation")
+    assert check("CREATE", obj, kind="Zone", user=KFLARE_USER).allowed
+    unchanged = copy.deepcopy(obj)
+    unchanged["metadata"]["labels"] = {"team": "a"}
+    assert check("UPDATE", unchanged, obj, kind="Zone").allowed  # kept as kflare wrote it
+    assert check("UPDATE", sample("Zone"), obj, kind="Zone").allowed  # removed

@@ -1,0 +1,124 @@
+"""Who may use what: namespace policies (Gateway API's `from: All | Selector | None` shape) and the label selectors
+they select namespaces with. Pure: the caller brings the namespace's labels."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Annotated, Final, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from app.api.base import KflareModel, Problems
+
+NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
+"""The label the API server sets on every namespace to its name, which no one can change: selecting on it (or on
+labels only an administrator sets) is what makes a selector safe against a tenant relabelling its own namespace."""
+
+LABEL_KEY_PATTERN: Final = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+LABEL_VALUE_PATTERN: Final = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+LabelKey = Annotated[str, Field(min_length=1, max_length=317, pattern=LABEL_KEY_PATTERN)]
+"""A label's key, as Kubernetes spells one: an optional DNS-subdomain prefix and `/`, then a name."""
+LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+
+
+class NamespacesFrom(StrEnum):
+    ALL = "All"
+    SELECTOR = "Selector"
+    NONE = "None"
+
+
+class LabelSelectorRequirement(KflareModel):
+    """A requirement on one label (as Kubernetes' `LabelSelectorRequirement`)."""
+
+    key: LabelKey
+    """The label's key."""
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    """How the label's value is compared with `values`."""
+    values: Annotated[list[LabelValue], Field(max_length=64)] | None = None
+    """The values for `In` and `NotIn` (at least one); none for `Exists` and `DoesNotExist`."""
+
+    @model_validator(mode="after")
+    def _values_fit_the_operator(self) -> LabelSelectorRequirement:
+        problems = Problems()
+        if self.operator in ("In", "NotIn") and not self.values:
+            problems.add("values", f"{self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            problems.add("values", f"{self.operator} takes no values")
+        problems.raise_if_any("LabelSelectorRequirement")
+        return self
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        if self.operator == "Exists":
+            return present
+        if self.operator == "DoesNotExist":
+            return not present
+        found = present and labels[self.key] in (self.values or [])
+        return found if self.operator == "In" else not found
+
+
+class LabelSelector(KflareModel):
+    """Selects namespaces by their labels (as Kubernetes' `LabelSelector`); every requirement must hold. An empty
+    selector selects every namespace."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-map-type": "atomic"})
+
+    match_labels: Annotated[dict[str, LabelValue], Field(max_length=64)] | None = None
+    """Labels a namespace must carry, with these values."""
+    match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=64)] | None = None
+    """Requirements on a namespace's labels."""
+
+    @model_validator(mode="after")
+    def _label_keys(self) -> LabelSelector:
+        # The keys are checked here: a pattern on a map's keys makes no structural schema.
+        problems = Problems()
+        for key in self.match_labels or {}:
+            if not 0 < len(key) <= 317 or re.fullmatch(LABEL_KEY_PATTERN, key) is None:
+                problems.add(("matchLabels", key), "is not a label key (`[prefix/]name`, as Kubernetes spells one)")
+        problems.raise_if_any("LabelSelector")
+        return self
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if any(labels.get(key) != value for key, value in (self.match_labels or {}).items()):
+            return False
+        return all(requirement.matches(labels) for requirement in self.match_expressions or [])
+
+
+class NamespacePolicy(KflareModel):
+    """Which namespaces a policy lets in (Gateway API's `from`/`selector` shape)."""
+
+    from_: NamespacesFrom
+    """`All`: every namespace; `Selector`: the namespaces `selector` selects; `None`: no namespace."""
+    selector: LabelSelector | None = None
+    """With `from: Selector`: the namespaces let in. Select on `kubernetes.io/metadata.name` (set by the API server
+    to the namespace's name) or on labels only a cluster administrator may set: a tenant can label its own
+    namespace."""
+
+    @model_validator(mode="after")
+    def _selector_with_selector(self) -> NamespacePolicy:
+        problems = Problems()
+        if self.from_ == NamespacesFrom.SELECTOR and self.selector is None:
+            problems.add("selector", "required with from: Selector")
+        if self.from_ != NamespacesFrom.SELECTOR and self.selector is not None:
+            problems.add("selector", f"only with from: Selector (from is {self.from_})")
+        problems.raise_if_any("NamespacePolicy")
+        return self
+
+    def admits(self, namespace: str, labels: Mapping[str, str] | None) -> bool:
+        """Whether the policy lets `namespace` in; `labels` are its labels (None: not known, then only its name
+        label is)."""
+        if self.from_ == NamespacesFrom.ALL:
+            return True
+        if self.from_ == NamespacesFrom.NONE or self.selector is None:
+            return False
+        known = dict(labels or {})
+        known[NAMESPACE_NAME_LABEL] = namespace  # the API server's own label, whatever the cache holds
+        return self.selector.matches(known)
+
+
+ALL_NAMESPACES: Final = NamespacePolicy.model_validate({"from": "All"})
+NO_NAMESPACES: Final = NamespacePolicy.model_validate({"from": "None"})
