@@ -186,8 +186,9 @@ class Settings(BaseSettings):
     )
     gateway_namespace_label: str | None = Field(
         None,
-        description="namespace label whose value a route in a labelled namespace must own its hostnames under"
-        " (namespace.cozystack.io/host, say); unset is no tenancy rule",
+        description="namespace label whose value a namespace's routes must own their hostnames under"
+        " (namespace.cozystack.io/host, say), for hostnames in no zone a kflare Zone manages (the Zone decides"
+        " those); set, a namespace without the label publishes none of them; unset is no such rule",
     )
     gateway_planes_per_namespace: int = Field(
         3,

@@ -160,7 +160,13 @@ async def ready_zone(ctx: Context, namespace: str | None, name: str) -> ZoneLink
 def zone_ref_key(raw: JSON) -> list[str]:
     """An index of the objects that name a Zone (`spec.zoneRef`), by the Zone as `namespace/name`."""
     name = ((raw.get("spec") or {}).get("zoneRef") or {}).get("name")
-    return [f"{raw['metadata'].get('namespace') or ''}/{name}"] if name else []
+    return [f"{zone_namespace(raw)}/{name}"] if name else []
+
+
+def zone_namespace(raw: JSON) -> str:
+    """The namespace of the Zone an object names: `zoneRef.namespace`, else the object's own."""
+    ref = (raw.get("spec") or {}).get("zoneRef") or {}
+    return str(ref.get("namespace") or raw["metadata"].get("namespace") or "")
 
 
 def account_id_of(ctx: Context, account: str | None) -> str | None:

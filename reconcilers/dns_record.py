@@ -37,9 +37,10 @@ from app.kube.index import Ref
 from app.kube.informer import Indexer, Key, key_of
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
-from reconcilers.credentials import ready_account, zone_ref_key
+from reconcilers.credentials import ready_account, zone_namespace, zone_ref_key
 from reconcilers.dns_batch import Batches, ZoneBatcher
-from reconcilers.lifecycle import ManagedKind, NotReady, can_serve
+from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady, can_serve
+from reconcilers.tenancy import zone_grants
 
 HOST_TYPES = frozenset({"CNAME", "MX", "NS", "PTR"})
 PRIORITY_TYPES = frozenset({"MX", "SRV", "URI"})
@@ -167,11 +168,12 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
     def _zone_id_of(self, key: Key) -> str | None:
         raw = self.ctx.cached(self.kind, key[1], key[0] or None)
         zone_name = ((raw or {}).get("spec") or {}).get("zoneRef", {}).get("name")
-        zone = self.ctx.cached("Zone", zone_name, key[0] or None) if zone_name else None
+        where = zone_namespace(raw) if raw is not None else key[0]
+        zone = self.ctx.cached("Zone", zone_name, where or None) if zone_name else None
         zone_id = ((zone or {}).get("status") or {}).get("cloudflareMetadata", {}).get("zoneID")
         if not isinstance(zone_id, str):
             return None
-        self._zones[zone_id] = (key[0], zone_name)
+        self._zones[zone_id] = (where, zone_name)
         return zone_id
 
     def _waiting_in(self, zone_id: str) -> set[str]:
@@ -196,7 +198,7 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         spec = raw.get("spec") or {}
         name = (spec.get("zoneRef") or {}).get("name")
         namespace = raw["metadata"].get("namespace") or ""
-        parents = [Ref("Zone", namespace, name)] if name else []
+        parents = [Ref("Zone", zone_namespace(raw), name)] if name else []
         tunnel = (spec.get("tunnelRef") or {}).get("name")
         if tunnel:
             parents.append(Ref("Tunnel", namespace, tunnel))  # followed when recreated; waits for this record
@@ -213,20 +215,31 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
 
     async def connect(self, obj: DNSRecord) -> RecordLink:
         zone_name = obj.spec.zone_ref.name
-        raw = self.ctx.cached("Zone", zone_name, obj.namespace)
+        where = obj.spec.zone_ref.namespace or obj.namespace
+        raw = self.ctx.cached("Zone", zone_name, where)
+        shown = zone_name if where == obj.namespace else f"{where}/{zone_name}"
         if raw is None:
-            raise NotReady(Reason.ZONE_NOT_FOUND, f"Zone {zone_name} not found", parent_gone=True)
+            raise NotReady(Reason.ZONE_NOT_FOUND, f"Zone {shown} not found", parent_gone=True)
+        if where != obj.namespace and not obj.metadata.deleting:
+            # Another namespace's Zone: only the names it grants this one (said before anything else of it is).
+            hostname = _fqdn(obj.spec.name, str((raw.get("spec") or {}).get("name", "")))
+            if not zone_grants(self.ctx, raw, obj.namespace or "", hostname):
+                raise NotReady(
+                    Reason.HOSTNAME_NOT_GRANTED,
+                    f"Zone {shown} grants namespace {obj.namespace} no name {hostname} (its spec.hostnameGrants)",
+                    requeue_after=RETRY_PARENT,
+                )
         status = raw.get("status") or {}
         zone_id = (status.get("cloudflareMetadata") or {}).get("zoneID")
         deleting = bool(raw["metadata"].get("deletionTimestamp"))  # it waits for its records to clean up
         if not (can_serve(raw) or deleting) or not zone_id:
-            raise NotReady(Reason.ZONE_NOT_READY, f"Zone {zone_name} is not Ready")
+            raise NotReady(Reason.ZONE_NOT_READY, f"Zone {shown} is not Ready")
         target = None if obj.spec.tunnel_ref is None else self._tunnel_target(obj)
         account_name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name", "")
         plan = (status.get("cloudflareMetadata") or {}).get("plan")
-        return RecordLink(
-            await ready_account(self.ctx, account_name, obj.namespace), zone_id, raw["spec"]["name"], plan, target
-        )
+        # The Zone's namespace uses the account: a grant is its owner's word that this record may use it too.
+        account = await ready_account(self.ctx, account_name, where)
+        return RecordLink(account, zone_id, raw["spec"]["name"], plan, target)
 
     def _tunnel_target(self, obj: DNSRecord) -> str | None:
         """The CNAME target of a record pointing at a tunnel. A record being deleted needs none: it goes anyway."""
@@ -384,3 +397,12 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         obj.status.cloudflare_metadata = DNSRecordMetadata(
             record_id=observed.id, zone_id=zone_id, proxiable=observed.proxiable
         )
+
+
+def _fqdn(name: str, zone: str) -> str:
+    """A record's name as a full host name: `@` is the zone's apex, a name outside the zone is taken as relative
+    to it (as Cloudflare takes it)."""
+    name, zone = name.lower().rstrip("."), zone.lower().rstrip(".")
+    if name == "@":
+        return zone
+    return name if name == zone or name.endswith("." + zone) else f"{name}.{zone}"

@@ -513,6 +513,15 @@ class Lifecycle(Generic[R, L, ObservedT]):
         kind, writer, logger = self.of, self.writer, self.writer.logger(key)
         annotations = obj.metadata.annotations
         object_id = self.current_id(obj)
+        if object_id and kind.creates:
+            holder = await self._contest(link, obj, object_id)
+            if holder is not None:
+                message = (
+                    f"{self.kind} {object_id} is owned by {holder.described_to(obj.metadata.namespace)}: kflare never"
+                    " changes or deletes it for this resource"
+                )
+                await writer.set_ready(raw, "False", Reason.CLAIMED_ELSEWHERE, message)
+                return Outcome(requeue_after=RETRY_PARENT)
         if object_id:
             observed = await kind.observe(link, obj, object_id)
             if observed is not None:
@@ -607,6 +616,38 @@ class Lifecycle(Generic[R, L, ObservedT]):
     def _may_adopt(self, link: L, obj: R) -> bool:
         account = self.of.account_of(link)
         return account is None or may_adopt(self.ctx, account, obj.metadata.namespace)
+
+    async def _contest(self, link: L, obj: R, object_id: str) -> Holder | None:
+        """Who owns an object this resource records, when another resource records or claims it too (two Zones of
+        one domain from before claims existed): the claim decides, taken now if nobody holds it. None: this one."""
+        claims = self._claims()
+        account = self._account_id(link)
+        claimed = claims.holder(account, object_id)
+        if claimed is not None and claimed.uid == obj.metadata.uid:
+            return None
+        if claimed is None and self._holder(link, obj, object_id) is None:
+            return None  # the usual case: nobody else names it, and no claim is needed
+        return await claims.take(account, object_id, obj)
+
+    def _adopted_without_leave(self, link: L, obj: R, object_id: str) -> bool:
+        """Whether the object is recorded only by the claim label (an adoption, for a kind whose status records what
+        it creates), without this resource's claim, in a namespace the account does not let adopt. Only kflare
+        writes the label (the webhook), so this is a second lock: a forged one would otherwise delete what it
+        names."""
+        kind = self.of
+        if not kind.claim_in_status or object_id == kind.object_id(obj):
+            return False
+        if obj.metadata.labels.get(kind.claim_label) != object_id:
+            return False
+        claimed = self._claims().holder(self._account_id(link), object_id)
+        return (claimed is None or claimed.uid != obj.metadata.uid) and not self._may_adopt(link, obj)
+
+    def _owned_elsewhere(self, link: L, obj: R, object_id: str) -> bool:
+        """Whether another resource owns the object: it holds its claim, or records it while this one holds none."""
+        claimed = self._claims().holder(self._account_id(link), object_id)
+        if claimed is not None:
+            return claimed.uid != obj.metadata.uid
+        return self._holder(link, obj, object_id) is not None
 
     def _holder(self, link: L, obj: R, object_id: str) -> Holder | None:
         """Who else owns the object: a resource recording it, one that has just created it, or a claim's owner."""
@@ -707,6 +748,13 @@ class Lifecycle(Generic[R, L, ObservedT]):
                     if not object_id:
                         existing = await kind.find(link, obj)
                         object_id = None if existing is None else kind.id_of(existing)
+                    if object_id and self._adopted_without_leave(link, obj, object_id):
+                        logger.info("keeping an object the namespace may not adopt", extra={"id": object_id})
+                        object_id = None
+                    if object_id and self._owned_elsewhere(link, obj, object_id):
+                        # Found by its key, or recorded by another resource too: never this resource's to delete.
+                        logger.info("keeping the Cloudflare object another resource owns", extra={"id": object_id})
+                        object_id = None
                     if object_id:
                         with contextlib.suppress(NotFound):
                             await kind.delete(link, obj, object_id)

@@ -24,6 +24,7 @@ from app.cloudflare.models import ManagedHeaders
 from app.kube.client import JSON
 from app.kube.index import Ref
 from app.kube.informer import Indexer, key_of
+from reconcilers.claims import holder_of
 from reconcilers.credentials import ZoneLink, ready_zone, zone_ref_key, zones_of
 from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady
 
@@ -64,21 +65,22 @@ class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
             if first is not None:
                 raise NotReady(
                     Reason.ALREADY_CONFIGURED,
-                    f"ManagedTransform {first} already configures zone {zone.zone_name} ({zone.zone_id})",
+                    f"{first} already configures zone {zone.zone_name} ({zone.zone_id})",
                     requeue_after=RETRY_PARENT,
                 )
         return zone
 
     def _configured_by(self, zone_id: str, obj: ManagedTransform) -> str | None:
-        """Another ManagedTransform that configures the zone: the one claiming it, or an older one not yet there.
-        One that is done with the zone (deleted in Cloudflare, its finalizer gone) configures nothing."""
+        """Another ManagedTransform that configures the zone (the one claiming it, or an older one not yet there), as
+        `obj`'s namespace may be told of it. One that is done with the zone (deleted in Cloudflare, its finalizer
+        gone) configures nothing."""
         informer = self.ctx.informer_of(self.kind)
         if informer is None:
             return None
         uid = obj.metadata.uid
         for other in informer.by_index(CLAIM_INDEX, zone_id):
             if other["metadata"].get("uid") != uid and not self.done_with(other):
-                return _name(other)
+                return holder_of(other).described_to(obj.namespace)
         if obj.metadata.labels.get(self.claim_label) == zone_id:
             return None
         created = obj.metadata.creation_timestamp
@@ -89,7 +91,7 @@ class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
                 continue
             theirs = (meta.get("creationTimestamp") or "", meta.get("namespace") or "", meta["name"])
             if theirs < mine:
-                return _name(other)
+                return holder_of(other).described_to(obj.namespace)
         return None
 
     def _of_zone(self, zone_id: str | None, namespace: str, zone: str) -> list[JSON]:
@@ -156,8 +158,3 @@ class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
         obj.status.cloudflare_metadata = ManagedTransformMetadata(
             zone_id=observed.zone_id, enabled=observed.document.enabled()
         )
-
-
-def _name(raw: JSON) -> str:
-    meta = raw["metadata"]
-    return f"{meta.get('namespace')}/{meta['name']}"

@@ -34,6 +34,7 @@ from reconcilers import tunnel_document
 from reconcilers.context import AccountLink
 from reconcilers.credentials import ready_account
 from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady, can_serve
+from reconcilers.tenancy import hostname_refusal
 from reconcilers.tunnel_document import RESET, normalise, says_something
 
 __all__ = ["RESET", "TunnelConfigurationKind", "desired", "normalise", "says_something"]
@@ -88,6 +89,13 @@ class TunnelConfigurationKind(ManagedKind[TunnelConfiguration, ConfigLink, Cloud
         return min(candidates)[1]
 
     async def connect(self, obj: TunnelConfiguration) -> ConfigLink:
+        if not obj.metadata.deleting:
+            for rule in obj.spec.ingress:
+                hostname = getattr(rule, "hostname", None)
+                refusal = hostname_refusal(self.ctx, obj.namespace or "", hostname) if hostname else None
+                if refusal is not None:
+                    # Traffic for another team's names would reach this tunnel: nothing of it is written.
+                    raise NotReady(Reason.HOSTNAME_NOT_GRANTED, refusal, requeue_after=RETRY_PARENT)
         name = obj.spec.tunnel_ref.name
         raw = self.ctx.cached("Tunnel", name, obj.namespace)
         if raw is None:

@@ -48,7 +48,7 @@ from reconcilers.account_members import AccountMemberBase, AccountScope, account
 from reconcilers.claims import holder_of
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
-from reconcilers.credentials import ready_zone
+from reconcilers.credentials import account_id_of, ready_zone
 from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady, can_serve
 
 ENTRY_MODULE = "worker.js"
@@ -133,6 +133,23 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
     async def released(self, obj: WorkerScript) -> None:
         self._uploaded.pop(obj.metadata.uid or "", None)
 
+    def _not_anothers(self, obj: WorkerScript, kind: str, object_id: str, binding: str) -> None:
+        """A binding by raw ID or name reaches what it names in the account: refused when a resource of another
+        namespace owns that object (in the same account), whose data this namespace was never given."""
+        informer = self.ctx.informer_of(kind)
+        mine = account_id_of(self.ctx, obj.spec.account_ref.name)
+        for other in [] if informer is None else informer.by_index(CLAIM_INDEX, object_id):
+            if (other["metadata"].get("namespace") or "") == (obj.namespace or ""):
+                continue
+            theirs = account_id_of(self.ctx, account_name(other))
+            if theirs is None or theirs == mine:
+                raise NotReady(
+                    Reason.CLAIMED_ELSEWHERE,
+                    f"binding {binding} names {object_id}, which {holder_of(other).described_to(obj.namespace)}"
+                    " owns: bind objects of this namespace (by reference)",
+                    requeue_after=RETRY_PARENT,
+                )
+
     async def _upload(self, obj: WorkerScript) -> Upload:
         spec = obj.spec
         namespace = obj.namespace or ""
@@ -165,9 +182,11 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
                     [binding.name, "secret_text", f"{meta.get('uid')}/{meta.get('resourceVersion')}/{ref.key}"]
                 )
             elif binding.kv_namespace_id is not None:
+                self._not_anothers(obj, "KVNamespace", binding.kv_namespace_id, binding.name)
                 bindings.append({"type": "kv_namespace", "name": binding.name, "namespace_id": binding.kv_namespace_id})
                 hashed.append([binding.name, "kv_namespace", binding.kv_namespace_id])
             elif binding.r2_bucket_name is not None:
+                self._not_anothers(obj, "R2Bucket", binding.r2_bucket_name, binding.name)
                 bindings.append({"type": "r2_bucket", "name": binding.name, "bucket_name": binding.r2_bucket_name})
                 hashed.append([binding.name, "r2_bucket", binding.r2_bucket_name])
             else:

@@ -16,6 +16,7 @@ from app.cloudflare.models import Zone as CloudflareZone
 from app.kube.informer import Indexer
 from reconcilers.account_members import AccountMember, AccountScope
 from reconcilers.credentials import ZONE_ID_INDEX, zone_ids
+from reconcilers.tenancy import DOMAIN_INDEX, zone_domains
 
 
 class ZoneKind(AccountMember[Zone, CloudflareZone]):
@@ -86,8 +87,9 @@ class ZoneKind(AccountMember[Zone, CloudflareZone]):
 
     @classmethod
     def indexes(cls) -> dict[str, Indexer]:
-        """Beside the claim: the Cloudflare zone, which the rules and ManagedTransforms of one zone are found by."""
-        return {**super().indexes(), ZONE_ID_INDEX: zone_ids}
+        """Beside the claim: the Cloudflare zone, which the rules and ManagedTransforms of one zone are found by, and
+        the domain, which a host name's Zone is found by."""
+        return {**super().indexes(), ZONE_ID_INDEX: zone_ids, DOMAIN_INDEX: zone_domains}
 
 
 def _pending_plan(zone: CloudflareZone) -> str | None:

@@ -9,14 +9,36 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from app.api import GROUP, KINDS, VERSION, ResourceClass
-from app.api.constants import PAUSED_ANNOTATION
-
-NOT_BEING_DELETED: Final = {"name": "not-being-deleted", "expression": "!has(object.metadata.deletionTimestamp)"}
-"""Never in the way of an object being deleted: removing a finalizer by hand must work while no webhook answers."""
+from app.api.constants import KFLARE_ANNOTATIONS, PAUSED_ANNOTATION
+from app.api.registry import CLAIM_LABELS
 
 
 def _field(obj: str, path: str) -> str:
     return f"(has({obj}.{path}) ? {obj}.{path} : {{}})"
+
+
+def _any_differs(path: str, keys: Iterable[str]) -> str:
+    """Whether any of `keys` in `path` (labels, annotations) differs between the object and the old one (a key
+    absent on one side, present on the other, differs)."""
+    new, old = _field("object", path), _field("oldObject", path)
+    listed = ", ".join(f"'{key}'" for key in sorted(keys))
+    return f"[{listed}].exists(k, (k in {new} ? {new}[k] : '') != (k in {old} ? {old}[k] : ''))"
+
+
+NOT_BEING_DELETED: Final = {
+    "name": "not-being-deleted",
+    "expression": " || ".join(
+        [
+            "!has(object.metadata.deletionTimestamp)",
+            _any_differs("metadata.labels", CLAIM_LABELS),
+            _any_differs("metadata.annotations", KFLARE_ANNOTATIONS),
+        ]
+    ),
+}
+"""Never in the way of an object being deleted (removing a finalizer by hand must work while no webhook answers),
+unless the change sets or changes what only kflare writes (a claim label, the create intent, the adopted mark): a
+resource held in deletion by its finalizer would otherwise take a forged claim past the webhook, and its deletion
+would delete the object the claim names."""
 
 
 def _ours_changed(new: str, old: str) -> str:

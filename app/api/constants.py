@@ -90,6 +90,8 @@ class Reason(StrEnum):
     """The account's `allowedNamespaces` does not let the resource's namespace use it."""
     ADOPTION_NOT_PERMITTED = "AdoptionNotPermitted"
     """The account's `adoptionNamespaces` does not let the resource's namespace adopt existing objects."""
+    HOSTNAME_NOT_GRANTED = "HostnameNotGranted"
+    """The name is in a zone a Zone of another namespace manages, and that Zone grants this namespace no such name."""
     CLAIMED_ELSEWHERE = "ClaimedElsewhere"
     """Another resource owns the Cloudflare object this one names or found: it is never adopted, written or
     deleted from here."""

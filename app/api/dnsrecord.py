@@ -11,7 +11,7 @@ from pydantic_core import PydanticCustomError
 
 from app.api.base import KflareModel, KindInfo, PrinterColumn, Problems
 from app.api.meta import Status
-from app.api.refs import LocalObjectReference
+from app.api.refs import LocalObjectReference, ZoneReference
 from app.api.resource import Resource
 from app.api.text import NAME_SCHEMA, TEXT_SCHEMA, NameCheck, TextCheck
 
@@ -94,8 +94,9 @@ def _listing(types: frozenset[str]) -> str:
 class DNSRecordSpec(KflareModel):
     """The record: its zone, name, type and value, and Cloudflare's settings for it."""
 
-    zone_ref: LocalObjectReference
-    """The Zone, in the same namespace, the record belongs to."""
+    zone_ref: ZoneReference
+    """The Zone the record belongs to: in the same namespace, or in `namespace` if that Zone's `hostnameGrants`
+    grant this namespace the record's name."""
     name: Annotated[str, Field(min_length=1, max_length=NAME_MAX, json_schema_extra=NAME_SCHEMA), NameCheck]
     """Record name: a fully qualified domain name in Punycode, such as `www.example.com` (`@` for the apex)."""
     type: RecordType

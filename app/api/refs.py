@@ -60,3 +60,15 @@ class KeyReference(KflareModel):
     """Name of the Secret or ConfigMap."""
     key: DataKey
     """Key in its data."""
+
+
+class ZoneReference(KflareModel):
+    """A Zone, in the same namespace unless `namespace` names another (whose Zone must grant this namespace the
+    names it publishes: the Zone's `hostnameGrants`)."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-map-type": "atomic"})
+
+    name: ObjectName
+    """Name of the Zone."""
+    namespace: NamespaceName | None = None
+    """Namespace of the Zone; unset is the referring resource's own."""

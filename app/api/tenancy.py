@@ -122,3 +122,32 @@ class NamespacePolicy(KflareModel):
 
 ALL_NAMESPACES: Final = NamespacePolicy.model_validate({"from": "All"})
 NO_NAMESPACES: Final = NamespacePolicy.model_validate({"from": "None"})
+
+
+HOSTNAME_PATTERN: Final = r"^(\*\.)?([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+"""A host name, or `*.` and a host name for every name below it."""
+Hostname = Annotated[str, Field(min_length=1, max_length=253, pattern=HOSTNAME_PATTERN)]
+
+
+def hostname_matches(pattern: str, hostname: str) -> bool:
+    """Whether `hostname` is `pattern`, or below it when the pattern is `*.<name>` (one or more labels deeper, as
+    Gateway API's wildcards)."""
+    pattern, hostname = pattern.lower().rstrip("."), hostname.lower().rstrip(".")
+    if pattern.startswith("*."):
+        return hostname.endswith(pattern[1:]) and len(hostname) > len(pattern) - 1
+    return hostname == pattern
+
+
+class HostnameGrant(KflareModel):
+    """Lets the resources of other namespaces publish names under the zone: DNSRecords that name this Zone,
+    tunnel ingress rules and the Gateway class's routes."""
+
+    namespaces: NamespacePolicy
+    """The namespaces granted (`from: All | Selector`)."""
+    hostnames: Annotated[list[Hostname], Field(min_length=1, max_length=64)] | None = None
+    """The names granted: a host name, or `*.<name>` for every name below it. Unset: every name in the zone."""
+
+    def grants(self, namespace: str, labels: Mapping[str, str] | None, hostname: str) -> bool:
+        if not self.namespaces.admits(namespace, labels):
+            return False
+        return self.hostnames is None or any(hostname_matches(p, hostname) for p in self.hostnames)

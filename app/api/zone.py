@@ -10,6 +10,7 @@ from app.api.base import KflareModel, KindInfo, PrinterColumn
 from app.api.meta import Status
 from app.api.refs import LocalObjectReference
 from app.api.resource import Resource
+from app.api.tenancy import HostnameGrant
 
 DOMAIN_PATTERN = r"^([a-zA-Z0-9]([a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?\.)+[a-zA-Z]{2,}$"
 ZonePlan = Literal["free", "pro", "business", "enterprise"]
@@ -28,6 +29,10 @@ class ZoneSpec(KflareModel):
     """The plan to subscribe the zone to (this bills the account). Unset leaves the zone's plan alone."""
     type: ZoneType = "full"
     """Setup type: `full` (Cloudflare is the authoritative DNS) or `partial` (CNAME setup)."""
+    hostname_grants: Annotated[list[HostnameGrant], Field(max_length=64)] | None = None
+    """Namespaces other than the Zone's own that may publish names in the zone: DNSRecords that name this Zone
+    (`zoneRef.namespace`), tunnel ingress rules and Gateway routes. Names in a zone a Zone manages are published only
+    for the Zone's namespace and the namespaces granted here."""
 
 
 class ZoneMetadata(KflareModel):

@@ -5,8 +5,9 @@ The ingress document of a tunnel has one rule per hostname published through it 
 wildcards from the narrowest), every one pointing at the data plane (gRPC hostnames as HTTP/2 origins), then the
 `http_status:404` catch-all.
 
-A hostname inside a kflare Zone of the tunnel's account (the Zone whose domain is the longest suffix of it; on a tie
-the oldest) gets a DNSRecord in the Zone's namespace: a proxied CNAME to `<tunnel id>.cfargotunnel.com`, named
+A hostname in a zone a kflare Zone of the tunnel's account manages (the Zone holding a Cloudflare zone whose domain is
+the longest suffix of it, `owners`; only the routes of namespaces that Zone lets publish it publish it at all) gets a
+DNSRecord in the Zone's namespace: a proxied CNAME to `<tunnel id>.cfargotunnel.com`, named
 `gw.<hostname>` (`gw-wildcard.<domain>` for `*.<domain>`), labelled `kflare.dev/gateway-tunnel` (which tunnel's
 class made it) and `kflare.dev/gateway-route` (the first route it serves, `<kind>.<namespace>.<name>`), annotated
 `kflare.dev/gateway-routes` (all of them) and `kflare.dev/gateway-hostname`. A DNSRecord of that name or for that
@@ -23,6 +24,7 @@ from typing import Any
 
 from app.api.constants import Reason
 from app.api.tunnel import CATCH_ALL_404
+from reconcilers.gateway.owners import ZoneIndex, holds_zone
 from reconcilers.gateway.shapes import JSON, Condition, RouteKey, condition
 from reconcilers.gateway.translate import Hostname
 
@@ -176,25 +178,20 @@ def _bare(name: str) -> str:
     return name.rstrip(".").lower()
 
 
-def zone_of(hostname: str, zones: Iterable[JSON], tunnel: TunnelTarget, accounts: AccountLookup) -> JSON | None:
-    """The kflare Zone of the tunnel's account a hostname falls in: the longest matching domain, then the oldest."""
-    name = _bare(hostname[2:] if hostname.startswith("*.") else hostname)
-    best: tuple[int, tuple[str, str, str]] | None = None
-    chosen: JSON | None = None
-    for zone in zones:
-        domain = _bare(str(_spec(zone).get("name") or ""))
-        if not domain or not (name == domain or name.endswith("." + domain)):
-            continue
-        account_ref = str((_spec(zone).get("accountRef") or {}).get("name") or "")
-        account_id = _account_id(accounts, account_ref)
-        same_account = account_ref == tunnel.account_ref or (account_id is not None and account_id == tunnel.account_id)
-        if not same_account:
-            continue
-        meta = _meta(zone)
-        rank = (-len(domain), (str(meta.get("creationTimestamp") or ""), str(meta.get("namespace")), meta["name"]))
-        if best is None or rank < best:
-            best, chosen = rank, zone
-    return chosen
+def zone_of(
+    hostname: str, zones: Iterable[JSON] | ZoneIndex, tunnel: TunnelTarget, accounts: AccountLookup
+) -> JSON | None:
+    """The kflare Zone a hostname's DNS record goes into: the Zone that manages its zone (`owners`: the one holding a
+    Cloudflare zone whose domain is the longest suffix of it), when that Zone is of the tunnel's account and is not
+    being deleted (its deletion waits for its records). None: the class makes no record for it."""
+    index = zones if isinstance(zones, ZoneIndex) else ZoneIndex(zones)
+    zone = index.managing(hostname)
+    if zone is None or _meta(zone).get("deletionTimestamp"):
+        return None
+    account_ref = str((_spec(zone).get("accountRef") or {}).get("name") or "")
+    account_id = _account_id(accounts, account_ref)
+    same_account = account_ref == tunnel.account_ref or (account_id is not None and account_id == tunnel.account_id)
+    return dict(zone) if same_account else None
 
 
 def configured_by(tunnel: TunnelKey, configurations: Iterable[JSON]) -> str | None:
@@ -229,7 +226,8 @@ class RecordPlan:
     name: str = ""
     """The DNSRecord's name, in the Zone's namespace."""
     taken_by: str | None = None
-    """A DNSRecord the class did not make that holds the name (`namespace/name`): nothing is written."""
+    """A DNSRecord the class did not make that holds the name (`namespace/name`, or `in another namespace` when it is
+    not the routes' namespace's): nothing is written."""
     body: JSON | None = None
     """The DNSRecord to have (apiVersion, kind, metadata, spec), when the class may make it."""
 
@@ -244,6 +242,23 @@ class RecordPlan:
 
 def is_ours(record: JSON, tunnel: TunnelKey) -> bool:
     return (_meta(record).get("labels") or {}).get(TUNNEL_LABEL) == tunnel_label(tunnel)
+
+
+def record_hostname(record: JSON) -> str:
+    """The hostname a DNSRecord of the class publishes."""
+    annotated = (_meta(record).get("annotations") or {}).get(HOSTNAME_ANNOTATION)
+    return _bare(str(annotated or _spec(record).get("name") or ""))
+
+
+def keeps_cloudflare_record(record: JSON, zone: JSON | None, published: Iterable[str]) -> bool:
+    """Whether a DNSRecord of the class that no plan keeps goes without its Cloudflare record: its Zone is being
+    deleted, is gone or holds no zone (any more) while routes still publish its hostname through the tunnel. The
+    Zone's deletion (which waits for its records) decides what becomes of the zone; the CNAME the routes still use is
+    not the class's to delete on the way. A record the routes let go of (deleted, refused, DNS publishing turned off)
+    goes with its Cloudflare record, as does one whose hostname another Zone manages now."""
+    if zone is not None and not _meta(zone).get("deletionTimestamp") and holds_zone(zone):
+        return False
+    return record_hostname(record) in {_bare(h) for h in published}
 
 
 def record_body(hostname: Hostname, zone: JSON, tunnel: TunnelTarget, name: str) -> JSON:
@@ -280,7 +295,7 @@ def plan_records(
     accounts: AccountLookup,
 ) -> list[RecordPlan]:
     """The DNS record of each hostname published through the tunnel."""
-    zones = list(zones)
+    index = ZoneIndex(zones)
     by_name: dict[tuple[str, str], JSON] = {}
     holders: dict[tuple[str, str, str], JSON] = {}
     for record in records:
@@ -288,15 +303,16 @@ def plan_records(
         by_name[(str(meta.get("namespace")), str(meta.get("name")))] = record
         if not is_ours(record, tunnel.key) and not meta.get("deletionTimestamp"):
             spec = _spec(record)
+            zone_ref = spec.get("zoneRef") or {}
             key = (
-                str(meta.get("namespace")),
-                str((spec.get("zoneRef") or {}).get("name")),
+                str(zone_ref.get("namespace") or meta.get("namespace")),  # a record may name another namespace's Zone
+                str(zone_ref.get("name")),
                 _bare(str(spec.get("name"))),
             )
             holders.setdefault(key, record)
     plans = []
     for hostname in hostnames:
-        zone = zone_of(hostname.hostname, zones, tunnel, accounts) if hostname.dns else None
+        zone = zone_of(hostname.hostname, index, tunnel, accounts) if hostname.dns else None
         if zone is None:
             plans.append(RecordPlan(hostname.hostname, hostname.routes, None))
             continue
@@ -307,7 +323,10 @@ def plan_records(
             # Another DNSRecord for the same record name (any type: a CNAME stands alone) holds it first.
             holder = holders.get((namespace, str(_meta(zone)["name"]), _bare(hostname.hostname)))
         if holder is not None:
-            taken = f"{namespace}/{_meta(holder)['name']}"
+            where = str(_meta(holder).get("namespace") or namespace)
+            # Named to the routes' namespace only when it is theirs (the routes of one hostname share a namespace).
+            mine = any(route[1] == where for route in hostname.routes)
+            taken = f"{where}/{_meta(holder)['name']}" if mine else "in another namespace"
             plans.append(RecordPlan(hostname.hostname, hostname.routes, zone, name, taken_by=taken))
         elif tunnel.cname is not None:
             body = record_body(hostname, zone, tunnel, name)

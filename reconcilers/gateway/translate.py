@@ -22,6 +22,7 @@ from typing import Any, TypedDict, cast
 from reconcilers.gateway import envoy, shapes
 from reconcilers.gateway.backends import UNRESOLVED, Backend, Resolver
 from reconcilers.gateway.kinds import CLASS_NAME, CONTROLLER_NAME, GATEWAY_GROUP
+from reconcilers.gateway.owners import Owners
 from reconcilers.gateway.planes import Choice, Plane, finalized
 from reconcilers.gateway.policies import BackendTLS, ConfigMapLookup
 from reconcilers.gateway.rules import BuiltRoute, EnvoyRoute, Unsupported, build_route, for_scheme, regex_error
@@ -86,6 +87,11 @@ class World:
     installed_channel: str | None = None
     """The installed CRDs' channel (`standard`, `experimental`): what the class may claim depends on it."""
     tenancy_label: str | None = None
+    """The class's per-namespace suffix policy (`--gateway-namespace-label`): outside the zones kflare Zones manage,
+    a namespace publishes only hostnames under its label's value, and nothing without the label (`owners`)."""
+    zones: list[JSON] = field(default_factory=list)
+    """The kflare Zones: a hostname in a zone one manages is published only for the Zone's namespace and the
+    namespaces it grants the name to (`owners`)."""
     allow_external_name_services: bool = False
     """Whether the routes of Gateways on the shared plane may send to ExternalName Services
     (`--gateway-allow-external-name-services`); a Gateway with a plane of its own follows its GatewayParameters'
@@ -192,12 +198,11 @@ def hostname_matches(listener: str | None, route: str) -> str | None:
     return None
 
 
-def _within(hostname: str, domain: str) -> bool:
-    name = hostname[2:] if hostname.startswith("*.") else hostname
-    return name == domain or name.endswith("." + domain)
-
-
 # ---- routes attached to listeners -----------------------------------------------------------------------------------
+
+NOT_ALLOWED = "NotAllowedByListeners"
+"""Accepted=False of a route the Gateway does not admit: its listeners' allowedRoutes, or a namespace that may not
+publish any of its hostnames (`owners`): Gateway API's reason for a route the Gateway's policy does not let attach."""
 
 
 @dataclass
@@ -210,6 +215,11 @@ class _Attachment:
     counted: list[ServedListener] = field(default_factory=list)
     """Listeners the route attaches to without being served there (see `ServedListener.attach_only`)."""
     hostnames: list[str] = field(default_factory=list)
+    served: dict[str, list[str]] = field(default_factory=dict)
+    """The hostnames served through each listener (by name) of `listeners`."""
+    dropped: dict[str, str] = field(default_factory=dict)
+    """Hostnames of the route not served, each with why: the namespace may not publish it (`owners`), or a route of
+    another namespace (or of the other kind) owns it."""
     conditions: list[Condition] = field(default_factory=list)
     accepted: bool = True
     key: RouteKey = field(init=False)
@@ -226,7 +236,11 @@ class _Attachment:
 
 
 def _attach(
-    attachment: _Attachment, gateway: ServedGateway, labels_of: Mapping[str, Mapping[str, str]], world: World
+    attachment: _Attachment,
+    gateway: ServedGateway,
+    labels_of: Mapping[str, Mapping[str, str]],
+    world: World,
+    owners: Owners,
 ) -> _Attachment:
     parent = attachment.parent
     if not gateway.usable:
@@ -243,23 +257,14 @@ def _attach(
     kind = attachment.kind
     allowed = [c for c in candidates if kind in c.kinds and c.allows_namespace(namespace, labels)]
     if not allowed:
-        return attachment.refuse(
-            "NotAllowedByListeners", f"the listeners' allowedRoutes do not admit a {kind} from {namespace}"
-        )
+        return attachment.refuse(NOT_ALLOWED, f"the listeners' allowedRoutes do not admit a {kind} from {namespace}")
     declared = attachment.route["spec"].get("hostnames", [])
-    if world.tenancy_label and world.tenancy_label in labels:
+    if world.tenancy_label and world.tenancy_label in labels and not declared:
         domain = labels[world.tenancy_label]
-        if not declared:
-            return attachment.refuse(
-                "HostnameNotAllowed",
-                f"namespace {namespace} is labelled {world.tenancy_label}={domain}: its routes must declare hostnames",
-            )
-        outside = [h for h in declared if not _within(h, domain)]
-        if outside:
-            return attachment.refuse(
-                "HostnameNotAllowed",
-                f"hostname {outside[0]} is not {domain} or under it ({world.tenancy_label} of namespace {namespace})",
-            )
+        return attachment.refuse(
+            NOT_ALLOWED,
+            f"namespace {namespace} is labelled {world.tenancy_label}={domain}: its routes must declare hostnames",
+        )
     hostnames: set[str] = set()
     for listener in allowed:
         if declared:
@@ -267,15 +272,30 @@ def _attach(
         else:
             found = [listener.hostname or "*"]
         found = [h for h in found if not _owned_elsewhere(h, listener, gateway.valid_listeners)]
-        if found and listener.attach_only:
+        # Ownership: a hostname the namespace may not publish is dropped, the others served.
+        mine = []
+        for hostname in found:
+            refusal = owners.refusal(namespace, hostname)
+            if refusal is None:
+                mine.append(hostname)
+            else:
+                attachment.dropped.setdefault(hostname, refusal)
+        if mine and listener.attach_only:
             attachment.counted.append(listener)
-        elif found:
+        elif mine:
             attachment.listeners.append(listener)
-            hostnames.update(found)
+            attachment.served[listener.name] = mine
+            hostnames.update(mine)
     if not attachment.listeners and not attachment.counted:
+        if attachment.dropped:
+            return attachment.refuse(NOT_ALLOWED, _not_served(attachment.dropped))
         return attachment.refuse("NoMatchingListenerHostname", "no route hostname intersects a listener hostname")
     attachment.hostnames = sorted(hostnames)
     return attachment
+
+
+def _not_served(dropped: Mapping[str, str]) -> str:
+    return "hostnames not served: " + "; ".join(dropped[h] for h in sorted(dropped))
 
 
 def _more_specific(a: str | None, b: str | None) -> bool:
@@ -307,33 +327,42 @@ def _isolating_hosts(gateways: Mapping[ObjectKey, ServedGateway]) -> set[str]:
     return out
 
 
-def _settle_hostname_owners(attachments: list[_Attachment]) -> None:
-    """One namespace and one route kind own a hostname: the oldest route claiming it. Routes of the same namespace
-    and kind share it (their rules merge); any other claimant is refused with the conflict named."""
-    while True:
-        owner: dict[str, _Attachment] = {}
-        for attachment in sorted(attachments, key=lambda a: shapes.age_key(a.route)):
-            if attachment.accepted:
-                for hostname in attachment.hostnames:
-                    owner.setdefault(hostname, attachment)
-        changed = False
-        for attachment in attachments:
-            if not attachment.accepted:
-                continue
+def _settle_hostname_owners(attachments: list[_Attachment], owners: Owners) -> None:
+    """One namespace and one route kind own a hostname; routes of that namespace and kind share it (their rules
+    merge). Between namespaces the rules of `owners` decide (a managed zone's Zone, the suffix policy; the oldest route
+    only where neither applies), between the kinds of one namespace the oldest route. Any other claimant drops the
+    hostname; one left with no hostname is refused."""
+    claimants: dict[str, list[_Attachment]] = defaultdict(list)
+    for attachment in attachments:
+        if attachment.accepted:
             for hostname in attachment.hostnames:
-                winner = owner[hostname]
-                if (shapes.ns(winner.route), winner.kind) != (shapes.ns(attachment.route), attachment.kind):
-                    others = [c for c in attachment.conditions if c["type"] != "Accepted"]
-                    attachment.refuse(
-                        "HostnameConflict",
-                        f"hostname {hostname} is served by the older {winner.kind} "
-                        f"{shapes.ns(winner.route)}/{shapes.name(winner.route)}",
-                    )
-                    attachment.conditions += others
-                    changed = True
-                    break
-        if not changed:
-            return
+                claimants[hostname].append(attachment)
+    lost: dict[int, dict[str, str]] = defaultdict(dict)
+    for hostname, found in claimants.items():
+        winner = min(found, key=lambda a: (owners.rank(shapes.ns(a.route), hostname), shapes.age_key(a.route), a.kind))
+        owner = (shapes.ns(winner.route), winner.kind)
+        for attachment in found:
+            if (shapes.ns(attachment.route), attachment.kind) == owner:
+                continue
+            if shapes.ns(attachment.route) == owner[0]:
+                why = f"{hostname} is served by the older {winner.kind} {owner[0]}/{shapes.name(winner.route)}"
+            else:
+                why = owners.conflict(hostname)
+            lost[id(attachment)][hostname] = why
+    for attachment in attachments:
+        dropped = lost.get(id(attachment))
+        if not dropped:
+            continue
+        attachment.dropped.update(dropped)
+        attachment.hostnames = [h for h in attachment.hostnames if h not in dropped]
+        for listener, served in list(attachment.served.items()):
+            attachment.served[listener] = [h for h in served if h not in dropped]
+        attachment.listeners = [x for x in attachment.listeners if attachment.served.get(x.name)]
+        if not attachment.listeners and not attachment.counted:
+            others = [c for c in attachment.conditions if c["type"] != "Accepted"]
+            refused_by_policy = any(h not in dropped for h in attachment.dropped)
+            attachment.refuse(NOT_ALLOWED if refused_by_policy else "HostnameConflict", _not_served(attachment.dropped))
+            attachment.conditions += others
 
 
 def _listener_set_parent(listener_set: ListenerSet) -> ObjectKey | None:
@@ -351,8 +380,10 @@ def _routes(
     listener_sets: Mapping[ObjectKey, ObjectKey],
 ) -> list[_Attachment]:
     """Every route's attachments to Gateways of the class (accepted or refused), each with the build of its Envoy
-    routes; `listener_sets` maps each ListenerSet on a Gateway of the class to that Gateway."""
+    routes and the hostnames it serves (those its namespace owns); `listener_sets` maps each ListenerSet on a Gateway
+    of the class to that Gateway."""
     labels_of = {shapes.name(n): shapes.labels(n) for n in world.namespaces}
+    owners = Owners.of(world.zones, world.namespaces, world.tenancy_label)
     attachments: list[_Attachment] = []
     for kind, routes in ((HTTP_ROUTE, world.http_routes), (GRPC_ROUTE, world.grpc_routes)):
         for route in routes:
@@ -368,7 +399,9 @@ def _routes(
                     ours.append(refused)
                 elif parent_kind == "Gateway" and pkey in gateways:
                     # Else not a Gateway of this class: another controller's business.
-                    ours.append(_attach(_Attachment(kind, route, parent, pkey), gateways[pkey], labels_of, world))
+                    ours.append(
+                        _attach(_Attachment(kind, route, parent, pkey), gateways[pkey], labels_of, world, owners)
+                    )
             if not ours:
                 continue
             observed = shapes.generation(route)
@@ -399,7 +432,7 @@ def _routes(
                         condition("PartiallyInvalid", True, "UnsupportedValue", message, observed)
                     )
             attachments += ours
-    _settle_hostname_owners([a for a in attachments if a.accepted])
+    _settle_hostname_owners([a for a in attachments if a.accepted], owners)
     _forget_built(
         {
             (kind, shapes.ns(r), shapes.name(r))
@@ -656,8 +689,11 @@ def _translate(world: World) -> Translation:
     for attachment in attachments:
         rkey = attachment.key
         if attachment.accepted:
+            # A route partly refused (hostnames its namespace may not publish, or that another's route owns) is
+            # accepted for the others, and says which it is not served for.
+            note = _not_served(attachment.dropped) if attachment.dropped else ""
             attachment.conditions.insert(
-                0, condition("Accepted", True, "Accepted", "", shapes.generation(attachment.route))
+                0, condition("Accepted", True, "Accepted", note, shapes.generation(attachment.route))
             )
             for listener in attachment.listeners + attachment.counted:
                 listener.attached += 1

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import cast
 
+from app.api.constants import DELETION_POLICY_ANNOTATION, DeletionPolicy
 from app.cloudflare.errors import CloudflareError
 from app.kube.client import JSON, MERGE_PATCH, KubeError, ResourceType
 from app.kube.controller import Outcome
@@ -27,7 +28,7 @@ from app.kube.informer import Key
 from app.kube.manager import DocumentsOf, Input
 from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.context import Context
-from reconcilers.credentials import ready_account
+from reconcilers.credentials import ready_account, zone_namespace
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.gateway import publish
 from reconcilers.gateway.data_planes import cached_choices
@@ -45,6 +46,7 @@ from reconcilers.gateway.kinds import (
     SERVICES,
     TUNNEL_KIND,
 )
+from reconcilers.gateway.owners import zones_revision
 from reconcilers.gateway.planes import PARAMETERS, Choice, Plane, PlanePolicy
 from reconcilers.gateway.policies import config_map_refs
 from reconcilers.gateway.shapes import (
@@ -126,11 +128,14 @@ def cached_world(
     allow_external_name_services: bool = False,
 ) -> World:
     """The translation's input from the caches, with their revisions (the Tunnels' and GatewayParameters' too: the
-    class reads them). `plane_policy`: which Gateways get a data plane of their own (None: none does);
-    `allow_external_name_services`: whether the shared plane follows ExternalName Services."""
+    class reads them; of the Zones, what decides who owns a hostname). `plane_policy`: which Gateways get a data
+    plane of their own (None: none does); `allow_external_name_services`: whether the shared plane follows
+    ExternalName Services."""
     cached = ctx.cached_all
     informers = [ctx.informer_of(rt.kind) for rt in (*WORLD_KINDS, TUNNELS, PARAMETERS)]
-    revision = tuple(i.revision for i in informers if i is not None) if all(informers) else None
+    zones = cached(ZONES.kind)
+    # Of the Zones, what decides who owns a hostname (a Zone's status changes leave the translation alone).
+    revision = (*(i.revision for i in informers if i is not None), zones_revision(zones)) if all(informers) else None
     resolved = [ctx.informer_of(rt.kind) for rt in (SERVICES, REFERENCE_GRANTS, BACKEND_TLS_POLICIES)]
     resolver_base = tuple(i.revision for i in resolved if i is not None) if all(resolved) else None
     return World(
@@ -148,6 +153,7 @@ def cached_world(
         installed_bundle=installed_bundle,
         installed_channel=installed_channel,
         tenancy_label=tenancy_label,
+        zones=zones,
         allow_external_name_services=allow_external_name_services,
         planes=cached_choices(ctx, plane_policy or PlanePolicy()),
         revision=revision,
@@ -390,7 +396,8 @@ class TunnelPublisher:
                 self.known.forget(view.target.tunnel_id)
                 log.warning("tunnel ingress document not written", extra={"tunnel": key[1], "error": str(exc)})
                 failed = True
-        outcome = await self._records(tunnel_key, view.plans if named else [])
+        published = {h.hostname for h in view.hostnames if h.dns} if named else set()
+        outcome = await self._records(tunnel_key, view.plans if named else [], published)
         if failed or outcome.retry:
             return Outcome(retry=True)
         return later or outcome
@@ -429,8 +436,12 @@ class TunnelPublisher:
             return Outcome(retry=True)
         return Outcome.done()
 
-    async def _records(self, tunnel: tuple[str, str], plans: list[publish.RecordPlan]) -> Outcome:
-        """Make the DNSRecords the plans ask for, and delete the class's that no route claims any more."""
+    async def _records(
+        self, tunnel: tuple[str, str], plans: list[publish.RecordPlan], published: Iterable[str] = ()
+    ) -> Outcome:
+        """Make the DNSRecords the plans ask for, and delete the class's that no plan keeps: with their Cloudflare
+        records, unless their Zone is going while routes still publish their hostnames (`published`) through the
+        tunnel (`publish.keeps_cloudflare_record`)."""
         wanted = {(p.namespace, p.name): p.body for p in plans if p.body is not None}
         kept = {(p.namespace, p.name) for p in plans if p.zone is not None}
         failed = False
@@ -458,7 +469,21 @@ class TunnelPublisher:
         for (namespace, name), record in sorted(ours.items()):
             if (namespace, name) in kept or record["metadata"].get("deletionTimestamp"):
                 continue
+            zone_ref = (record.get("spec") or {}).get("zoneRef") or {}
+            zone = self.ctx.cached(ZONES.kind, str(zone_ref.get("name") or ""), zone_namespace(record) or None)
             try:
+                if publish.keeps_cloudflare_record(record, zone, published):
+                    retain = {
+                        "metadata": {
+                            "annotations": {DELETION_POLICY_ANNOTATION: DeletionPolicy.RETAIN.value},
+                            "resourceVersion": record["metadata"].get("resourceVersion"),
+                        }
+                    }
+                    await self.ctx.kube.patch(DNS_RECORDS, name, retain, namespace, content_type=MERGE_PATCH)
+                    log.info(
+                        "DNSRecord of a Zone being deleted let go; its Cloudflare record stays for the routes",
+                        extra={"namespace": namespace, "record": name},
+                    )
                 await self.ctx.kube.delete(DNS_RECORDS, name, namespace)
                 log.info("DNSRecord no route claims deleted", extra={"namespace": namespace, "record": name})
             except KubeError as exc:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from app.api.registry import CONFIGURATION_KINDS
+from app.api.registry import CONFIGURATION_KINDS, INTERNAL_KINDS
 from app.controlplane import bin_dir_from_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -150,8 +150,9 @@ class Rendered:
 
 def crd_plurals() -> dict[str, str]:
     """plural -> scope of every CRD the chart carries of a reconciled kind (the configuration kinds, read by the
-    reconcile that uses them, are neither admitted nor written: the Gateway class's role reads GatewayParameters)."""
-    configuration = {model.info.plural for model in CONFIGURATION_KINDS}
+    reconcile that uses them, are neither admitted nor written: the Gateway class's role reads GatewayParameters;
+    the claims are kflare's alone, neither admitted nor in any role but the controller's)."""
+    configuration = {model.info.plural for model in (*CONFIGURATION_KINDS, *INTERNAL_KINDS)}
     found = {}
     for path in sorted(CRD_DIR.glob("*.yaml")):
         doc = yaml.safe_load(path.read_text())

@@ -11,8 +11,9 @@ import yaml
 from cryptography import x509
 
 from app import __version__
-from app.api.registry import CONFIGURATION_KINDS
+from app.api.registry import CONFIGURATION_KINDS, INTERNAL_KINDS
 from tests.chart.helm import CHART, HELMS, Helm, Rendered, crd_plurals, helm_binary
+from webhooks.configuration import NOT_BEING_DELETED
 
 PRODUCTION_VALUES = Path(__file__).with_name("values-production.yaml")
 NAMESPACE = "kflare-system"
@@ -114,7 +115,7 @@ def test_default_objects(default: Rendered) -> None:
         ("ValidatingWebhookConfiguration", "kflare"),
         ("Secret", "kflare-serving-cert"),
     }
-    configuration = {f"{m.info.plural}.kflare.dev" for m in CONFIGURATION_KINDS}
+    configuration = {f"{m.info.plural}.kflare.dev" for m in (*CONFIGURATION_KINDS, *INTERNAL_KINDS)}
     assert {f"{p}.kflare.dev" for p in crd_plurals()} | configuration == {
         d["metadata"]["name"] for d in default.all("CustomResourceDefinition")
     }
@@ -175,6 +176,7 @@ def test_deployment_defaults(default: Rendered) -> None:
         "--drift-check-interval=0s",
         "--reconcile-timeout=5m",
         "--default-deletion-policy=delete",
+        "--default-account-namespaces=All",
         "--log-level=info",
         "--log-format=json",
     ]
@@ -404,7 +406,11 @@ def test_manager_rbac(default: Rendered) -> None:
         assert rules[f"{plural}/finalizers.kflare.dev"] == {"update"}
     assert rules["secrets"] == {"get", "list", "watch", "create", "patch", "update"}  # never delete
     assert rules["configmaps"] == {"get", "list", "watch"}  # a Worker's code: read, never written
+    # The claims of adopted objects: created and let go of, never changed.
+    assert rules["cloudflareclaims.kflare.dev"] == {"get", "list", "watch", "create", "delete"}
+    assert rules["namespaces"] == {"get", "list", "watch"}  # their labels, which accounts' policies select on
     assert {key for key in rules if not key.endswith(".kflare.dev")} == {
+        "namespaces",
         "secrets",
         "configmaps",
         "events.events.k8s.io",
@@ -452,6 +458,8 @@ def test_aggregated_roles(helm: Helm, default: Rendered) -> None:
         aggregates = {k for k, v in role["metadata"]["labels"].items() if "aggregate-to-" in k and v == "true"}
         if aggregates & {"rbac.authorization.k8s.io/aggregate-to-edit", "rbac.authorization.k8s.io/aggregate-to-admin"}:
             assert not any(r.startswith("cloudflareaccounts") for r in _rules(role)), role["metadata"]["name"]
+    # Claims are kflare's record of who owns what: no aggregated role reads or writes them.
+    assert not any(r.startswith("cloudflareclaims") for r in [*view_rules, *edit_rules])
     out = helm.render({"rbac": {"aggregateToDefaultRoles": False}})
     assert out.find("ClusterRole", "kflare-view") is None
     assert out.find("ClusterRole", "kflare-edit") is None
@@ -613,7 +621,7 @@ def test_webhook_with_generated_certificate(default: Rendered) -> None:
         assert rule["apiVersions"] == ["v1alpha1"]
         assert sorted(rule["operations"]) == ["CREATE", "UPDATE"]
         conditions = {c["name"]: c["expression"] for c in hook["matchConditions"]}
-        assert conditions["not-being-deleted"] == "!has(object.metadata.deletionTimestamp)"
+        assert conditions["not-being-deleted"] == NOT_BEING_DELETED["expression"]
         assert f"system:serviceaccount:{NAMESPACE}:kflare" in conditions["not-the-controller"]
 
 

@@ -129,6 +129,15 @@ def gw(kube: ApiClient) -> Gateways:
     return Gateways(kube)
 
 
+@pytest.fixture(autouse=True)
+async def tenant_label(kube: ApiClient, namespace: str) -> None:
+    """The controller runs with --gateway-namespace-label: a namespace without the label publishes no hostname
+    outside managed zones (fail closed). The test's namespace owns `<namespace>.example.com`, which its routes'
+    hostnames are under."""
+    patch = {"metadata": {"labels": {TENANCY_LABEL: f"{namespace}.example.com"}}}
+    await client.CoreV1Api(kube).patch_namespace(namespace, patch)
+
+
 def cond(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
     return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), None)
 
@@ -292,7 +301,8 @@ async def test_refusals_are_reported_and_other_controllers_entries_kept(
     await gw.create("gateways", gateway_manifest("edge", class_name, listeners), namespace)
     other = f"t-{uuid.uuid4().hex[:10]}"
     core = client.CoreV1Api(kube)
-    await core.create_namespace({"metadata": {"name": other, "labels": {"kflare-test": "on"}}})
+    labels = {"kflare-test": "on", TENANCY_LABEL: f"cross.{namespace}.example.com"}  # the name its route publishes
+    await core.create_namespace({"metadata": {"name": other, "labels": labels}})
     await gw.backend(namespace, "echo", gateway_plane.backend_port)
     unsupported = {
         "filters": [{"type": "ExtensionRef", "extensionRef": {"group": "example.com", "kind": "Auth", "name": "x"}}],
@@ -381,45 +391,72 @@ async def test_refusals_are_reported_and_other_controllers_entries_kept(
 async def test_tenancy_and_hostname_conflicts(
     gateway_plane: Plane, gw: Gateways, namespace: str, kube: ApiClient
 ) -> None:
+    """With --gateway-namespace-label, a namespace publishes hostnames outside managed zones only under its label's
+    value, and none without the label. Between two namespaces labelled alike, the older namespace owns a name
+    whichever route is older: deleting and re-creating its route takes the name back."""
     class_name = await new_class(gw)
     listeners = [{"name": "http", "protocol": "HTTP", "port": 80, "allowedRoutes": {"namespaces": {"from": "All"}}}]
     await gw.create("gateways", gateway_manifest("edge", class_name, listeners), namespace)
     core = client.CoreV1Api(kube)
-    # Created first, and named to sort first: creation times have a one-second grain, and on a tie the spec's
-    # order is alphabetical by namespace/name, so the tenant's route is the older one either way.
-    tenant = f"a-{uuid.uuid4().hex[:10]}"
+    # Created first, and named to sort first: creation times have a one-second grain, and on a tie the namespaces
+    # are ordered by name, so the tenant's namespace is the older one either way.
+    suffix = uuid.uuid4().hex[:10]
+    tenant, rival, unlabelled = f"a-{suffix}", f"b-{suffix}", f"c-{suffix}"
     domain = f"{tenant}.example.com"
-    await core.create_namespace({"metadata": {"name": tenant, "labels": {"kflare-test": "on", TENANCY_LABEL: domain}}})
+    for name, labels in ((tenant, {TENANCY_LABEL: domain}), (rival, {TENANCY_LABEL: domain}), (unlabelled, {})):
+        await core.create_namespace({"metadata": {"name": name, "labels": {"kflare-test": "on", **labels}}})
+        await gw.backend(name, "echo", gateway_plane.backend_port)
     rules = [{"backendRefs": [{"name": "echo", "port": 80}]}]
-    await gw.backend(tenant, "echo", gateway_plane.backend_port)
+    # The rival's route is the older one, and answers with a redirect: who serves the name shows.
+    redirect = [{"filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "rival.example.net"}}]}]
+    await gw.create("httproutes", route_manifest("late", namespace, [f"app.{domain}"], redirect), rival)
     await gw.create("httproutes", route_manifest("bare", namespace, None, rules), tenant)
     await gw.create("httproutes", route_manifest("outside", namespace, ["other.example.org"], rules), tenant)
-    await gw.create("httproutes", route_manifest("own", namespace, [f"*.{domain}", f"app.{domain}"], rules), tenant)
-    # A route of another namespace claims a hostname the tenant already serves: the older route keeps it.
-    await gw.backend(namespace, "echo", gateway_plane.backend_port)
-    await gw.create("httproutes", route_manifest("late", namespace, [f"app.{domain}"], rules), namespace)
+    own = route_manifest("own", namespace, [f"*.{domain}", f"app.{domain}"], rules)
+    await gw.create("httproutes", own, tenant)
+    await gw.create(
+        "httproutes", route_manifest("nolabel", namespace, [f"x.{unlabelled}.example.org"], rules), unlabelled
+    )
+    routes = (("bare", tenant), ("outside", tenant), ("own", tenant), ("late", rival), ("nolabel", unlabelled))
 
     async def settled() -> dict[str, dict[str, Any]] | None:
         found = {}
-        for name, ns in (("bare", tenant), ("outside", tenant), ("own", tenant), ("late", namespace)):
+        for name, ns in routes:
             accepted = parent_cond(await gw.get("httproutes", name, ns), "Accepted")
             if accepted is None:
                 return None
             found[name] = accepted
-        return found
+        return found if found["late"]["status"] == "False" else None
 
     found = await eventually(settled, what="every route's Accepted condition")
-    assert found["bare"]["reason"] == "HostnameNotAllowed"
+    assert found["bare"]["reason"] == "NotAllowedByListeners"
     assert "must declare hostnames" in found["bare"]["message"]
-    assert found["outside"]["reason"] == "HostnameNotAllowed"
+    assert found["outside"]["reason"] == "NotAllowedByListeners"
+    assert f"other.example.org is not {domain} or under it" in found["outside"]["message"]
     assert found["own"]["status"] == "True"
     assert found["late"]["reason"] == "HostnameConflict"
-    assert f"{tenant}/own" in found["late"]["message"]
+    assert f"{tenant}/own" not in found["late"]["message"], "the owner's route is not named"
+    assert "served by a route of another namespace" in found["late"]["message"]
+    assert found["nolabel"]["reason"] == "NotAllowedByListeners"
+    assert f"namespace {unlabelled} has no {TENANCY_LABEL} label" in found["nolabel"]["message"]
 
-    async def served() -> bool:
-        return (await through_envoy(gateway_plane, f"app.{domain}")).status_code == 200
+    async def answered(status: int) -> bool:
+        return (await through_envoy(gateway_plane, f"app.{domain}")).status_code == status
 
-    await eventually(served, what="the tenant's own hostname to be served")
+    await eventually(lambda: answered(200), what="the tenant's own hostname to be served")
+    assert (await through_envoy(gateway_plane, f"x.{unlabelled}.example.org")).status_code == 404
+
+    # The owner's route deleted, the rival serves the name meanwhile; re-created (now the newer), it takes it back.
+    await gw.objects.delete_namespaced_custom_object(GATEWAY_GROUP, V1, tenant, "httproutes", "own")
+    await eventually(lambda: answered(302), what="the rival's route to serve the name meanwhile")
+    await gw.create("httproutes", own, tenant)
+    await eventually(lambda: answered(200), what="the owner's re-created route to take the name back")
+
+    async def refused_again() -> bool:
+        accepted = parent_cond(await gw.get("httproutes", "late", rival), "Accepted")
+        return bool(accepted and accepted["reason"] == "HostnameConflict")
+
+    await eventually(refused_again, what="the rival's route to be refused again")
 
 
 async def test_a_class_naming_a_missing_tunnel_is_not_accepted(gateway_plane: Plane, gw: Gateways) -> None:

@@ -216,7 +216,8 @@ async def test_the_ingress_document_and_dns_records_follow_the_routes(published:
     assert "ext.example.org" in outside["message"]
     assert await p.record_object("gw.ext.example.org") is None
 
-    # A Zone of the account in another namespace: the DNSRecord is made there, beside its Zone.
+    # A Zone of the account in another namespace: its names are that namespace's. The route is refused (not served,
+    # no DNS record) until the Zone grants the route's namespace the name; then the DNSRecord is made beside the Zone.
     other = f"dns-{p.ns}"
     await client.CoreV1Api(p.kflare.api).create_namespace(
         {"metadata": {"name": other, "labels": {"kflare-test": "on"}}}
@@ -226,6 +227,24 @@ async def test_the_ingress_document_and_dns_records_follow_the_routes(published:
     await remote.make_zone("remote", f"{p.ns}.net")
     await remote.ready("Zone", "remote")
     await p.route("far", [f"far.{p.ns}.net"])
+
+    async def accepted(name: str, status: str) -> dict[str, Any] | None:
+        route = await p.get_route(name)
+        for parent in (route.get("status") or {}).get("parents") or []:
+            if parent.get("controllerName") == CONTROLLER_NAME:
+                found = next((c for c in parent["conditions"] if c["type"] == "Accepted"), None)
+                if found and found["status"] == status:
+                    return dict(found)
+        return None
+
+    refused = await eventually(lambda: accepted("far", "False"), what="the route in another namespace's zone refused")
+    assert refused["reason"] == "NotAllowedByListeners"
+    assert f"far.{p.ns}.net is in zone {p.ns}.net, which a Zone in another namespace manages" in refused["message"]
+    assert other not in refused["message"]
+    assert not (await p.objects.list_namespaced_custom_object("kflare.dev", "v1alpha1", other, "dnsrecords"))["items"]
+    assert all(r.get("hostname") != f"far.{p.ns}.net" for r in p.document())
+    grant = {"namespaces": {"from": "Selector", "selector": {"matchLabels": {"kubernetes.io/metadata.name": p.ns}}}}
+    await remote.patch("Zone", "remote", {"spec": {"hostnameGrants": [grant]}})
     far = await remote.ready("DNSRecord", f"gw.far.{p.ns}.net", reason="Synced")
     assert far["metadata"]["labels"]["kflare.dev/gateway-route"] == f"HTTPRoute.{p.ns}.far"
     await eventually(lambda: dns("far", "True"), what="the far route's DNS to be Published")

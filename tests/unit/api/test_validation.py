@@ -166,12 +166,12 @@ def test_account_rules() -> None:
 
 
 def test_unknown_fields_are_reported_with_their_path() -> None:
-    obj = with_spec(RECORD_A, proxy=True, zoneRef={"name": "example-com", "namespace": "other"})
+    obj = with_spec(RECORD_A, proxy=True, zoneRef={"name": "example-com", "namespaces": "other"})
     obj["spec"]["data"] = None
     errors = validate_object("DNSRecord", obj)
     assert sorted(map(str, errors)) == [
         'spec.proxy: unknown field "proxy"',
-        'spec.zoneRef.namespace: unknown field "namespace"',
+        'spec.zoneRef.namespaces: unknown field "namespaces"',
     ]
 
 

@@ -177,9 +177,12 @@ async def test_a_gateway_can_turn_dns_publishing_off_and_deep_hostnames_get_a_ce
         "spec": {"accountRef": {"name": "main"}},
         "status": {"cloudflareMetadata": {"tunnelID": "t-1"}},
     }
+    # The Zone is another namespace's: it grants the routes' namespace its names (else they are not served at all).
+    grant = {"namespaces": {"from": "Selector", "selector": {"matchLabels": {"kubernetes.io/metadata.name": NS}}}}
     zone = {
         "metadata": {"name": "example", "namespace": "dns", "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "spec": {"name": "example.com", "accountRef": {"name": "main"}},
+        "spec": {"name": "example.com", "accountRef": {"name": "main"}, "hostnameGrants": [grant]},
+        "status": {"cloudflareMetadata": {"zoneID": "z" * 32}},
     }
     account = {"metadata": {"name": "main"}, "spec": {"accountID": "a" * 32}}
     route = http_route("web", ["web.example.com", "a.deep.example.com"], [{"backendRefs": [backend("alpha")]}])

@@ -22,11 +22,27 @@ def host(name: str, grpc: bool = False, *routes: tuple[str, str, str]) -> Hostna
     return Hostname(name, grpc, TUNNEL, routes or (("HTTPRoute", NS, "web"),))
 
 
-def zone(name: str, domain: str, namespace: str = "dns", account: str = "main", created: str = "2026-01-01") -> Any:
-    return {
+def zone(
+    name: str,
+    domain: str,
+    namespace: str = "dns",
+    account: str = "main",
+    created: str = "2026-01-01",
+    *,
+    holds: bool = True,
+    deleting: bool = False,
+) -> Any:
+    """A kflare Zone; `holds`: it holds its Cloudflare zone (a zone ID in its status), so it manages the names in
+    it."""
+    out: dict[str, Any] = {
         "metadata": {"name": name, "namespace": namespace, "creationTimestamp": created},
         "spec": {"name": domain, "accountRef": {"name": account}},
     }
+    if holds:
+        out["status"] = {"cloudflareMetadata": {"zoneID": f"{name}-id"}}
+    if deleting:
+        out["metadata"]["deletionTimestamp"] = "2026-03-01T00:00:00Z"
+    return out
 
 
 def accounts(name: str) -> Any:
@@ -87,18 +103,26 @@ def test_the_document_follows_the_routes_of_every_gateway_on_the_tunnel() -> Non
     assert normalise(publish.ingress_document(translate(w).hostnames, ORIGIN)) == normalise(document)
 
 
-def test_a_hostname_gets_the_deepest_zone_of_the_tunnels_account() -> None:
+def test_a_hostname_gets_the_zone_that_manages_it_when_it_is_of_the_tunnels_account() -> None:
     zones = [
         zone("example", "example.com"),
         zone("sub", "sub.example.com", created="2026-02-01"),
         zone("other-account", "deep.sub.example.com", account="elsewhere"),
         zone("alias", "example.org", account="alias"),  # another CloudflareAccount object of the same account
+        # Zones that hold no Cloudflare zone (refused as ClaimedElsewhere, or not made yet) manage nothing, however
+        # deep or old they are.
+        zone("squatter", "a.sub.example.com", namespace="elsewhere", created="2025-01-01", holds=False),
+        zone("older", "example.com", namespace="elsewhere", created="2025-01-01", holds=False),
+        zone("going", "going.example.com", deleting=True),
     ]
     assert publish.zone_of("a.sub.example.com", zones, TARGET, accounts)["metadata"]["name"] == "sub"
-    assert publish.zone_of("x.deep.sub.example.com", zones, TARGET, accounts)["metadata"]["name"] == "sub"
     assert publish.zone_of("*.example.com", zones, TARGET, accounts)["metadata"]["name"] == "example"
     assert publish.zone_of("example.org", zones, TARGET, accounts)["metadata"]["name"] == "alias"
     assert publish.zone_of("notexample.com", zones, TARGET, accounts) is None
+    # Another account's Zone manages the deepest zone: its names get no record here, nor in a zone above it.
+    assert publish.zone_of("x.deep.sub.example.com", zones, TARGET, accounts) is None
+    # A Zone being deleted gets no record (its deletion waits for its records), nor does the zone above it.
+    assert publish.zone_of("a.going.example.com", zones, TARGET, accounts) is None
 
 
 def test_records_are_proxied_cnames_labelled_with_their_routes() -> None:
@@ -141,19 +165,33 @@ def test_a_record_the_class_did_not_make_is_never_taken_over() -> None:
         "spec": {"zoneRef": {"name": "example"}, "name": "App.example.com.", "type": "A", "content": "192.0.2.1"},
     }
     same_name = {"metadata": {"name": "gw.b.example.com", "namespace": "dns"}, "spec": {"name": "other"}}
+    # A DNSRecord of a namespace the Zone grants names to, naming the Zone across namespaces.
+    granted = {
+        "metadata": {"name": "theirs", "namespace": "team"},
+        "spec": {"zoneRef": {"name": "example", "namespace": "dns"}, "name": "c.example.com", "type": "A"},
+    }
+    own = ("HTTPRoute", "dns", "web")  # routes of the Zone's own namespace
     plans = publish.plan_records(
         TARGET,
-        [host("app.example.com"), host("b.example.com")],
+        [host("app.example.com", False, own), host("b.example.com", False, own), host("c.example.com")],
         [zone("example", "example.com")],
-        [users, same_name],
+        [users, same_name, granted],
         accounts,
     )
-    assert [(p.taken_by, p.body) for p in plans] == [("dns/mine", None), ("dns/gw.b.example.com", None)]
-    found = publish.dns_condition(plans, {}, TARGET, 3)
+    assert [(p.taken_by, p.body) for p in plans] == [
+        ("dns/mine", None),
+        ("dns/gw.b.example.com", None),
+        ("in another namespace", None),  # never named to the routes of another namespace
+    ]
+    found = publish.dns_condition(plans[:2], {}, TARGET, 3)
     assert found is not None
     assert (found["type"], found["status"], found["reason"]) == ("DNSPublished", "False", "AlreadyExists")
     assert "DNSRecord dns/mine already publishes it" in found["message"]
     assert found["observedGeneration"] == 3
+    elsewhere = publish.dns_condition(plans[2:], {}, TARGET, 3)
+    assert elsewhere is not None
+    assert "team" not in elsewhere["message"]
+    assert "DNSRecord in another namespace already publishes it" in elsewhere["message"]
 
 
 def test_what_a_route_says_of_its_dns_records() -> None:

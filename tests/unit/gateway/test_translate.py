@@ -268,11 +268,12 @@ def test_tenancy_label_binds_hostnames_to_the_namespace() -> None:
             )
         return str(parent(translate(w), "r", kind)["Accepted"]["reason"])
 
-    assert reason(None) == "HostnameNotAllowed"
-    assert reason([], "GRPCRoute") == "HostnameNotAllowed"
+    # Gateway API's reason for a route the Gateway's policy does not let attach.
+    assert reason(None) == "NotAllowedByListeners"
+    assert reason([], "GRPCRoute") == "NotAllowedByListeners"
     assert reason(["t.example.com", "*.t.example.com", "a.b.t.example.com"]) == "Accepted"
-    assert reason(["evilt.example.com"]) == "HostnameNotAllowed"
-    assert reason(["x.example.com"], "GRPCRoute") == "HostnameNotAllowed"
+    assert reason(["evilt.example.com"]) == "NotAllowedByListeners"
+    assert reason(["x.example.com"], "GRPCRoute") == "NotAllowedByListeners"
 
 
 def test_regex_checks() -> None:

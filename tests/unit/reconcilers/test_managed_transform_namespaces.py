@@ -52,7 +52,11 @@ async def test_the_second_namespace_reports_already_configured_and_writes_nothin
         assert waiting is not None
         (ready,) = waiting["status"]["conditions"]
         assert (ready["status"], ready["reason"]) == ("False", "AlreadyConfigured")
-        assert ready["message"] == f"ManagedTransform {NS}/headers already configures zone example.com ({ZONE_ID})"
+        # Who configures it is not told to another namespace.
+        assert (
+            ready["message"]
+            == f"a ManagedTransform in another namespace already configures zone example.com ({ZONE_ID})"
+        )
 
         # Once the first is deleted (its transforms turned off), the second configures the zone.
         mark_deleted(kube, "ManagedTransform", "headers", NS)

@@ -1,0 +1,229 @@
+"""Who may publish a hostname through the class, and which namespace serves it when several may: pure functions of
+the Zones, the namespaces and the class's per-namespace suffix policy, as the caches hold them.
+
+- A hostname in a zone a kflare Zone manages (the Zone holding a Cloudflare zone whose domain is the hostname's
+  longest suffix, as `reconcilers.tenancy.managing_zone` finds it) belongs to the Zone's namespace and to the
+  namespaces its `hostnameGrants` grant it to.
+- A hostname in no managed zone, with the suffix policy set (`--gateway-namespace-label`): to the namespaces whose
+  label's value is the hostname or a suffix of it (a leading `*.` is stripped first); a namespace without the label
+  gets none (fail closed).
+- Otherwise anyone's.
+
+Between namespaces that may all publish one hostname, the owner is decided by the namespaces, never by the routes'
+age (deleting and re-creating the owner's route hands nothing over): in a managed zone the Zone's own namespace, then
+the namespace of its earliest grant that admits it; under the suffix policy the namespace whose label is the longest
+suffix; then the namespace created first, then by name. Only without either policy does the oldest route win, as
+Gateway API breaks ties. A refusal never names the other namespace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from app.api.tenancy import HostnameGrant
+
+JSON = dict[str, Any]
+
+ZONE_RULE = "zone"
+SUFFIX_RULE = "suffix"
+NO_RULE = ""
+
+
+def _bare(name: str) -> str:
+    return name.lower().rstrip(".")
+
+
+def zone_domain(zone: Mapping[str, Any]) -> str:
+    return _bare(str((zone.get("spec") or {}).get("name") or ""))
+
+
+def holds_zone(zone: Mapping[str, Any]) -> bool:
+    """Whether the Zone holds a Cloudflare zone (one refused as `ClaimedElsewhere`, or not made yet, manages
+    nothing)."""
+    return bool(((zone.get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID"))
+
+
+def _age(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("creationTimestamp") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def suffixes(hostname: str) -> list[str]:
+    """The domains a hostname may be in, longest first: itself (a zone's apex), then each parent but the top-level
+    label (a leading `*.` stripped)."""
+    labels = _bare(hostname).removeprefix("*.").split(".")
+    return [".".join(labels[start:]) for start in range(len(labels) - 1)]
+
+
+class ZoneIndex:
+    """The Zones that manage a zone, by domain."""
+
+    def __init__(self, zones: Iterable[Mapping[str, Any]]) -> None:
+        by_domain: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+        for zone in zones:
+            domain = zone_domain(zone)
+            if domain and holds_zone(zone):
+                by_domain[domain].append(zone)
+        # Two Zones holding a zone of one domain (in two Cloudflare accounts): the oldest decides, whatever the order
+        # the cache lists them in.
+        self.by_domain = {domain: min(found, key=_age) for domain, found in by_domain.items()}
+
+    def managing(self, hostname: str) -> Mapping[str, Any] | None:
+        """The Zone that manages the zone `hostname` is in: the one whose domain is its longest suffix."""
+        for domain in suffixes(hostname):
+            found = self.by_domain.get(domain)
+            if found is not None:
+                return found
+        return None
+
+
+def managing_zone(zones: Iterable[Mapping[str, Any]], hostname: str) -> Mapping[str, Any] | None:
+    return ZoneIndex(zones).managing(hostname)
+
+
+def _grants(zone: Mapping[str, Any]) -> list[HostnameGrant]:
+    out = []
+    for grant in (zone.get("spec") or {}).get("hostnameGrants") or []:
+        try:
+            out.append(HostnameGrant.model_validate(grant))
+        except ValidationError:
+            continue  # refused at admission; a stored one that no longer parses grants nothing
+    return out
+
+
+def _within(hostname: str, domain: str) -> bool:
+    name = _bare(hostname).removeprefix("*.")
+    domain = _bare(domain)
+    return name == domain or name.endswith("." + domain)
+
+
+def zones_revision(zones: Iterable[Mapping[str, Any]]) -> str:
+    """What the class reads of the Zones (which manage what, and whom they grant it): a Zone's other status changes
+    leave it alone, so they do not translate the routes again."""
+    read = sorted(
+        (
+            *_age(zone),
+            zone_domain(zone),
+            holds_zone(zone),
+            bool((zone.get("metadata") or {}).get("deletionTimestamp")),
+            str(((zone.get("spec") or {}).get("accountRef") or {}).get("name") or ""),
+            json.dumps((zone.get("spec") or {}).get("hostnameGrants"), sort_keys=True),
+        )
+        for zone in zones
+    )
+    return hashlib.sha256(json.dumps(read).encode()).hexdigest()
+
+
+@dataclass
+class Owners:
+    """The ownership rules of one translation."""
+
+    zones: ZoneIndex
+    labels_of: Mapping[str, Mapping[str, str]]
+    """Each namespace's labels (a namespace the cache does not hold is known by its name alone)."""
+    created_of: Mapping[str, str] = field(default_factory=dict)
+    """Each namespace's creationTimestamp."""
+    tenancy_label: str | None = None
+    """The per-namespace suffix policy's label; None: no such policy."""
+    _grants: dict[tuple[str, str], list[HostnameGrant]] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, zones: Iterable[Mapping[str, Any]], namespaces: Iterable[Mapping[str, Any]], tenancy_label: str | None
+    ) -> Owners:
+        labels_of: dict[str, Mapping[str, str]] = {}
+        created_of: dict[str, str] = {}
+        for namespace in namespaces:
+            meta = namespace.get("metadata") or {}
+            labels_of[str(meta.get("name"))] = dict(meta.get("labels") or {})
+            created_of[str(meta.get("name"))] = str(meta.get("creationTimestamp") or "")
+        return cls(ZoneIndex(zones), labels_of, created_of, tenancy_label or None)
+
+    def grants_of(self, zone: Mapping[str, Any]) -> list[HostnameGrant]:
+        meta = zone.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if key not in self._grants:
+            self._grants[key] = _grants(zone)
+        return self._grants[key]
+
+    def _grant_rank(self, zone: Mapping[str, Any], namespace: str, hostname: str) -> int | None:
+        """0 for the Zone's own namespace, 1 + the index of its first grant that grants `namespace` the hostname,
+        None when none does."""
+        if str((zone.get("metadata") or {}).get("namespace") or "") == namespace:
+            return 0
+        labels = self.labels_of.get(namespace)
+        for index, grant in enumerate(self.grants_of(zone)):
+            if grant.grants(namespace, labels, hostname):
+                return 1 + index
+        return None
+
+    def rule(self, hostname: str) -> tuple[str, Mapping[str, Any] | None]:
+        """Which rule decides who owns `hostname` (ZONE_RULE, SUFFIX_RULE, NO_RULE), with the managing Zone."""
+        zone = self.zones.managing(hostname) if hostname != "*" else None
+        if zone is not None:
+            return ZONE_RULE, zone
+        return (SUFFIX_RULE if self.tenancy_label else NO_RULE), None
+
+    def refusal(self, namespace: str, hostname: str) -> str | None:
+        """Why `namespace` may not publish `hostname`; None when it may."""
+        rule, zone = self.rule(hostname)
+        if rule == ZONE_RULE:
+            assert zone is not None
+            if self._grant_rank(zone, namespace, hostname) is not None:
+                return None
+            return (
+                f"{hostname} is in zone {zone_domain(zone)}, which a Zone in another namespace manages and which"
+                f" grants namespace {namespace} no such name (the Zone's spec.hostnameGrants)"
+            )
+        if rule == SUFFIX_RULE:
+            label = str(self.tenancy_label)
+            suffix = self.labels_of.get(namespace, {}).get(label)
+            if not suffix:
+                return (
+                    f"{hostname} is in no zone a kflare Zone manages, and namespace {namespace} has no {label} label:"
+                    " outside managed zones a namespace publishes only names under its label's value"
+                )
+            if hostname == "*" or not _within(hostname, suffix):
+                return f"{hostname} is not {suffix} or under it (the {label} label of namespace {namespace})"
+        return None
+
+    def rank(self, namespace: str, hostname: str) -> tuple[Any, ...]:
+        """Orders the namespaces that may publish `hostname`, the owner first (compare only ranks of one hostname:
+        with no rule every namespace ranks alike, and the oldest route decides)."""
+        rule, zone = self.rule(hostname)
+        created = self.created_of.get(namespace, "")
+        if rule == ZONE_RULE:
+            assert zone is not None
+            grant = self._grant_rank(zone, namespace, hostname)
+            return (grant if grant is not None else 1 << 30, created, namespace)
+        if rule == SUFFIX_RULE:
+            suffix = self.labels_of.get(namespace, {}).get(str(self.tenancy_label)) or ""
+            return (-len(_bare(suffix)), created, namespace)
+        return ()
+
+    def conflict(self, hostname: str) -> str:
+        """Why a route of another namespace serves `hostname` (not naming it)."""
+        rule, zone = self.rule(hostname)
+        if rule == ZONE_RULE:
+            assert zone is not None
+            return (
+                f"{hostname} is served by a route of another namespace, which the Zone managing zone"
+                f" {zone_domain(zone)} puts first (its own namespace, then the namespaces of its hostnameGrants in"
+                " their order)"
+            )
+        if rule == SUFFIX_RULE:
+            return (
+                f"{hostname} is served by a route of another namespace, whose {self.tenancy_label} label is a longer"
+                " suffix of it (or as long, on an older namespace)"
+            )
+        return f"{hostname} is served by an older route of another namespace"
+
+
+__all__ = ["Owners", "ZoneIndex", "holds_zone", "managing_zone", "suffixes", "zone_domain", "zones_revision"]
