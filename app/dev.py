@@ -133,15 +133,27 @@ async def ensure_namespace(kube: KubeClient, name: str) -> None:
 
 
 def dev_secret_manifest() -> str:
-    """The token Secret the examples' CloudflareAccount references, holding the emulator's token."""
-    secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": "cloudflare-api-token", "namespace": "kflare-system"},
-        "type": "Opaque",
-        "data": {"CF_API_TOKEN": base64.b64encode(DEV_TOKEN.encode()).decode()},
-    }
-    return yaml.safe_dump(secret)
+    """The token Secrets the examples' accounts reference, holding the emulator's token: the CloudflareAccount's, and
+    the team Account's in its namespace (made first, as the examples make it)."""
+    data = {"CF_API_TOKEN": base64.b64encode(DEV_TOKEN.encode()).decode()}
+    documents = [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "cloudflare-api-token", "namespace": "kflare-system"},
+            "type": "Opaque",
+            "data": data,
+        },
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}},
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "team-cloudflare-token", "namespace": "demo"},
+            "type": "Opaque",
+            "data": data,
+        },
+    ]
+    return yaml.safe_dump_all(documents)
 
 
 async def table(kube: KubeClient) -> list[tuple[str, str, str, str, str, str]]:

@@ -22,7 +22,7 @@ from app.kube.client import JSON
 from app.kube.index import Ref
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
-from reconcilers.credentials import ready_account
+from reconcilers.credentials import account_key, account_object, account_ref_key, ready_account
 from reconcilers.lifecycle import ManagedKind
 
 Member = TypeVar("Member", bound=Resource[Any, Any])
@@ -31,8 +31,8 @@ Observed = TypeVar("Observed")
 
 
 def account_name(raw: JSON) -> str | None:
-    name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name")
-    return str(name) if name else None
+    """The key of the object's account (`credentials.account_key`)."""
+    return account_key(raw)
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ def account_drift_group(raw: JSON) -> str | None:
 
 
 def account_parents(raw: JSON) -> list[Ref]:
-    name = account_name(raw)
-    return [Ref("CloudflareAccount", "", name)] if name else []
+    key = account_name(raw)
+    return [Ref(*account_object(key))] if key else []
 
 
 Scope = TypeVar("Scope", bound=AccountScope)
@@ -116,7 +116,7 @@ class AccountMemberBase(ManagedKind[Member, Scope, Observed], Generic[Member, Sc
         return collection_name(account_ref, partition)
 
     async def account_scope(self, obj: Member) -> AccountScope:
-        name = str(obj.spec.account_ref.name)
+        name = account_ref_key(obj.spec.account_ref, obj.namespace)
         partition = self.partition(obj)
         account = await ready_account(self.ctx, name, obj.namespace)
         return AccountScope(account, self.collection_of(name, account, partition), partition)

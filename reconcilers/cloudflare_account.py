@@ -1,4 +1,5 @@
-"""CloudflareAccount: an API token that works, for an account it can reach.
+"""CloudflareAccount and Account: an API token that works, for an account it can reach (a CloudflareAccount's
+serves the namespaces it allows, an Account's its own namespace only).
 
 Nothing is created in Cloudflare. The reconcile reads the account with the token (one call), holds the
 `kflare.dev/token-protection` finalizer on the token Secret while any account references it, and on deletion waits
@@ -7,22 +8,29 @@ for everything that uses the account, then lets the Secret go.
 
 from __future__ import annotations
 
-from app.api import CloudflareAccount
+from typing import Generic, TypeVar
+
+from app.api import Account, CloudflareAccount
 from app.api.constants import TOKEN_PROTECTION_FINALIZER, Reason
 from app.api.refs import SecretReference
 from app.cloudflare.errors import InvalidToken, NotFound, PermissionDenied
-from app.cloudflare.models import Account
+from app.cloudflare.models import Account as Account_
 from app.kube.client import JSON, SECRETS, KubeError
 from app.kube.index import Ref
 from reconcilers.context import AccountLink
-from reconcilers.credentials import read_token
+from reconcilers.credentials import read_token, token_location
 from reconcilers.lifecycle import ManagedKind
 
 SECRET = "Secret"
+ACCOUNT_KINDS = (CloudflareAccount.info.kind, Account.info.kind)
 
 
-class CloudflareAccountKind(ManagedKind[CloudflareAccount, AccountLink, Account]):
-    model = CloudflareAccount
+AnyAccount = TypeVar("AnyAccount", CloudflareAccount, Account)
+
+
+class AccountTokenKind(ManagedKind[AnyAccount, AccountLink, Account_], Generic[AnyAccount]):
+    """What both account kinds do: validate the token against the account, and protect its Secret."""
+
     ready_reason = Reason.VALIDATED
     ready_message = "the token is valid and the account is reachable"
     creates = False
@@ -30,22 +38,23 @@ class CloudflareAccountKind(ManagedKind[CloudflareAccount, AccountLink, Account]
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
         ref = (raw.get("spec") or {}).get("tokenSecretRef") or {}
-        if ref.get("name") and ref.get("namespace"):
-            return [Ref(SECRET, ref["namespace"], ref["name"])]
+        namespace = ref.get("namespace") or raw["metadata"].get("namespace")
+        if ref.get("name") and namespace:
+            return [Ref(SECRET, namespace, ref["name"])]
         return []
 
-    async def connect(self, obj: CloudflareAccount) -> AccountLink:
-        ref = obj.spec.token_secret_ref
-        await self._protect((ref.namespace, ref.name))
+    async def connect(self, obj: AnyAccount) -> AccountLink:
+        namespace, name, _ = token_location(obj)
+        await self._protect((namespace, name))
         previous = obj.status.protected_token_secret
-        if previous is not None and (previous.namespace, previous.name) != (ref.namespace, ref.name):
+        if previous is not None and (previous.namespace, previous.name) != (namespace, name):
             await self._release((previous.namespace, previous.name), obj.name)
         return AccountLink(obj.spec.account_id, self.ctx.cloudflare(await read_token(self.ctx, obj)))
 
-    def object_id(self, obj: CloudflareAccount) -> str | None:
+    def object_id(self, obj: AnyAccount) -> str | None:
         return obj.spec.account_id
 
-    async def observe(self, link: AccountLink, obj: CloudflareAccount, object_id: str) -> Account | None:
+    async def observe(self, link: AccountLink, obj: AnyAccount, object_id: str) -> Account_ | None:
         try:
             return await link.client.get_account(object_id)
         except NotFound:
@@ -58,27 +67,34 @@ class CloudflareAccountKind(ManagedKind[CloudflareAccount, AccountLink, Account]
                 raise InvalidToken(f"the token is {status.status}", status=denied.status) from None
             raise
 
-    def record(self, link: AccountLink, obj: CloudflareAccount, observed: Account) -> None:
+    def record(self, link: AccountLink, obj: AnyAccount, observed: Account_) -> None:
         obj.status.account_name = observed.name
-        ref = obj.spec.token_secret_ref
-        obj.status.protected_token_secret = SecretReference(name=ref.name, namespace=ref.namespace)
+        namespace, name, _ = token_location(obj)
+        obj.status.protected_token_secret = SecretReference(name=name, namespace=namespace)
 
-    async def releasing(self, obj: CloudflareAccount) -> None:
-        ref = obj.status.protected_token_secret or obj.spec.token_secret_ref
-        await self._release((ref.namespace, ref.name), obj.name)
+    async def releasing(self, obj: AnyAccount) -> None:
+        protected = obj.status.protected_token_secret
+        namespace, name, _ = token_location(obj)
+        if protected is not None:
+            namespace, name = protected.namespace, protected.name
+        await self._release((namespace, name), obj.name)
 
     async def _protect(self, key: tuple[str, str]) -> None:
         await self.ctx.secrets.wait_synced(key)
         secret = self.ctx.secrets.get(key)
         if secret is None:
             return
-        finalizers = list(secret["metadata"].get("finalizers") or [])
+        finalizers: list[str] = list(secret["metadata"].get("finalizers") or [])
         if TOKEN_PROTECTION_FINALIZER in finalizers:
             return
         await self._set_secret_finalizers(secret, [*finalizers, TOKEN_PROTECTION_FINALIZER])
 
     async def _release(self, key: tuple[str, str], account: str) -> None:
-        users = [r for r in self.ctx.index.children(Ref(SECRET, *key)) if r.name != account and r.kind == self.kind]
+        users = [
+            r
+            for r in self.ctx.index.children(Ref(SECRET, *key))
+            if r.kind in ACCOUNT_KINDS and (r.kind, r.name) != (self.kind, account)
+        ]
         if users:
             return  # another account still relies on this Secret
         secret = self.ctx.secrets.get(key)
@@ -104,3 +120,11 @@ class CloudflareAccountKind(ManagedKind[CloudflareAccount, AccountLink, Account]
         except KubeError as exc:
             if not exc.not_found:
                 raise
+
+
+class CloudflareAccountKind(AccountTokenKind[CloudflareAccount]):
+    model = CloudflareAccount
+
+
+class AccountKind(AccountTokenKind[Account]):
+    model = Account

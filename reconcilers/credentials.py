@@ -10,39 +10,81 @@ import binascii
 import contextlib
 from dataclasses import dataclass
 
-from app.api import CloudflareAccount
+from app.api import Account, CloudflareAccount
 from app.api.constants import Reason
+from app.api.refs import AccountReference
 from app.kube.client import JSON
 from app.kube.informer import Key, key_of
 from reconcilers.context import AccountLink, Context
 from reconcilers.lifecycle import RETRY_PARENT, NotReady, can_serve
-from reconcilers.tenancy import account_policies, permits
+from reconcilers.tenancy import account_policies, only_namespace, permits
 
 """`Context.shared`'s key of the accounts' links, each with the cached account and Secret it was made from: every
 reconcile of a child asks for its account's link, and validating the account and checking the token each time
 was a fifth of an idle reconcile's CPU."""
 
 
-async def read_token(ctx: Context, account: CloudflareAccount) -> str:
+AnyAccount = CloudflareAccount | Account
+NAMESPACED_ACCOUNT = "Account"
+
+
+def account_key(raw: JSON) -> str | None:
+    """The key of the account an object names (`spec.accountRef`): a CloudflareAccount's name, or
+    `Account/<namespace>/<name>` for the namespaced Account of the object's namespace. Names hold no `/`, so the two
+    never meet; collections and links are keyed by it."""
+    ref = (raw.get("spec") or {}).get("accountRef") or {}
+    name = ref.get("name")
+    if not name:
+        return None
+    if ref.get("kind") == NAMESPACED_ACCOUNT:
+        return f"{NAMESPACED_ACCOUNT}/{raw['metadata'].get('namespace') or ''}/{name}"
+    return str(name)
+
+
+def account_ref_key(ref: AccountReference, namespace: str | None) -> str:
+    """`account_key` of a parsed reference, made in `namespace`."""
+    if ref.kind == NAMESPACED_ACCOUNT:
+        return f"{NAMESPACED_ACCOUNT}/{namespace or ''}/{ref.name}"
+    return str(ref.name)
+
+
+def account_object(key: str) -> tuple[str, str, str]:
+    """The kind, namespace and name of the account `key` names."""
+    if key.startswith(f"{NAMESPACED_ACCOUNT}/"):
+        _, namespace, name = key.split("/", 2)
+        return NAMESPACED_ACCOUNT, namespace, name
+    return CloudflareAccount.info.kind, "", key
+
+
+def token_location(account: AnyAccount) -> tuple[str, str, str]:
+    """Where the account's token is: the Secret's namespace, name and key (an Account's is in its own namespace)."""
+    if isinstance(account, CloudflareAccount):
+        ref = account.spec.token_secret_ref
+        return ref.namespace, ref.name, ref.key
+    own = account.spec.token_secret_ref
+    return str(account.metadata.namespace or ""), own.name, own.key
+
+
+async def read_token(ctx: Context, account: AnyAccount) -> str:
     """The account's API token from its Secret, or NotReady with the reason a user can act on."""
-    ref = account.spec.token_secret_ref
+    namespace, name, key = token_location(account)
     # A watch for the Secret starts when the account is first seen; "not found" is only true once it has listed.
     with contextlib.suppress(TimeoutError):
-        await ctx.secrets.wait_synced((ref.namespace, ref.name))
-    secret = ctx.secrets.get((ref.namespace, ref.name))
-    where = f"Secret {ref.namespace}/{ref.name}"
+        await ctx.secrets.wait_synced((namespace, name))
+    secret = ctx.secrets.get((namespace, name))
+    where = f"Secret {namespace}/{name}"
     if secret is None:
         raise NotReady(Reason.SECRET_NOT_FOUND, f"{where} not found")
-    encoded = (secret.get("data") or {}).get(ref.key)
+    encoded = (secret.get("data") or {}).get(key)
     if encoded is None:
-        raise NotReady(Reason.TOKEN_KEY_MISSING, f"{where} has no key {ref.key!r}")
+        raise NotReady(Reason.TOKEN_KEY_MISSING, f"{where} has no key {key!r}")
     try:
         value = base64.b64decode(encoded, validate=True).decode()
     except (binascii.Error, UnicodeDecodeError):
-        raise NotReady(Reason.INVALID_TOKEN, f"key {ref.key!r} of {where} is not a text token") from None
+        raise NotReady(Reason.INVALID_TOKEN, f"key {key!r} of {where} is not a text token") from None
     problem = token_problem(value)
     if problem is not None:
-        raise NotReady(Reason.INVALID_TOKEN, f"key {ref.key!r} of {where} {problem}")
+        raise NotReady(Reason.INVALID_TOKEN, f"key {key!r} of {where} {problem}")
     return value.rstrip("\r\n")
 
 
@@ -69,48 +111,51 @@ def token_problem(value: str) -> str | None:
     return None
 
 
-async def ready_account(ctx: Context, name: str, namespace: str | None = None) -> AccountLink:
-    """The named CloudflareAccount, if it exists, is Ready and lets `namespace` (the caller's) use it, with a client
-    for its token. A namespace it does not let in learns nothing more of it, and causes no Cloudflare call."""
-    link = await _account_link(ctx, name)
+async def ready_account(ctx: Context, key: str, namespace: str | None = None) -> AccountLink:
+    """The account `key` names (`account_key`), if it exists, is Ready and lets `namespace` (the caller's) use it,
+    with a client for its token. A namespace it does not let in learns nothing more of it, and causes no Cloudflare
+    call."""
+    link = await _account_link(ctx, key)
     if not permits(ctx, link.users, namespace):
+        kind, _, name = account_object(key)
         raise NotReady(
             Reason.ACCOUNT_NOT_PERMITTED,
-            f"CloudflareAccount {name} does not let namespace {namespace} use it (its spec.allowedNamespaces)",
+            f"{kind} {name} does not let namespace {namespace} use it (its spec.allowedNamespaces)",
             requeue_after=RETRY_PARENT,
         )
     return link
 
 
-async def _account_link(ctx: Context, name: str) -> AccountLink:
-    raw: JSON | None = ctx.cached(CloudflareAccount.info.kind, name)
+async def _account_link(ctx: Context, key: str) -> AccountLink:
+    kind, where, name = account_object(key)
+    raw: JSON | None = ctx.cached(kind, name, where or None)
     if raw is None:
         raise NotReady(
-            Reason.ACCOUNT_NOT_FOUND,
-            f"CloudflareAccount {name} not found",
-            requeue_after=RETRY_PARENT,
-            parent_gone=True,
+            Reason.ACCOUNT_NOT_FOUND, f"{kind} {name} not found", requeue_after=RETRY_PARENT, parent_gone=True
         )
     links = ctx.account_links
-    known = links.get(name)
+    known = links.get(key)
     if known is not None and known[0] is raw and ctx.secrets.get(known[1]) is known[2]:
         return known[3]  # neither the account nor its Secret changed since: the same link
-    account = CloudflareAccount.model_validate(raw)
+    account: AnyAccount = (Account if kind == NAMESPACED_ACCOUNT else CloudflareAccount).model_validate(raw)
     # An account being deleted waits (InUse) for its dependants, which need its token to clean up. One whose last
     # check failed for a passing reason, after it had been validated, still serves.
     serving = can_serve(raw) and account.status.account_name is not None
     if not (account.status.ready or serving) and not account.metadata.deleting:
-        raise NotReady(Reason.ACCOUNT_NOT_READY, f"CloudflareAccount {name} is not Ready", requeue_after=RETRY_PARENT)
+        raise NotReady(Reason.ACCOUNT_NOT_READY, f"{kind} {name} is not Ready", requeue_after=RETRY_PARENT)
     try:
         token = await read_token(ctx, account)
     except NotReady as wait:
         raise NotReady(wait.reason, wait.message, requeue_after=RETRY_PARENT) from None
-    users, adopters = account_policies(ctx, account)
+    if isinstance(account, CloudflareAccount):
+        users, adopters = account_policies(ctx, account)
+    else:
+        users = adopters = only_namespace(where)  # a team's own token: its namespace's, and only its
     link = AccountLink(account.spec.account_id, ctx.cloudflare(token), users, adopters)
-    ref = account.spec.token_secret_ref
-    secret = ctx.secrets.get((ref.namespace, ref.name))
+    secret_namespace, secret_name, _ = token_location(account)
+    secret = ctx.secrets.get((secret_namespace, secret_name))
     if secret is not None:
-        links[name] = (raw, (ref.namespace, ref.name), secret, link)
+        links[key] = (raw, (secret_namespace, secret_name), secret, link)
     return link
 
 
@@ -152,7 +197,7 @@ async def ready_zone(ctx: Context, namespace: str | None, name: str) -> ZoneLink
     if not (can_serve(raw) or deleting) or not zone_id:
         raise NotReady(Reason.ZONE_NOT_READY, f"Zone {name} is not Ready")
     spec = raw.get("spec") or {}
-    account_ref = str((spec.get("accountRef") or {}).get("name", ""))
+    account_ref = account_key(raw) or ""
     account = await ready_account(ctx, account_ref, namespace)
     return ZoneLink(account, str(zone_id), str(spec.get("name", "")), account_ref)
 
@@ -170,7 +215,11 @@ def zone_namespace(raw: JSON) -> str:
 
 
 def account_id_of(ctx: Context, account: str | None) -> str | None:
-    """The Cloudflare account ID a CloudflareAccount names (two may name one); None while it is not known."""
-    raw = ctx.cached("CloudflareAccount", account) if account else None
+    """The Cloudflare account ID the account `account` (its key) names (two may name one); None while it is not
+    known."""
+    if not account:
+        return None
+    kind, namespace, name = account_object(account)
+    raw = ctx.cached(kind, name, namespace or None)
     value = ((raw or {}).get("spec") or {}).get("accountID")
     return str(value) if value else None

@@ -37,7 +37,7 @@ from app.kube.index import Ref
 from app.kube.informer import Indexer, Key, key_of
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
-from reconcilers.credentials import ready_account, zone_namespace, zone_ref_key
+from reconcilers.credentials import account_key, ready_account, zone_namespace, zone_ref_key
 from reconcilers.dns_batch import Batches, ZoneBatcher
 from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady, can_serve
 from reconcilers.tenancy import zone_grants
@@ -235,7 +235,7 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         if not (can_serve(raw) or deleting) or not zone_id:
             raise NotReady(Reason.ZONE_NOT_READY, f"Zone {shown} is not Ready")
         target = None if obj.spec.tunnel_ref is None else self._tunnel_target(obj)
-        account_name = ((raw.get("spec") or {}).get("accountRef") or {}).get("name", "")
+        account_name = account_key(raw) or ""
         plan = (status.get("cloudflareMetadata") or {}).get("plan")
         # The Zone's namespace uses the account: a grant is its owner's word that this record may use it too.
         account = await ready_account(self.ctx, account_name, where)

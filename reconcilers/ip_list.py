@@ -32,7 +32,7 @@ from app.kube.informer import Indexer, Key, key_of
 from reconcilers.account_members import AccountMemberBase, AccountScope, collection_name
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context, lists_key
-from reconcilers.credentials import account_id_of
+from reconcilers.credentials import account_id_of, account_key
 from reconcilers.lifecycle import RETRY_PARENT, NotReady
 from reconcilers.rulesets import LIST_NAME_INDEX, LISTS_INDEX
 
@@ -93,14 +93,12 @@ class IPListKind(AccountMemberBase[IPList, AccountScope, CustomList, ObservedLis
         items wakes no rule)."""
         spec = raw.get("spec") or {}
         list_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("listID")
-        return spec.get("name"), (spec.get("accountRef") or {}).get("name"), bool(list_id)
+        return spec.get("name"), account_key(raw), bool(list_id)
 
     def open_drift_round(self, group: str) -> None:
         """Lists are drift-checked per account, as every account member is; the round opens the listing the rules
         share, which is keyed by the account's Cloudflare ID."""
-        name = group.removeprefix(collection_name(""))
-        raw = self.ctx.cached("CloudflareAccount", name)
-        account_id = ((raw or {}).get("spec") or {}).get("accountID")
+        account_id = account_id_of(self.ctx, group.removeprefix(collection_name("")))
         if account_id:
             self.listings.open_round(lists_key(account_id))
 
@@ -200,7 +198,7 @@ class IPListKind(AccountMemberBase[IPList, AccountScope, CustomList, ObservedLis
         name = spec.get("name")
         if not name:
             return users
-        account = self._account_id((spec.get("accountRef") or {}).get("name"))
+        account = self._account_id(account_key(raw or {"metadata": {}}))
         for kind in sorted(self.engine.kinds):
             informer = self.ctx.informer_of(kind)
             for rule in [] if informer is None else informer.by_index(LISTS_INDEX, name):
@@ -213,7 +211,7 @@ class IPListKind(AccountMemberBase[IPList, AccountScope, CustomList, ObservedLis
     def _zone_account(self, rule: JSON) -> str | None:
         zone_name = ((rule.get("spec") or {}).get("zoneRef") or {}).get("name")
         zone = self.ctx.cached("Zone", zone_name, rule["metadata"].get("namespace")) if zone_name else None
-        return (((zone or {}).get("spec") or {}).get("accountRef") or {}).get("name")
+        return None if zone is None else account_key(zone)
 
     def _account_id(self, account: str | None) -> str | None:
         """None while it is not known: a rule whose account is not known counts as a user."""

@@ -19,6 +19,7 @@ from app.kube.manager import Manager, Registration, Watch
 from reconcilers.claims import CLAIMS, OWNER_INDEX, claim_owner_uids
 from reconcilers.context import Context
 from reconcilers.lifecycle import Lifecycle, ManagedKind
+from reconcilers.tenancy import GRANTS, grants_of
 
 Reconciler = type[ManagedKind[Any, Any, Any]]
 
@@ -74,6 +75,8 @@ def register_all(manager: Manager, ctx: Context) -> None:
     # Namespaces' labels decide what accounts' policies let in; claims, who owns an adopted object.
     manager.watch(Watch(NAMESPACES))
     manager.watch(Watch(CLAIMS, indexes={OWNER_INDEX: claim_owner_uids}))
+    # Grants are looked up by namespace; what reads a namespace's grants names it as a parent (`grants_of`).
+    manager.watch(Watch(GRANTS, wakes=lambda raw: [grants_of(raw["metadata"].get("namespace") or "")]))
     for kind in KINDS:
         reconciler = Lifecycle(kind(ctx))
         manager.register(

@@ -36,7 +36,7 @@ from app.cloudflare.models import R2Bucket as CloudflareBucket
 from app.kube.client import JSON
 from reconcilers.account_members import AccountMember, AccountScope, account_name, collection_name
 from reconcilers.claims import holder_of
-from reconcilers.credentials import account_id_of
+from reconcilers.credentials import account_id_of, account_ref_key
 from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, NotReady
 
 BUCKET_NOT_EMPTY_CODE = 10008
@@ -120,7 +120,7 @@ class R2BucketKind(AccountMember[R2Bucket, CloudflareBucket]):
         """Another R2Bucket claiming the bucket of that name in the same jurisdiction of the same Cloudflare
         account (even through another CloudflareAccount object); claims whose account is gone do not count."""
         informer = self.ctx.informer_of(self.kind)
-        mine = self._account_id(obj.spec.account_ref.name)
+        mine = self._account_id(account_ref_key(obj.spec.account_ref, obj.namespace))
         for other in [] if informer is None else informer.by_index(CLAIM_INDEX, name):
             if other["metadata"].get("uid") == obj.metadata.uid:
                 continue

@@ -6,10 +6,14 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from app.api import CloudflareAccount
-from app.api.tenancy import NO_NAMESPACES, HostnameGrant, NamespacePolicy
-from app.kube.client import JSON
+from app.api.base import GROUP, VERSION
+from app.api.grant import Grant, grants
+from app.api.tenancy import NAMESPACE_NAME_LABEL, NO_NAMESPACES, HostnameGrant, NamespacePolicy
+from app.kube.client import JSON, ResourceType
+from app.kube.index import Ref
 from reconcilers.context import AccountLink, Context
 
+GRANTS = ResourceType(GROUP, VERSION, Grant.info.plural, Grant.info.kind)
 DOMAIN_INDEX = "domain"
 """Zone's index of the domain each Zone names (lower case): which Zone manages a host name is one lookup per label."""
 
@@ -30,6 +34,12 @@ def account_policies(ctx: Context, account: CloudflareAccount) -> tuple[Namespac
     else:
         adopters = NO_NAMESPACES if spec.allowed_namespaces is not None else ctx.default_account_namespaces
     return users, adopters
+
+
+def only_namespace(namespace: str) -> NamespacePolicy:
+    """The policy that lets in `namespace` alone."""
+    requirement = {"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": [namespace]}
+    return NamespacePolicy.model_validate({"from": "Selector", "selector": {"matchExpressions": [requirement]}})
 
 
 def permits(ctx: Context, policy: NamespacePolicy, namespace: str | None) -> bool:
@@ -83,3 +93,23 @@ def hostname_refusal(ctx: Context, namespace: str, hostname: str) -> str | None:
         f"{hostname} is in zone {zone['spec']['name']}, which a Zone in another namespace manages and which grants"
         f" namespace {namespace} no such name (the Zone's spec.hostnameGrants)"
     )
+
+
+def grants_of(namespace: str) -> Ref:
+    """What a resource reading `namespace`'s grants names as a parent: any grant's change there reconciles it."""
+    return Ref(Grant.info.kind, namespace, "")
+
+
+def reference_granted(ctx: Context, from_kind: str, from_namespace: str, to_kind: str, to: Ref) -> bool:
+    """Whether a `from_kind` of `from_namespace` may reference `to`: the same namespace, or a Grant in `to`'s."""
+    if from_namespace == to.namespace:
+        return True
+    informer = ctx.informer_of(Grant.info.kind)
+    for raw in [] if informer is None else informer.list(to.namespace):
+        try:
+            grant = Grant.model_validate(raw)
+        except ValidationError:
+            continue  # a stored one that no longer parses grants nothing
+        if not grant.metadata.deleting and grants(grant, from_kind, from_namespace, to_kind, to.name):
+            return True
+    return False

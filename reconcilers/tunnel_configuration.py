@@ -32,7 +32,7 @@ from app.kube.client import JSON
 from app.kube.index import Ref
 from reconcilers import tunnel_document
 from reconcilers.context import AccountLink
-from reconcilers.credentials import ready_account
+from reconcilers.credentials import account_key, ready_account
 from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady, can_serve
 from reconcilers.tenancy import hostname_refusal
 from reconcilers.tunnel_document import RESET, normalise, says_something
@@ -115,7 +115,7 @@ class TunnelConfigurationKind(ManagedKind[TunnelConfiguration, ConfigLink, Cloud
                 # The owner's release enqueues this one while it still exists: look again soon after.
                 requeue_after=RELEASE_RETRY if going else RETRY_PARENT,
             )
-        account_ref = ((raw.get("spec") or {}).get("accountRef") or {}).get("name", "")
+        account_ref = account_key(raw) or ""
         return ConfigLink(await ready_account(self.ctx, account_ref, obj.namespace), tunnel_id, account_ref)
 
     def describe(self, observed: CloudflareConfiguration) -> str:
@@ -190,11 +190,11 @@ class TunnelConfigurationKind(ManagedKind[TunnelConfiguration, ConfigLink, Cloud
 
     def uncovered(self, obj: TunnelConfiguration) -> list[str]:
         tunnel = self.ctx.cached("Tunnel", obj.spec.tunnel_ref.name, obj.namespace)
-        account = (((tunnel or {}).get("spec") or {}).get("accountRef") or {}).get("name")
+        account = None if tunnel is None else account_key(tunnel)
         zones = [
             str(z["spec"]["name"])
             for z in self.ctx.cached_all("Zone")
-            if ((z.get("spec") or {}).get("accountRef") or {}).get("name") == account and z["spec"].get("name")
+            if account_key(z) == account and z["spec"].get("name")
         ]
         records = [
             str(r["spec"]["name"])

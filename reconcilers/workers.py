@@ -48,8 +48,9 @@ from reconcilers.account_members import AccountMemberBase, AccountScope, account
 from reconcilers.claims import holder_of
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
-from reconcilers.credentials import account_id_of, ready_zone
+from reconcilers.credentials import account_id_of, account_object, account_ref_key, ready_zone
 from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady, can_serve
+from reconcilers.tenancy import grants_of, reference_granted
 
 ENTRY_MODULE = "worker.js"
 BOUND_KINDS = {
@@ -67,6 +68,9 @@ class Upload:
     code: bytes = field(repr=False)
     content_type: str
     digest: str
+    revoked: tuple[str, ...] = ()
+    """Bindings left out because their grant was taken back (each said as the refusal): the Worker is uploaded
+    without them, and waits with that reason."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,7 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
         refs: list[Ref] = []
         name = account_name(raw)
         if name:
-            refs.append(Ref("CloudflareAccount", "", name))
+            refs.append(Ref(*account_object(name)))
         source = spec.get("scriptConfigMapRef") or {}
         if source.get("name"):
             refs.append(Ref("ConfigMap", namespace, source["name"]))
@@ -115,7 +119,10 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
             ):
                 ref = binding.get(wire) or {}
                 if ref.get("name"):
-                    refs.append(Ref(kind, namespace, ref["name"]))
+                    where = ref.get("namespace") or namespace
+                    refs.append(Ref(kind, where, ref["name"]))
+                    if where != namespace:
+                        refs.append(grants_of(where))  # a grant there given or taken back reconciles this one
         return refs
 
     def dependants(self, key: tuple[str, str]) -> list[Ref]:
@@ -130,6 +137,10 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
         upload = None if obj.metadata.deleting else await self._upload(obj)
         return WorkerLink(scope.account, scope.collection, scope.partition, upload)
 
+    async def after_sync(self, link: WorkerLink, obj: WorkerScript, observed: CloudflareScript) -> None:
+        if link.upload is not None and link.upload.revoked:
+            raise NotReady(Reason.REFERENCE_NOT_PERMITTED, "; ".join(link.upload.revoked), requeue_after=RETRY_PARENT)
+
     async def released(self, obj: WorkerScript) -> None:
         self._uploaded.pop(obj.metadata.uid or "", None)
 
@@ -137,7 +148,7 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
         """A binding by raw ID or name reaches what it names in the account: refused when a resource of another
         namespace owns that object (in the same account), whose data this namespace was never given."""
         informer = self.ctx.informer_of(kind)
-        mine = account_id_of(self.ctx, obj.spec.account_ref.name)
+        mine = account_id_of(self.ctx, account_ref_key(obj.spec.account_ref, obj.namespace))
         for other in [] if informer is None else informer.by_index(CLAIM_INDEX, object_id):
             if (other["metadata"].get("namespace") or "") == (obj.namespace or ""):
                 continue
@@ -159,6 +170,7 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
             raise NotReady(Reason.SCRIPT_TOO_LARGE, too_large(size))
         bindings: list[dict[str, Any]] = []
         hashed: list[Any] = []
+        revoked: list[str] = []
         for binding in spec.bindings or []:
             source = binding.source
             if binding.plain_text is not None:
@@ -191,8 +203,15 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
                 hashed.append([binding.name, "r2_bucket", binding.r2_bucket_name])
             else:
                 kind = BOUND_KINDS[source]
-                ref_name = getattr(binding, source).name
-                bound = self._bound(obj, kind, ref_name, binding.name)
+                ref = getattr(binding, source)
+                try:
+                    bound = self._bound(obj, kind, Ref(kind, ref.namespace or namespace, ref.name), binding.name)
+                except NotReady as refused:
+                    if refused.reason != Reason.REFERENCE_NOT_PERMITTED or obj.status.applied_hash is None:
+                        raise
+                    # Uploaded with it before, and its grant is gone: the access goes now, not at the next change.
+                    revoked.append(refused.message)
+                    continue
                 meta = (bound.get("status") or {}).get("cloudflareMetadata") or {}
                 if kind == "KVNamespace":
                     entry = {"type": "kv_namespace", "name": binding.name, "namespace_id": meta["namespaceID"]}
@@ -224,7 +243,7 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
             "bindings": hashed,
         }
         digest = hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()
-        return Upload(metadata, code, content_type, digest)
+        return Upload(metadata, code, content_type, digest, tuple(revoked))
 
     @staticmethod
     async def _referenced(objects: Any, namespace: str, name: str) -> JSON | None:
@@ -254,20 +273,25 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
                 return base64.b64decode(binary)
         raise NotReady(Reason.SCRIPT_KEY_MISSING, f"{where} has no key {ref.key!r} (or it is empty)")
 
-    def _bound(self, obj: WorkerScript, kind: str, name: str, binding: str) -> JSON:
-        """A bound KVNamespace, R2Bucket or D1Database: there, of the same account, Ready (or being deleted, which
-        waits for this Worker) and with its ID; else the reason, naming it."""
-        namespace = obj.namespace or ""
+    def _bound(self, obj: WorkerScript, kind: str, bound: Ref, binding: str) -> JSON:
+        """A bound KVNamespace, R2Bucket or D1Database: in this namespace or granted to it by its own, there, of the
+        same account, Ready (or being deleted, which waits for this Worker) and with its ID; else the reason, naming
+        it."""
+        namespace, name = bound.namespace, bound.name
         where = f"{kind} {namespace}/{name} (binding {binding})"
+        if not reference_granted(self.ctx, self.kind, obj.namespace or "", kind, bound):
+            # Said before anything of the object is looked at: whether it exists is its namespace's business.
+            raise NotReady(
+                Reason.REFERENCE_NOT_PERMITTED,
+                f"{where}: no Grant in namespace {namespace} lets WorkerScripts of {obj.namespace} bind it",
+                requeue_after=RETRY_PARENT,
+            )
         raw = self.ctx.cached(kind, name, namespace)
         if raw is None:
             raise NotReady(f"{kind}NotFound", f"{where} not found")
-        theirs = account_name(raw)
-        if theirs != obj.spec.account_ref.name:
-            raise NotReady(
-                Reason.ACCOUNT_MISMATCH,
-                f"{where} uses CloudflareAccount {theirs}, not {obj.spec.account_ref.name}",
-            )
+        theirs, mine = account_name(raw), account_ref_key(obj.spec.account_ref, obj.namespace)
+        if theirs != mine and account_id_of(self.ctx, theirs) != account_id_of(self.ctx, mine):
+            raise NotReady(Reason.ACCOUNT_MISMATCH, f"{where} is in another Cloudflare account than this Worker")
         meta = (raw.get("status") or {}).get("cloudflareMetadata") or {}
         has_id = {
             "KVNamespace": bool(meta.get("namespaceID")),
@@ -303,7 +327,8 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
     def _check_claim(self, obj: WorkerScript) -> None:
         informer = self.ctx.informer_of(self.kind)
         for other in [] if informer is None else informer.by_index(CLAIM_INDEX, obj.spec.name):
-            if other["metadata"].get("uid") != obj.metadata.uid and account_name(other) == obj.spec.account_ref.name:
+            mine = account_ref_key(obj.spec.account_ref, obj.namespace)
+            if other["metadata"].get("uid") != obj.metadata.uid and account_name(other) == mine:
                 owner = holder_of(other).described_to(obj.metadata.namespace)
                 raise NotReady(
                     Reason.ALREADY_EXISTS,

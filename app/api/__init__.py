@@ -6,7 +6,7 @@ them (`validate_object`, `immutable_violations`), and the reconcilers read and w
 
 from __future__ import annotations
 
-from app.api.account import CloudflareAccount, CloudflareAccountSpec, CloudflareAccountStatus
+from app.api.account import Account, CloudflareAccount, CloudflareAccountSpec, CloudflareAccountStatus
 from app.api.base import (
     API_VERSION,
     CATEGORY,
@@ -32,6 +32,7 @@ __all__ = [
     "GROUP",
     "KINDS",
     "VERSION",
+    "Account",
     "AnyResource",
     "CloudflareAccount",
     "CloudflareAccountSpec",

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from app.api.base import KflareModel, KindInfo, PrinterColumn
 from app.api.meta import Status
-from app.api.refs import SecretReference, TokenSecretReference
+from app.api.refs import LocalTokenSecretReference, SecretReference, TokenSecretReference
 from app.api.resource import Resource
 from app.api.tenancy import NamespacePolicy
 
@@ -55,6 +55,33 @@ class CloudflareAccount(Resource[CloudflareAccountSpec, CloudflareAccountStatus]
         plural="cloudflareaccounts",
         short_names=("cfaccount",),
         scope="Cluster",
+        columns=(
+            PrinterColumn("Account ID", ".spec.accountID"),
+            PrinterColumn("Account Name", ".status.accountName"),
+        ),
+    )
+
+
+class AccountSpec(KflareModel):
+    """The Cloudflare account and the Secret of this namespace that holds the token."""
+
+    account_id: CloudflareID
+    """Cloudflare account ID (32 hexadecimal characters, shown in the dashboard's sidebar)."""
+    token_secret_ref: LocalTokenSecretReference
+    """The key of a Secret in the Account's namespace holding the API token."""
+
+
+class Account(Resource[AccountSpec, CloudflareAccountStatus]):
+    """Account gives the resources of its namespace, and only those, a Cloudflare account through a token stored in
+    a Secret of the same namespace: a team brings its own token, which nothing outside the namespace can use.
+
+    Resources name it with `accountRef: {name: <name>, kind: Account}`.
+    """
+
+    info = KindInfo(
+        kind="Account",
+        plural="accounts",
+        short_names=("cfnsaccount",),
         columns=(
             PrinterColumn("Account ID", ".spec.accountID"),
             PrinterColumn("Account Name", ".status.accountName"),

@@ -92,6 +92,8 @@ class Reason(StrEnum):
     """The account's `adoptionNamespaces` does not let the resource's namespace adopt existing objects."""
     HOSTNAME_NOT_GRANTED = "HostnameNotGranted"
     """The name is in a zone a Zone of another namespace manages, and that Zone grants this namespace no such name."""
+    REFERENCE_NOT_PERMITTED = "ReferenceNotPermitted"
+    """A reference to an object of another namespace that no Grant of that namespace allows."""
     CLAIMED_ELSEWHERE = "ClaimedElsewhere"
     """Another resource owns the Cloudflare object this one names or found: it is never adopted, written or
     deleted from here."""

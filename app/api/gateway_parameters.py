@@ -16,7 +16,7 @@ from pydantic import Field
 from app.api.base import KflareModel, KindInfo, PrinterColumn
 from app.api.constants import DeletionPolicy
 from app.api.meta import Status
-from app.api.refs import LocalObjectReference
+from app.api.refs import AccountReference
 from app.api.resource import Resource
 from app.api.text import NAME_SCHEMA, NameCheck
 
@@ -49,7 +49,7 @@ class ResourceRequirements(KflareModel):
 class GatewayParametersSpec(KflareModel):
     """The Tunnel and data plane of each Gateway that names these parameters."""
 
-    account_ref: LocalObjectReference
+    account_ref: AccountReference
     """The CloudflareAccount each Gateway's own tunnel is made in."""
     tunnel_name: (
         Annotated[str, Field(min_length=1, max_length=200, json_schema_extra=NAME_SCHEMA), NameCheck] | None

@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from app.api.base import KflareModel, KindInfo, PrinterColumn, Problems
 from app.api.meta import Status
-from app.api.refs import LocalObjectReference
+from app.api.refs import AccountReference
 from app.api.resource import Resource
 from app.api.text import PRINTABLE_ASCII, TextCheck
 
@@ -42,7 +42,7 @@ class IPListItem(KflareModel):
 class IPListSpec(KflareModel):
     """The list: its account, name, description and items."""
 
-    account_ref: LocalObjectReference
+    account_ref: AccountReference
     """The CloudflareAccount whose list this is."""
     name: Annotated[str, Field(min_length=1, max_length=50, pattern=LIST_NAME_PATTERN)]
     """The list's name (lower case letters, digits and `_`, up to 50), unique in the account; expressions use it

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -72,3 +72,36 @@ class ZoneReference(KflareModel):
     """Name of the Zone."""
     namespace: NamespaceName | None = None
     """Namespace of the Zone; unset is the referring resource's own."""
+
+
+class AccountReference(KflareModel):
+    """The account a resource's Cloudflare objects are in: a cluster-scoped CloudflareAccount by name, or with `kind:
+    Account` a namespaced Account of the resource's own namespace (a team's own token)."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-map-type": "atomic"})
+
+    name: ObjectName
+    """Name of the account."""
+    kind: Literal["CloudflareAccount", "Account"] | None = None
+    """`CloudflareAccount` (unset: the same) or `Account`, in the resource's namespace."""
+
+
+class LocalTokenSecretReference(KflareModel):
+    """The key of a Secret in the same namespace that holds a Cloudflare API token."""
+
+    name: ObjectName
+    """Name of the Secret."""
+    key: DataKey = "CF_API_TOKEN"
+    """Key in the Secret's data that holds the token."""
+
+
+class BoundObjectReference(KflareModel):
+    """A kflare object a Worker binds: in the same namespace, or in `namespace` if a Grant there lets the Worker's
+    namespace reference it."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-map-type": "atomic"})
+
+    name: ObjectName
+    """Name of the object."""
+    namespace: NamespaceName | None = None
+    """Namespace of the object; unset is the Worker's own."""

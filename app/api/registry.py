@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from app.api.account import CloudflareAccount
+from app.api.account import Account, CloudflareAccount
 from app.api.claim import CloudflareClaim
 from app.api.dnsrecord import DNSRecord
 from app.api.gateway_parameters import GatewayParameters
+from app.api.grant import Grant
 from app.api.iplist import IPList
 from app.api.managedtransform import ManagedTransform
 from app.api.resource import ResourceClass
@@ -22,6 +23,7 @@ KINDS: Final[tuple[ResourceClass, ...]] = (
     CloudflareAccount,
     Zone,
     DNSRecord,
+    Account,  # a namespaced account: a parent, as CloudflareAccount is
     KVNamespace,
     R2Bucket,
     D1Database,
@@ -34,7 +36,7 @@ KINDS: Final[tuple[ResourceClass, ...]] = (
     ManagedTransform,
 )
 
-CONFIGURATION_KINDS: Final[tuple[ResourceClass, ...]] = (GatewayParameters,)
+CONFIGURATION_KINDS: Final[tuple[ResourceClass, ...]] = (GatewayParameters, Grant)
 """Kinds that configure kflare and hold no Cloudflare object: they get a CRD (generated from their model like every
 kind's) and are read by the reconcile that uses them, not reconciled, admitted or listed among the kinds above."""
 INTERNAL_KINDS: Final[tuple[ResourceClass, ...]] = (CloudflareClaim,)

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from app.api.base import KflareModel, KindInfo, PrinterColumn
 from app.api.meta import Status
-from app.api.refs import LocalObjectReference
+from app.api.refs import AccountReference
 from app.api.resource import Resource
 from app.api.text import TEXT_SCHEMA, TextCheck
 
@@ -19,7 +19,7 @@ LocationHint = Literal["wnam", "enam", "weur", "eeur", "apac", "oc"]
 class KVNamespaceSpec(KflareModel):
     """The namespace's title in the account."""
 
-    account_ref: LocalObjectReference
+    account_ref: AccountReference
     """The CloudflareAccount the namespace belongs to."""
     title: Annotated[str, Field(min_length=1, max_length=512, json_schema_extra=TEXT_SCHEMA), TextCheck]
     """The namespace's title, unique in the account. Changing it renames the namespace in place (ID and data kept)."""
@@ -58,7 +58,7 @@ class KVNamespace(Resource[KVNamespaceSpec, KVNamespaceStatus]):
 class R2BucketSpec(KflareModel):
     """The bucket's name, jurisdiction and location, all fixed at creation."""
 
-    account_ref: LocalObjectReference
+    account_ref: AccountReference
     """The CloudflareAccount the bucket belongs to."""
     name: Annotated[str, Field(min_length=3, max_length=63, pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")]
     """The bucket's name: 3 to 63 lower-case letters, digits and hyphens."""
@@ -105,7 +105,7 @@ class R2Bucket(Resource[R2BucketSpec, R2BucketStatus]):
 class D1DatabaseSpec(KflareModel):
     """The database's name, jurisdiction and location, all fixed at creation."""
 
-    account_ref: LocalObjectReference
+    account_ref: AccountReference
     """The CloudflareAccount the database belongs to."""
     name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
     """The database's name, unique in the account."""

@@ -10,7 +10,7 @@ from pydantic_core import PydanticCustomError
 
 from app.api.base import KflareModel, KindInfo, PrinterColumn, Problems
 from app.api.meta import Status
-from app.api.refs import LocalObjectReference
+from app.api.refs import AccountReference, LocalObjectReference
 from app.api.resource import Resource
 from app.api.text import NAME_SCHEMA, PRINTABLE_ASCII, NameCheck, TextCheck
 
@@ -67,7 +67,7 @@ class TunnelSpec(KflareModel):
 
     name: Annotated[str, Field(min_length=1, max_length=TUNNEL_NAME_MAX, json_schema_extra=NAME_SCHEMA), NameCheck]
     """Name of the tunnel in Cloudflare. Changing it renames the tunnel in place."""
-    account_ref: LocalObjectReference
+    account_ref: AccountReference
     """The CloudflareAccount the tunnel belongs to."""
     credentials_secret_ref: LocalObjectReference
     """The Secret, in the same namespace, kflare writes the tunnel's token to (key `TUNNEL_TOKEN`), for cloudflared

@@ -9,7 +9,7 @@ from pydantic_core import PydanticCustomError
 
 from app.api.base import KflareModel, KindInfo, PrinterColumn, Problems, wire_name
 from app.api.meta import Status
-from app.api.refs import KeyReference, LocalObjectReference
+from app.api.refs import AccountReference, BoundObjectReference, KeyReference, LocalObjectReference
 from app.api.resource import Resource
 from app.api.text import CODE_SCHEMA, NAME_SCHEMA, CodeCheck, NameCheck
 
@@ -69,20 +69,20 @@ class WorkerBinding(KflareModel):
     """A plain-text value."""
     secret_key_ref: KeyReference | None = None
     """A Secret key in the same namespace, bound as a secret; its value is never written anywhere but Cloudflare."""
-    kv_namespace_ref: LocalObjectReference | None = None
-    """A KVNamespace in the same namespace (preferred over an ID)."""
+    kv_namespace_ref: BoundObjectReference | None = None
+    """A KVNamespace in the same namespace, or in another whose Grant allows it (preferred over an ID)."""
     kv_namespace_id: (
         Annotated[str, Field(min_length=1, max_length=64, json_schema_extra=NAME_SCHEMA), NameCheck] | None
     ) = None
     """The ID of a KV namespace kflare does not manage."""
-    r2_bucket_ref: LocalObjectReference | None = None
-    """An R2Bucket in the same namespace."""
+    r2_bucket_ref: BoundObjectReference | None = None
+    """An R2Bucket in the same namespace, or in another whose Grant allows it."""
     r2_bucket_name: (
         Annotated[str, Field(min_length=1, max_length=63, json_schema_extra=NAME_SCHEMA), NameCheck] | None
     ) = None
     """The name of an R2 bucket kflare does not manage (default jurisdiction)."""
-    d1_database_ref: LocalObjectReference | None = None
-    """A D1Database in the same namespace."""
+    d1_database_ref: BoundObjectReference | None = None
+    """A D1Database in the same namespace, or in another whose Grant allows it."""
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
@@ -116,7 +116,7 @@ class WorkerScriptSpec(KflareModel):
 
     name: Annotated[str, Field(min_length=1, max_length=63, pattern=WORKER_NAME_PATTERN)]
     """The Worker's name in Cloudflare."""
-    account_ref: LocalObjectReference
+    account_ref: AccountReference
     """The CloudflareAccount the Worker belongs to."""
     script: Annotated[str, Field(min_length=1, json_schema_extra=CODE_SCHEMA), CodeCheck] | None = None
     """The code, inline (at most 3 MiB)."""

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from app.api.base import KflareModel, KindInfo, PrinterColumn
 from app.api.meta import Status
-from app.api.refs import LocalObjectReference
+from app.api.refs import AccountReference
 from app.api.resource import Resource
 from app.api.tenancy import HostnameGrant
 
@@ -23,7 +23,7 @@ class ZoneSpec(KflareModel):
 
     name: Annotated[str, Field(min_length=1, max_length=253, pattern=DOMAIN_PATTERN)]
     """The domain, such as `example.com`."""
-    account_ref: LocalObjectReference
+    account_ref: AccountReference
     """The CloudflareAccount the zone belongs to."""
     plan: ZonePlan | None = None
     """The plan to subscribe the zone to (this bills the account). Unset leaves the zone's plan alone."""

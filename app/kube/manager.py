@@ -81,6 +81,9 @@ class Watch:
     rt: ResourceType
     parents_of: Callable[[JSON], list[Ref]] = lambda raw: []
     indexes: Mapping[str, Indexer] = field(default_factory=dict)
+    wakes: Callable[[JSON], list[Ref]] = lambda raw: []
+    """Refs whose children are enqueued too when an object changes, besides its own: for objects found by a lookup
+    rather than named (a namespace's grants), which their readers name as a parent instead."""
 
 
 DocumentsOf = Callable[[JSON], Iterable[str]]
@@ -183,8 +186,9 @@ class Manager:
                 self.index.remove(ref)
             else:
                 self.index.set_parents(ref, spec.parents_of(obj))
-            for child in self.index.children(ref):
-                self.enqueue(child)
+            for woken in (ref, *spec.wakes(obj)):
+                for child in self.index.children(woken):
+                    self.enqueue(child)
 
         informer.add_handler(on_event)
         self.watches[kind] = informer

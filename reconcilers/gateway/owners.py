@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from app.api.tenancy import HostnameGrant
+from reconcilers.credentials import account_key
 
 JSON = dict[str, Any]
 
@@ -113,7 +114,7 @@ def zones_revision(zones: Iterable[Mapping[str, Any]]) -> str:
             zone_domain(zone),
             holds_zone(zone),
             bool((zone.get("metadata") or {}).get("deletionTimestamp")),
-            str(((zone.get("spec") or {}).get("accountRef") or {}).get("name") or ""),
+            account_key(dict(zone)) or "",
             json.dumps((zone.get("spec") or {}).get("hostnameGrants"), sort_keys=True),
         )
         for zone in zones

@@ -289,7 +289,7 @@ def tunnel_object(plane: Plane, settings: PlaneSettings) -> JSON:
         "metadata": meta,
         "spec": {
             "name": f"{prefix}-{plane.namespace}-{plane.gateway[1]}"[:255],
-            "accountRef": {"name": str((spec.get("accountRef") or {}).get("name") or "")},
+            "accountRef": {k: str(v) for k, v in (spec.get("accountRef") or {}).items() if k in ("name", "kind") and v},
             "credentialsSecretRef": {"name": f"{plane.name}-tunnel-token"},
         },
     }

@@ -24,6 +24,7 @@ from typing import Any
 
 from app.api.constants import Reason
 from app.api.tunnel import CATCH_ALL_404
+from reconcilers.credentials import account_key
 from reconcilers.gateway.owners import ZoneIndex, holds_zone
 from reconcilers.gateway.shapes import JSON, Condition, RouteKey, condition
 from reconcilers.gateway.translate import Hostname
@@ -169,7 +170,7 @@ def _account_id(accounts: AccountLookup, name: str) -> str | None:
 
 
 def tunnel_target(key: TunnelKey, tunnel: JSON, accounts: AccountLookup) -> TunnelTarget:
-    account_ref = str((_spec(tunnel).get("accountRef") or {}).get("name") or "")
+    account_ref = account_key(tunnel) or ""
     tunnel_id = ((tunnel.get("status") or {}).get("cloudflareMetadata") or {}).get("tunnelID")
     return TunnelTarget(key, str(tunnel_id) if tunnel_id else None, account_ref, _account_id(accounts, account_ref))
 
@@ -188,7 +189,7 @@ def zone_of(
     zone = index.managing(hostname)
     if zone is None or _meta(zone).get("deletionTimestamp"):
         return None
-    account_ref = str((_spec(zone).get("accountRef") or {}).get("name") or "")
+    account_ref = account_key(dict(zone)) or ""
     account_id = _account_id(accounts, account_ref)
     same_account = account_ref == tunnel.account_ref or (account_id is not None and account_id == tunnel.account_id)
     return dict(zone) if same_account else None

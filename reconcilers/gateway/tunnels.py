@@ -28,7 +28,7 @@ from app.kube.informer import Key
 from app.kube.manager import DocumentsOf, Input
 from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.context import Context
-from reconcilers.credentials import ready_account, zone_namespace
+from reconcilers.credentials import account_object, ready_account, zone_namespace
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.gateway import publish
 from reconcilers.gateway.data_planes import cached_choices
@@ -504,5 +504,11 @@ def tunnel_view(ctx: Context, key: tuple[str, str], hostnames: Iterable[Hostname
         ctx.cached_all(TUNNEL_CONFIGURATIONS.kind),
         ctx.cached_all(ZONES.kind),
         ctx.cached_all(DNS_RECORDS.kind),
-        lambda name: ctx.cached(ACCOUNTS.kind, name),
+        lambda key: ctx.cached(*_account_at(key)),
     )
+
+
+def _account_at(key: str) -> tuple[str, str, str | None]:
+    """The kind, name and namespace an account key names, as `Context.cached` takes them."""
+    kind, namespace, name = account_object(key)
+    return kind, name, namespace or None

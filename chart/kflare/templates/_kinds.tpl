@@ -6,6 +6,7 @@ cloudflareaccounts
 {{- define "kflare.namespacedPlurals" -}}
 zones
 dnsrecords
+accounts
 kvnamespaces
 r2buckets
 d1databases

@@ -38,6 +38,7 @@ from reconcilers.claims import CLAIMS, OWNER_INDEX, claim_owner_uids
 from reconcilers.context import Context
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.lifecycle import Lifecycle, ManagedKind
+from reconcilers.tenancy import GRANTS
 from reconcilers.writer import merge_patch
 from tests.fixtures.driver import Driver, is_ready, token_data
 
@@ -306,10 +307,12 @@ class Runtime:
             reconciler = self.reconcilers.get(stored_kind)
             if reconciler is not None:
                 self.index.set_parents(Ref(stored_kind, namespace, name), reconciler.parents_of(obj))
-        # The claims of adopted objects, watched as `register_all` watches them.
+        # The claims of adopted objects and the grants, watched as `register_all` watches them.
         claims = self.informers[CLAIMS.kind] = Informer(self.kube, CLAIMS)  # type: ignore[arg-type]
         claims.add_index(OWNER_INDEX, claim_owner_uids)
-        self.sync(CLAIMS.kind)
+        self.informers[GRANTS.kind] = Informer(self.kube, GRANTS)  # type: ignore[arg-type]
+        for watched in WATCHED:
+            self.sync(watched)
 
     def sync(self, kind: str) -> None:
         """What the watch would deliver: the informer catches up with the API server."""
@@ -325,8 +328,8 @@ class Runtime:
                     self.index.set_parents(Ref(kind, namespace, name), reconciler.parents_of(obj))
 
     async def reconcile(self, kind: str, name: str, namespace: str = "") -> Any:
-        self.sync(kind)
-        self.sync(CLAIMS.kind)
+        for synced in (kind, *WATCHED):
+            self.sync(synced)
         return await self.reconcilers[kind].reconcile((namespace, name))
 
     async def settle(self, passes: int = SETTLE_PASSES) -> None:
@@ -442,6 +445,8 @@ class EmulatorServer:
 
 
 REGISTERED = registry.KINDS
+WATCHED = (CLAIMS.kind, GRANTS.kind)
+"""Kinds the runtime watches without a controller of their own that the lifecycle reads."""
 CLUSTER_KINDS = {kind.model.info.kind for kind in REGISTERED if not kind.model.info.namespaced}
 
 

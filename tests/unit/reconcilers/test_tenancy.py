@@ -14,6 +14,7 @@ from app.api.claim import claim_name
 from app.api.constants import ADOPTION_POLICY_ANNOTATION, DELETION_POLICY_ANNOTATION
 from tests.unit.reconcilers.harness import (
     ACCOUNT_ID,
+    TOKEN,
     Cloudflare,
     KubeSecrets,
     MemoryKube,
@@ -343,3 +344,95 @@ async def test_two_resources_recording_one_object_from_before_claims_get_one_own
     assert [z["id"] for z in await cloudflare.get("/zones")] == [ZONE_ID]
     await runtime.reconcile("Zone", "zone", NS)
     assert condition(kube, "Zone", "zone", NS)["reason"] == "Synced"
+
+
+async def test_a_teams_own_account_serves_its_namespace_and_no_other(world: tuple[MemoryKube, Cloudflare]) -> None:
+    kube, cloudflare = world
+    kube.add(
+        {
+            "kind": "Account",
+            "metadata": {"name": "team", "namespace": NS},
+            "spec": {"accountID": ACCOUNT_ID, "tokenSecretRef": {"name": "token"}},
+        }
+    )
+    own = zone(NS, name="own")
+    own["spec"] = {"name": "own.example", "accountRef": {"name": "team", "kind": "Account"}}
+    kube.add(own)
+    borrowed = zone(THEIRS, name="borrowed")
+    borrowed["spec"] = {"name": "borrowed.example", "accountRef": {"name": "team", "kind": "Account"}}
+    kube.add(borrowed)
+    runtime = Runtime(kube, cloudflare, KINDS, KubeSecrets(kube))
+    await runtime.reconcile("Account", "team", NS)
+    assert condition(kube, "Account", "team", NS)["reason"] == "Validated"
+    await runtime.reconcile("Zone", "own", NS)
+    assert condition(kube, "Zone", "own", NS)["reason"] == "Synced"
+    calls = len(cloudflare.emulator.calls.select())
+    await runtime.reconcile("Zone", "borrowed", THEIRS)
+    refused = condition(kube, "Zone", "borrowed", THEIRS)
+    # Another namespace's Account is not even looked for: the reference names one of the resource's own namespace.
+    assert (refused["status"], refused["reason"]) == ("False", "AccountNotFound")
+    assert len(cloudflare.emulator.calls.select()) == calls
+    assert sorted(z["name"] for z in await cloudflare.get("/zones")) == ["example.com", "own.example"]
+
+
+async def test_a_worker_binds_another_namespaces_kv_namespace_only_while_a_grant_there_allows_it() -> None:
+    kube = MemoryKube()
+    for obj in parents("WorkerScript"):
+        kube.add(obj)
+    cloudflare = Cloudflare(emulator_state([]))
+    try:
+        reply = await cloudflare.http.post(
+            f"/accounts/{ACCOUNT_ID}/storage/kv/namespaces",
+            json={"title": "their-data"},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+        kv_id = reply.json()["result"]["id"]
+        data = {
+            "kind": "KVNamespace",
+            "metadata": {"name": "data", "namespace": THEIRS, "finalizers": ["kflare.dev/finalizer"]},
+            "spec": {"title": "their-data", "accountRef": {"name": "acct"}},
+        }
+        kube.add(ready(data, cloudflareMetadata={"namespaceID": kv_id}))
+        kube.add(
+            {
+                "kind": "WorkerScript",
+                "metadata": {"name": "reader", "namespace": NS, "uid": "uid-reader"},
+                "spec": {
+                    "name": "reader",
+                    "accountRef": {"name": "acct"},
+                    "script": "export default { fetch() { return new Response('x') } }",
+                    "format": "module",
+                    "bindings": [{"name": "DATA", "kvNamespaceRef": {"name": "data", "namespace": THEIRS}}],
+                },
+            }
+        )
+        runtime = Runtime(kube, cloudflare, KINDS, KubeSecrets(kube))
+        settings = f"/accounts/{ACCOUNT_ID}/workers/scripts/reader/settings"
+
+        await runtime.reconcile("WorkerScript", "reader", NS)
+        refused = condition(kube, "WorkerScript", "reader", NS)
+        assert (refused["status"], refused["reason"]) == ("False", "ReferenceNotPermitted")
+        assert cloudflare.writes() == 1, "only the KV namespace the test made: no upload"
+
+        grant = {
+            "kind": "Grant",
+            "metadata": {"name": "readers", "namespace": THEIRS},
+            "spec": {
+                "from": [{"kind": "WorkerScript", "namespace": NS}],
+                "to": [{"kind": "KVNamespace", "name": "data"}],
+            },
+        }
+        kube.add(grant)
+        await runtime.reconcile("WorkerScript", "reader", NS)
+        assert condition(kube, "WorkerScript", "reader", NS)["reason"] == "Synced"
+        bound = (await cloudflare.get(settings))["bindings"]
+        assert [(b["name"], b.get("namespace_id")) for b in bound] == [("DATA", kv_id)]
+
+        # The grant taken back: the Worker loses the binding at once, and says why.
+        kube.delete("Grant", "readers", THEIRS)
+        await runtime.reconcile("WorkerScript", "reader", NS)
+        revoked = condition(kube, "WorkerScript", "reader", NS)
+        assert (revoked["status"], revoked["reason"]) == ("False", "ReferenceNotPermitted")
+        assert (await cloudflare.get(settings))["bindings"] == []
+    finally:
+        await cloudflare.aclose()
