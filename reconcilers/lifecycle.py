@@ -516,12 +516,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
         if object_id and kind.creates:
             holder = await self._contest(link, obj, object_id)
             if holder is not None:
-                message = (
-                    f"{self.kind} {object_id} is owned by {holder.described_to(obj.metadata.namespace)}: kflare never"
-                    " changes or deletes it for this resource"
-                )
-                await writer.set_ready(raw, "False", Reason.CLAIMED_ELSEWHERE, message)
-                return Outcome(requeue_after=RETRY_PARENT)
+                return await self._claimed_elsewhere(raw, obj, f"{self.kind} {object_id}", holder)
         if object_id:
             observed = await kind.observe(link, obj, object_id)
             if observed is not None:
@@ -553,12 +548,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
                 # Two resources reaching for one object at once: the claim object's name decides.
                 holder = await self._claims().take(self._account_id(link), kind.id_of(existing), obj)
             if holder is not None:
-                message = (
-                    f"{kind.describe(existing)} is owned by {holder.described_to(obj.metadata.namespace)}:"
-                    " kflare never adopts, changes or deletes it for this resource"
-                )
-                await writer.set_ready(raw, "False", Reason.CLAIMED_ELSEWHERE, message)
-                return Outcome(requeue_after=RETRY_PARENT)
+                return await self._claimed_elsewhere(raw, obj, kind.describe(existing), holder)
             if recovering:
                 # Created by this resource just before a crash (or before a move to this cluster): ours, not an
                 # adoption.
@@ -603,6 +593,15 @@ class Lifecycle(Generic[R, L, ObservedT]):
         # Until the status records it, the new object is held here, in memory: no adoption elsewhere takes it.
         self._creating[key] = (kind.id_of(created), obj.metadata.uid or "")
         return await self._claim(raw, created, adopted=False), created
+
+    async def _claimed_elsewhere(self, raw: JSON, obj: R, what: str, holder: Holder) -> Outcome:
+        """Say that another resource owns the object (as this namespace may be told), and look again later."""
+        message = (
+            f"{what} is owned by {holder.described_to(obj.metadata.namespace)}: kflare never adopts, changes or"
+            " deletes it for this resource"
+        )
+        await self.writer.set_ready(raw, "False", Reason.CLAIMED_ELSEWHERE, message)
+        return Outcome(requeue_after=RETRY_PARENT)
 
     def _claims(self) -> Claims:
         return Claims(

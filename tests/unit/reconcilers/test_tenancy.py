@@ -281,16 +281,21 @@ async def test_a_tunnel_route_for_a_name_in_another_namespaces_zone_needs_its_gr
     assert wrote == 0
 
 
-async def test_a_worker_binding_by_raw_id_to_another_namespaces_kv_namespace_is_refused() -> None:
-    kube = MemoryKube()
-    for obj in parents("WorkerScript"):
-        kube.add(obj)
-    theirs = {
+def their_kv(namespace_id: str) -> dict[str, Any]:
+    """Another namespace's KVNamespace, Ready with the ID of its namespace in Cloudflare."""
+    data = {
         "kind": "KVNamespace",
         "metadata": {"name": "data", "namespace": THEIRS, "finalizers": ["kflare.dev/finalizer"]},
         "spec": {"title": "their-data", "accountRef": {"name": "acct"}},
     }
-    kube.add(ready(theirs, cloudflareMetadata={"namespaceID": "f" * 32}))
+    return ready(data, cloudflareMetadata={"namespaceID": namespace_id})
+
+
+async def test_a_worker_binding_by_raw_id_to_another_namespaces_kv_namespace_is_refused() -> None:
+    kube = MemoryKube()
+    for obj in parents("WorkerScript"):
+        kube.add(obj)
+    kube.add(their_kv("f" * 32))
     worker = {
         "kind": "WorkerScript",
         "metadata": {"name": "thief", "namespace": NS},
@@ -387,12 +392,7 @@ async def test_a_worker_binds_another_namespaces_kv_namespace_only_while_a_grant
             headers={"Authorization": f"Bearer {TOKEN}"},
         )
         kv_id = reply.json()["result"]["id"]
-        data = {
-            "kind": "KVNamespace",
-            "metadata": {"name": "data", "namespace": THEIRS, "finalizers": ["kflare.dev/finalizer"]},
-            "spec": {"title": "their-data", "accountRef": {"name": "acct"}},
-        }
-        kube.add(ready(data, cloudflareMetadata={"namespaceID": kv_id}))
+        kube.add(their_kv(kv_id))
         kube.add(
             {
                 "kind": "WorkerScript",
