@@ -234,6 +234,22 @@ def test_a_gateway_with_its_own_data_plane_serves_its_route_and_goes_with_it(
     gw = gateway_release
     account = gw.tunnel()["spec"]["accountRef"]["name"]
     gw.kubectl("create", "namespace", TEAM, check=False)
+    # example.com is the demo namespace's Zone: it grants the team its name, as a platform team would.
+    team = {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [TEAM]}
+    grant = {
+        "namespaces": {"from": "Selector", "selector": {"matchExpressions": [team]}},
+        "hostnames": ["shop.example.com"],
+    }
+    gw.kubectl(
+        "patch",
+        "zone",
+        "example-com",
+        "-n",
+        "demo",
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"hostnameGrants": [grant]}}),
+    )
     echo = backend("team-echo", gw.echo_image, replicas=1, env={"HTTP_PORT": "80"})
     echo["metadata"]["namespace"] = TEAM
     gw.apply(
