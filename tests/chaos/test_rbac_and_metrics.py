@@ -198,6 +198,10 @@ FEATURES: dict[str, tuple[str, Check]] = {
     "tokenreviews": ("/metrics: a scraper's token checked", metrics_scraped),
     "subjectaccessreviews": ("/metrics: a scraper's access checked", metrics_scraped),
     "leases": ("leader election (the Lease held)", leader_elected),
+    # Caches the lifecycle reads before it reconciles anything: without one, nothing is reconciled.
+    "cloudflareclaims": ("one owner per object (the claims of adopted objects)", zone_ready),
+    "namespaces": ("accounts' namespace policies (the namespaces' labels)", zone_ready),
+    "grants": ("references across namespaces (the namespaces' grants)", zone_ready),
 }
 
 

@@ -354,3 +354,94 @@ def _describe(gw: GatewayRelease, pods: list[dict[str, Any]]) -> str:
             logs = gw.kubectl("logs", name, "-n", TEAM, "-c", status["name"], "--tail=20", check=False)
             lines += [f"  {line}" for line in logs.splitlines()]
     return "\n".join(lines) or "no pod"
+
+
+TENANTS = ("tenant-a-e2e", "tenant-b-e2e")
+
+
+def _grant_names(gw: GatewayRelease, namespace: str, hostnames: list[str]) -> None:
+    """The demo namespace's Zone (example.com) grants `namespace` these names, beside what it granted before."""
+    zone = gw.get("zone", "example-com", "-n", NAMESPACE)
+    grants = list(zone["spec"].get("hostnameGrants") or [])
+    match = {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]}
+    grants.append(
+        {"namespaces": {"from": "Selector", "selector": {"matchExpressions": [match]}}, "hostnames": hostnames}
+    )
+    patch = json.dumps({"spec": {"hostnameGrants": grants}})
+    gw.kubectl("patch", "zone", "example-com", "-n", NAMESPACE, "--type=merge", "-p", patch)
+
+
+def _tenant_route(namespace: str, hostnames: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "app", "namespace": namespace},
+        "spec": {
+            "parentRefs": [{"name": "tenants", "namespace": NAMESPACE}],
+            "hostnames": hostnames,
+            "rules": [{"backendRefs": [{"name": "echo", "port": 80}]}],
+        },
+    }
+
+
+def _served_by(gw: GatewayRelease, pod: dict[str, Any], host: str) -> str | None:
+    """The namespace of the backend that answers `host` through the plane; None: nobody serves it (a 404); "": not
+    settled yet (Envoy without the route's endpoints, say)."""
+    gw.push(pod, gw.ingress_document())
+    reply = gw.visit(pod, host)
+    if reply.status_code == 404:
+        return None
+    return str(reply.json()["namespace"]) if reply.status_code == 200 else ""
+
+
+def test_two_tenants_on_the_shared_plane_cannot_take_each_others_hostnames(
+    gateway_release: GatewayRelease, data_plane: list[dict[str, Any]]
+) -> None:
+    """Two teams' routes on one shared Gateway, each granted its own names by the platform's Zone: a route naming the
+    other team's name is not served for it, with real requests through the data plane, and deleting and re-creating
+    the owner's route never hands the name over."""
+    gw = gateway_release
+    a, b = TENANTS
+    for namespace in TENANTS:
+        gw.kubectl("create", "namespace", namespace, check=False)
+        echo = backend("echo", gw.echo_image, replicas=1, env={"HTTP_PORT": "80"})
+        echo["metadata"]["namespace"] = namespace
+        gw.apply(echo, backend_service("echo", namespace, "http", 80))
+        _grant_names(gw, namespace, [f"*.{namespace}.example.com"])
+    gw.apply(
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"name": "tenants", "namespace": NAMESPACE},
+            "spec": {
+                "gatewayClassName": "cloudflare-tunnel",
+                "listeners": [
+                    {"name": "http", "protocol": "HTTP", "port": 80, "allowedRoutes": {"namespaces": {"from": "All"}}}
+                ],
+            },
+        }
+    )
+    theirs, mine = f"app.{a}.example.com", f"app.{b}.example.com"
+    gw.apply(_tenant_route(a, [theirs]), _tenant_route(b, [theirs, mine]))  # b reaches for a's name too
+    pod = data_plane[0]
+    for _ in deadline(180):
+        if _served_by(gw, pod, theirs) == a and _served_by(gw, pod, mine) == b:
+            break
+    route = gw.get("httproute", "app", "-n", b)
+    (parent,) = route["status"]["parents"]
+    accepted = next(c for c in parent["conditions"] if c["type"] == "Accepted")
+    assert accepted["status"] == "True"
+    assert theirs in accepted["message"], accepted  # said: not served for a's name
+    assert a not in accepted["message"].replace(theirs, ""), "the owner's namespace is not told to another"
+
+    # The owner's route goes: nobody serves its name meanwhile (b's route does not take it over), and it comes back.
+    gw.kubectl("delete", "httproute", "app", "-n", a)
+    for _ in deadline(120):
+        if _served_by(gw, pod, theirs) is None:
+            break
+    assert _served_by(gw, pod, mine) == b
+    gw.apply(_tenant_route(a, [theirs]))
+    for _ in deadline(120):
+        if _served_by(gw, pod, theirs) == a:
+            break
+    gw.kubectl("delete", "gateway", "tenants", "-n", NAMESPACE)
