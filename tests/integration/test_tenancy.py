@@ -33,6 +33,7 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from app.api.claim import claim_name
+from app.api.grant import Grant
 from app.api.registry import KINDS
 from app.api.tunnel import TOKEN_KEY
 from app.controlplane import ControlPlane, free_port
@@ -48,7 +49,7 @@ from tests.fixtures.driver import token_data
 from tests.fixtures.emulator import EmulatorProcess
 from tests.fixtures.kube import TEST_LABEL
 from tests.helpers import eventually
-from tests.kinds import cf
+from tests.kinds import cf, workers
 from webhooks.configuration import configuration as webhook_configuration
 from webhooks.configuration import url_client_config
 
@@ -58,6 +59,11 @@ TENANTS = ("team-a", "team-b")
 TENANT_ROLE = "kflare-tenancy-edit"
 """The chart's `kflare-edit` rules: the test API server runs no controller-manager, so `edit` aggregates nothing."""
 NAMESPACED_PLURALS = sorted(model.info.plural for model in KINDS if model.info.namespaced)
+TENANT_PLURALS = [*NAMESPACED_PLURALS, Grant.info.plural]
+"""What `kflare-edit` names: the namespaced kinds and, as the chart adds, Grants (a configuration kind)."""
+EDIT_SECRETS_ROLE = "kflare-tenancy-edit-secrets"
+"""What the built-in `edit` holds on a real cluster (from `system:aggregate-to-edit`) for a namespace's Secrets, which
+a team writes its own token into for an `Account`: without a controller-manager, `edit` holds nothing here."""
 ACCOUNT_LABEL = "kflare-tenancy-test"
 """On this module's CloudflareAccounts: what the webhook for the cluster-scoped kind selects."""
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
@@ -90,7 +96,8 @@ def kubectl_sync(
 
 
 def tenant_objects() -> list[dict[str, Any]]:
-    """The two namespaces, their ServiceAccounts, the kflare role and the bindings (to it and to `edit`)."""
+    """The two namespaces, their ServiceAccounts, the kflare role, the stand-in for `edit`'s Secret rules and the
+    bindings (to them and to `edit`)."""
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -99,18 +106,30 @@ def tenant_objects() -> list[dict[str, Any]]:
             "rules": [
                 {
                     "apiGroups": [GROUP],
-                    "resources": NAMESPACED_PLURALS,
+                    "resources": TENANT_PLURALS,
                     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
                 }
             ],
-        }
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": EDIT_SECRETS_ROLE},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["secrets"],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
+                }
+            ],
+        },
     ]
     for namespace in TENANTS:
         objects += [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {TEST_LABEL: "on"}}},
             {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "tenant", "namespace": namespace}},
         ]
-        for role in ("edit", TENANT_ROLE):
+        for role in ("edit", TENANT_ROLE, EDIT_SECRETS_ROLE):
             objects.append(
                 {
                     "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -805,3 +824,212 @@ async def test_a_resource_being_deleted_that_forges_kflares_metadata_deletes_no_
     assert [t["id"] for t in tenancy.tunnels(tunnel_name)] == [tunnel_id], "the tunnel is gone from Cloudflare"
     with contextlib.suppress(ApiException):
         await tenancy.of(tenancy.b).patch("Tunnel", "bait", {"metadata": {"finalizers": None}})
+
+
+# ---- a team's own account, grants across namespaces ---------------------------------------------------------------
+
+
+def kv_manifest(name: str, title: str, account: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "KVNamespace",
+        "metadata": {"name": name},
+        "spec": {"accountRef": {"name": account}, "title": title},
+    }
+
+
+def worker_manifest(name: str, script: str, account: str, bindings: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "WorkerScript",
+        "metadata": {"name": name},
+        "spec": {
+            "accountRef": {"name": account},
+            "name": script,
+            "script": "export default { async fetch(req, env) { return new Response('shared'); } };",
+            "compatibilityDate": "2024-09-23",
+            "bindings": bindings,
+        },
+    }
+
+
+def grant_manifest(name: str, from_namespace: str, kv: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Grant",
+        "metadata": {"name": name},
+        "spec": {
+            "from": [{"kind": "WorkerScript", "namespace": from_namespace}],
+            "to": [{"kind": "KVNamespace", "name": kv}],
+        },
+    }
+
+
+async def test_a_teams_own_account_serves_its_namespace_only(tenancy: Tenancy) -> None:
+    """team-a brings its own token (a Secret and an `Account` of its namespace, made as the tenant): its Zone uses
+    it, with that token. team-b's Zone naming an Account of that name looks in team-b, finds none and calls no one."""
+    a, b = tenancy.a, tenancy.b
+    own_token = tenancy.emulator.add_token(["*"], name="team-a")  # team-a's: the calls made with it are its Account's
+    secret = f"team-token-{tenancy.label}"  # the case's label: the case's cleanup deletes it
+
+    async def may_write_secrets() -> bool:
+        return (await a.kubectl("auth", "can-i", "create", "secrets"))[1].strip() == "yes"
+
+    await eventually(may_write_secrets, timeout=20, what="team-a's Secret rules (edit's stand-in) to be in effect")
+    await a.make(
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret}, "data": token_data(own_token["value"])}
+    )
+    own = "own"
+    since = time.time()
+    await a.make(
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Account",
+            "metadata": {"name": own},
+            "spec": {"accountID": tenancy.account_id, "tokenSecretRef": {"name": secret}},
+        }
+    )
+    await tenancy.of(a).ready("Account", own, reason="Validated")
+
+    name_a = domain("team-a")
+    zone = zone_manifest("zone", name_a, own)
+    zone["spec"]["accountRef"]["kind"] = "Account"
+    await a.make(zone)
+    made = await tenancy.of(a).ready("Zone", "zone", reason="Synced")
+    zone_id = str(made["status"]["cloudflareMetadata"]["zoneID"])
+    assert [z["id"] for z in tenancy.zones(name_a)] == [zone_id]
+    by_own = tenancy.emulator.calls(method="POST", path="/zones$", since=since, token_id=own_token["id"])
+    assert len(by_own) == 1, f"team-a's zone was not created with team-a's own token: {by_own}"
+    assert [c for c in tenancy.calls(since) if "/zones" in c["path"]] == [], "the zone used the administrator's token"
+
+    # team-b names an Account of the same name: it resolves in team-b, where there is none.
+    name_b = domain("team-b")
+    since = time.time()
+    stolen = zone_manifest("zone", name_b, own)
+    stolen["spec"]["accountRef"]["kind"] = "Account"
+    await b.make(stolen)
+    refused = await tenancy.of(b).ready("Zone", "zone", reason="AccountNotFound", status="False")
+    assert "team-a" not in condition(refused)["message"], condition(refused)["message"]
+    assert not (refused["status"].get("cloudflareMetadata") or {}).get("zoneID"), refused["status"]
+    for token in (own_token["id"], tenancy.token["id"]):
+        made_calls = tenancy.emulator.calls(since=since, token_id=token)
+        zone_calls = [c for c in made_calls if c["path"].endswith("/zones") or name_b in json.dumps(c)]
+        assert zone_calls == [], f"team-b's Zone made Cloudflare calls: {zone_calls}"
+        assert [c for c in made_calls if c["method"] in WRITE_METHODS] == []
+    assert tenancy.zones(name_b) == []
+
+    # Nor may team-b read team-a's token or its Account.
+    await b.refused("Forbidden", "get", "secret", secret, "-n", "team-a")
+    await b.refused("Forbidden", "get", "accounts.kflare.dev", own, "-n", "team-a")
+    await tenancy.of(a).ready("Zone", "zone", reason="Synced")
+
+
+async def test_binding_another_namespaces_kv_namespace_needs_its_grant(tenancy: Tenancy) -> None:
+    """team-b's Worker binds team-a's KVNamespace by reference: refused (and not uploaded) until team-a's Grant lets
+    team-b's WorkerScripts bind it; deleting the Grant takes the binding back out of the uploaded Worker."""
+    account = await tenancy.account()
+    a, b = tenancy.a, tenancy.b
+    await a.make(kv_manifest("cache", f"cache-{tenancy.label}", account))
+    kv = await tenancy.of(a).ready("KVNamespace", "cache", reason="Synced")
+    kv_id = kv["status"]["cloudflareMetadata"]["namespaceID"]
+    script = f"shared-{tenancy.label}"
+    script_path = f"/accounts/{tenancy.account_id}/workers/scripts/{script}"
+    uploaded = f"{script_path}$"  # searched in the logged path (which starts with the API's prefix)
+
+    def bound() -> dict[str, Any]:
+        settings = cf(tenancy.emulator, "GET", f"{script_path}/settings")
+        return {binding["name"]: binding for binding in settings["bindings"]}
+
+    since = time.time()
+    binding = {"name": "CACHE", "kvNamespaceRef": {"name": "cache", "namespace": "team-a"}}
+    await b.make(worker_manifest("worker", script, account, [binding]))
+    waiting = await tenancy.of(b).ready("WorkerScript", "worker", reason="ReferenceNotPermitted", status="False")
+    assert "team-b" in condition(waiting)["message"], condition(waiting)["message"]
+    assert tenancy.emulator.calls(method="PUT", path=uploaded, since=since) == [], "the Worker was uploaded"
+    assert tenancy.writes(since) == []
+    assert script not in workers(tenancy.emulator, tenancy.account_id)
+
+    # team-b may not grant itself team-a's namespace.
+    grant = grant_manifest("workers-of-team-b", "team-b", "cache")
+    await b.refused("Forbidden", "create", "-n", "team-a", "-f", "-", stdin=json.dumps(grant))
+    await b.refused("Forbidden", "get", "grants.kflare.dev", "-n", "team-a")
+
+    # team-a grants it: the Worker is uploaded with the binding.
+    await a.make(grant)
+    await tenancy.of(b).ready("WorkerScript", "worker", reason="Synced")
+    assert len(tenancy.emulator.calls(method="PUT", path=uploaded, since=since, token_id=tenancy.token["id"])) == 1
+    assert bound()["CACHE"]["namespace_id"] == kv_id
+
+    # team-a takes it back: the Worker is uploaded again without it, and says why.
+    revoked_since = time.time()
+    await a.must("delete", "grant", "workers-of-team-b", "--wait=false")
+    revoked = await tenancy.of(b).ready("WorkerScript", "worker", reason="ReferenceNotPermitted", status="False")
+    assert "team-b" in condition(revoked)["message"], condition(revoked)["message"]
+    assert tenancy.emulator.calls(method="PUT", path=uploaded, since=revoked_since), "no upload without the binding"
+    assert "CACHE" not in bound(), f"the revoked binding is still uploaded: {bound()}"
+    await tenancy.of(a).ready("KVNamespace", "cache", reason="Synced")
+
+    # team-b's Worker goes; team-a's KV namespace stays.
+    since = time.time()
+    await b.must("delete", "workerscript", "worker", "--wait=false")
+    await tenancy.of(b).gone("WorkerScript", "worker")
+    assert script not in workers(tenancy.emulator, tenancy.account_id)
+    assert [c["path"] for c in tenancy.writes(since) if kv_id in c["path"]] == [], "team-a's KV namespace was touched"
+    await tenancy.of(a).ready("KVNamespace", "cache", reason="Synced")
+
+
+async def test_a_record_in_another_namespaces_zone_needs_its_hostname_grant(tenancy: Tenancy) -> None:
+    """team-b's DNSRecords name team-a's Zone (`zoneRef.namespace`): refused until the Zone grants team-b names
+    below `b.<zone>`; then a record there lands, and one outside the grant stays refused."""
+    account = await tenancy.account()
+    a, b = tenancy.a, tenancy.b
+    zone_name = domain("shared")
+    zone_id = await tenancy.ready_zone(a, "zone", zone_name, account)
+    since = time.time()
+
+    def record(name: str, host: str, content: str) -> dict[str, Any]:
+        manifest = record_manifest(name, "zone", host, content)
+        manifest["spec"]["zoneRef"]["namespace"] = "team-a"
+        return manifest
+
+    granted = f"www.b.{zone_name}"
+    await b.make(record("www", granted, "192.0.2.30"))
+    waiting = await tenancy.of(b).ready("DNSRecord", "www", reason="HostnameNotGranted", status="False")
+    assert granted in condition(waiting)["message"], condition(waiting)["message"]
+    assert not (waiting["status"].get("cloudflareMetadata") or {}).get("recordID"), waiting["status"]
+    assert tenancy.writes(since) == []
+    assert tenancy.records(zone_id) == []
+
+    grants = [
+        {
+            "namespaces": {"from": "Selector", "selector": {"matchLabels": {"kubernetes.io/metadata.name": "team-b"}}},
+            "hostnames": [f"*.b.{zone_name}"],
+        }
+    ]
+    await a.must("patch", "zone", "zone", "--type=merge", "-p", json.dumps({"spec": {"hostnameGrants": grants}}))
+    landed = await tenancy.of(b).ready("DNSRecord", "www", reason="Synced")
+    held = tenancy.records(zone_id)
+    assert [(r["name"], r["content"]) for r in held] == [(granted, "192.0.2.30")]
+    assert held[0]["id"] == landed["status"]["cloudflareMetadata"]["recordID"]
+
+    # Outside the grant: another name of the zone, and `b.<zone>` itself (the wildcard grants only names below it).
+    for name, host in (("apex", f"b.{zone_name}"), ("other", f"api.{zone_name}")):
+        since = time.time()
+        await b.make(record(name, host, "192.0.2.31"))
+        refused = await tenancy.of(b).ready("DNSRecord", name, reason="HostnameNotGranted", status="False")
+        assert host in condition(refused)["message"], condition(refused)["message"]
+        assert tenancy.writes(since) == [], f"the record for {host} wrote to Cloudflare"
+    assert [r["name"] for r in tenancy.records(zone_id)] == [granted]
+    await tenancy.of(a).ready("Zone", "zone", reason="Synced")
+
+    # team-b deletes its records: the one that landed goes from Cloudflare, the refused ones delete nothing.
+    since = time.time()
+    for name in ("www", "apex", "other"):
+        await b.must("delete", "dnsrecord", name, "--wait=false")
+    for name in ("www", "apex", "other"):
+        await tenancy.of(b).gone("DNSRecord", name)
+    written = [(c["method"], c["path"].removeprefix("/client/v4")) for c in tenancy.writes(since)]
+    one_delete = [("DELETE", f"/zones/{zone_id}/dns_records/{held[0]['id']}")]
+    assert written in (one_delete, [("POST", f"/zones/{zone_id}/dns_records/batch")]), written
+    assert tenancy.records(zone_id) == []
+    await tenancy.of(a).ready("Zone", "zone", reason="Synced")
