@@ -10,6 +10,7 @@ and is replaced by the next taker, with a precondition on its UID so two takers 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from app.api.base import GROUP, VERSION
 from app.api.claim import CloudflareClaim, claim_name
@@ -20,11 +21,22 @@ from app.kube.informer import Informer
 CLAIMS = ResourceType(GROUP, VERSION, CloudflareClaim.info.plural, CloudflareClaim.info.kind, namespaced=False)
 OWNER_INDEX = "owner-uid"
 """The cache of claims' index of each claim by its owner's UID: what a resource lets go of when it goes."""
+OBJECT_INDEX = "object-id"
+"""The cache of claims' index by the claimed object's ID: whether an object has a claim at all is one look-up, which
+every reconcile of a resource that records an ID makes."""
 
 
 def claim_owner_uids(raw: JSON) -> list[str]:
     uid = ((raw.get("spec") or {}).get("owner") or {}).get("uid")
     return [str(uid)] if uid else []
+
+
+def claimed_object_ids(raw: JSON) -> list[str]:
+    object_id = (raw.get("spec") or {}).get("objectID")
+    return [str(object_id)] if object_id else []
+
+
+CLAIM_INDEXES: Final = {OWNER_INDEX: claim_owner_uids, OBJECT_INDEX: claimed_object_ids}
 
 
 @dataclass(frozen=True)
@@ -76,7 +88,9 @@ class Claims:
 
     def holder(self, account_id: str, object_id: str) -> Holder | None:
         """The live owner of the object's claim, as the cache has it."""
-        claim = None if self.informer is None else self.informer.get(claim_name(self.kind, account_id, object_id))
+        if self.informer is None or not self.informer.by_index(OBJECT_INDEX, object_id):
+            return None  # nearly always: no claim names the ID, and none is looked for by name
+        claim = self.informer.get(claim_name(self.kind, account_id, object_id))
         return None if claim is None else self._live(claim)
 
     async def take(self, account_id: str, object_id: str, owner: AnyResource) -> Holder | None:

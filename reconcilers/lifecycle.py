@@ -624,7 +624,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
         claimed = claims.holder(account, object_id)
         if claimed is not None and claimed.uid == obj.metadata.uid:
             return None
-        if claimed is None and self._holder(link, obj, object_id) is None:
+        if claimed is None and self.of.holder_of(object_id, obj) is None and self._creator(obj, object_id) is None:
             return None  # the usual case: nobody else names it, and no claim is needed
         return await claims.take(account, object_id, obj)
 
@@ -641,6 +641,13 @@ class Lifecycle(Generic[R, L, ObservedT]):
         claimed = self._claims().holder(self._account_id(link), object_id)
         return (claimed is None or claimed.uid != obj.metadata.uid) and not self._may_adopt(link, obj)
 
+    def _creator(self, obj: R, object_id: str) -> Holder | None:
+        """Another resource whose reconcile in flight has just created the object and not yet recorded it."""
+        for (namespace, name), (created, uid) in self._creating.items():
+            if created == object_id and uid != obj.metadata.uid:
+                return Holder(self.kind, namespace, name, uid)
+        return None
+
     def _owned_elsewhere(self, link: L, obj: R, object_id: str) -> bool:
         """Whether another resource owns the object: it holds its claim, or records it while this one holds none."""
         claimed = self._claims().holder(self._account_id(link), object_id)
@@ -650,12 +657,9 @@ class Lifecycle(Generic[R, L, ObservedT]):
 
     def _holder(self, link: L, obj: R, object_id: str) -> Holder | None:
         """Who else owns the object: a resource recording it, one that has just created it, or a claim's owner."""
-        holder = self.of.holder_of(object_id, obj)
+        holder = self.of.holder_of(object_id, obj) or self._creator(obj, object_id)
         if holder is not None:
             return holder
-        for (namespace, name), (created, uid) in self._creating.items():
-            if created == object_id and uid != obj.metadata.uid:
-                return Holder(self.kind, namespace, name, uid)
         holder = self._claims().holder(self._account_id(link), object_id)
         return None if holder is None or holder.uid == obj.metadata.uid else holder
 

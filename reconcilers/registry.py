@@ -16,7 +16,7 @@ from app.api.registry import KINDS as MODELS
 from app.api.resource import ResourceClass
 from app.kube.client import NAMESPACES
 from app.kube.manager import Manager, Registration, Watch
-from reconcilers.claims import CLAIMS, OWNER_INDEX, claim_owner_uids
+from reconcilers.claims import CLAIM_INDEXES, CLAIMS
 from reconcilers.context import Context
 from reconcilers.lifecycle import Lifecycle, ManagedKind
 from reconcilers.tenancy import GRANTS, grants_of
@@ -74,7 +74,7 @@ def reconciler_of(kind: str | ResourceClass) -> Reconciler:
 def register_all(manager: Manager, ctx: Context) -> None:
     # Namespaces' labels decide what accounts' policies let in; claims, who owns an adopted object.
     manager.watch(Watch(NAMESPACES))
-    manager.watch(Watch(CLAIMS, indexes={OWNER_INDEX: claim_owner_uids}))
+    manager.watch(Watch(CLAIMS, indexes=CLAIM_INDEXES))
     # Grants are looked up by namespace; what reads a namespace's grants names it as a parent (`grants_of`).
     manager.watch(Watch(GRANTS, wakes=lambda raw: [grants_of(raw["metadata"].get("namespace") or "")]))
     for kind in KINDS:

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from app.api import CloudflareAccount
 from app.api.base import GROUP, VERSION
 from app.api.grant import Grant, grants
-from app.api.tenancy import NAMESPACE_NAME_LABEL, NO_NAMESPACES, HostnameGrant, NamespacePolicy
+from app.api.tenancy import NAMESPACE_NAME_LABEL, NO_NAMESPACES, HostnameGrant, NamespacePolicy, NamespacesFrom
 from app.kube.client import JSON, ResourceType
 from app.kube.index import Ref
 from reconcilers.context import AccountLink, Context
@@ -44,7 +44,9 @@ def only_namespace(namespace: str) -> NamespacePolicy:
 
 def permits(ctx: Context, policy: NamespacePolicy, namespace: str | None) -> bool:
     """Whether `policy` lets `namespace` in (a cluster-scoped caller, None, is the administrator's own)."""
-    return namespace is None or policy.admits(namespace, ctx.namespace_labels(namespace))
+    if namespace is None or policy.from_ == NamespacesFrom.ALL:
+        return True  # every reconcile of every resource asks: the usual answer costs no look-up
+    return policy.admits(namespace, ctx.namespace_labels(namespace))
 
 
 def may_adopt(ctx: Context, account: AccountLink, namespace: str | None) -> bool:

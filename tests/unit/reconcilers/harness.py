@@ -34,7 +34,7 @@ from app.kube.client import JSON, JSON_PATCH, KubeError, ResourceType
 from app.kube.index import DependencyIndex, Ref
 from app.kube.informer import Informer, key_of
 from reconcilers import registry
-from reconcilers.claims import CLAIMS, OWNER_INDEX, claim_owner_uids
+from reconcilers.claims import CLAIM_INDEXES, CLAIMS
 from reconcilers.context import Context
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.lifecycle import Lifecycle, ManagedKind
@@ -309,7 +309,8 @@ class Runtime:
                 self.index.set_parents(Ref(stored_kind, namespace, name), reconciler.parents_of(obj))
         # The claims of adopted objects and the grants, watched as `register_all` watches them.
         claims = self.informers[CLAIMS.kind] = Informer(self.kube, CLAIMS)  # type: ignore[arg-type]
-        claims.add_index(OWNER_INDEX, claim_owner_uids)
+        for index, indexer in CLAIM_INDEXES.items():
+            claims.add_index(index, indexer)
         self.informers[GRANTS.kind] = Informer(self.kube, GRANTS)  # type: ignore[arg-type]
         for watched in WATCHED:
             self.sync(watched)
