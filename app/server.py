@@ -23,7 +23,7 @@ from app.api.tenancy import NamespacePolicy
 from app.cloudflare.budget import BudgetConfig
 from app.cloudflare.http import HttpConfig, user_agent
 from app.cloudflare.session import CloudflareSession
-from app.kube.client import KubeClient, ResourceType
+from app.kube.client import NAMESPACES, KubeClient, KubeError, ResourceType
 from app.kube.manager import Manager, default_identity
 from app.listener import Limits, StopsWhenTold, TLSAccept
 from app.listener import config as listener_config
@@ -36,7 +36,7 @@ from reconcilers.context import Context
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.registry import register_all
 from webhooks import create_app as webhook_app
-from webhooks.advice import ListObjects
+from webhooks.access import Cluster
 
 log = logging.getLogger(__name__)
 
@@ -185,18 +185,39 @@ class Runtime:
             synced = now_synced
             await asyncio.sleep(1.0)
 
-    async def list_objects(self, kind: str, namespace: str | None) -> list[Mapping[str, Any]]:
-        """A kflare kind's objects, for the webhook's warnings: the leader's cache, else one read of the API server
-        (a standby holds no cache)."""
+    def _cache(self, kind: str) -> Any:
         manager = self.manager
-        informer = manager.informer_of(kind) if manager is not None and manager.synced else None
+        return manager.informer_of(kind) if manager is not None and manager.synced else None
+
+    async def list_objects(self, kind: str, namespace: str | None) -> list[Mapping[str, Any]]:
+        """A kflare kind's objects, for the webhook: the leader's cache, else one read of the API server (a standby
+        holds no cache)."""
+        informer = self._cache(kind)
         if informer is not None:
-            return [o for o in informer.list() if namespace is None or o["metadata"].get("namespace") == namespace]
+            return list(informer.list(namespace))
         if self.kube is None:
             return []
-        info = kind_for(kind).info
-        rt = ResourceType(GROUP, VERSION, info.plural, info.kind, namespaced=info.namespaced)
-        return list((await self.kube.list(rt, namespace)).get("items") or [])
+        return list((await self.kube.list(_resource_type(kind), namespace)).get("items") or [])
+
+    async def get_object(self, kind: str, name: str, namespace: str | None) -> Mapping[str, Any] | None:
+        """A kflare object, for the webhook, read as `list_objects` reads (None: there is none)."""
+        informer = self._cache(kind)
+        if informer is not None:
+            found: Mapping[str, Any] | None = informer.get(name, namespace)
+            return found
+        if self.kube is None:
+            return None
+        try:
+            return await self.kube.get(_resource_type(kind), name, namespace)
+        except KubeError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    async def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        """A namespace's labels, for the webhook, read as `list_objects` reads (None: no such namespace)."""
+        raw = await self.get_object("Namespace", namespace, None)
+        return None if raw is None else dict((raw.get("metadata") or {}).get("labels") or {})
 
     @property
     def healthy(self) -> bool:
@@ -292,20 +313,44 @@ def limits(settings: Settings) -> Limits:
     )
 
 
+def _resource_type(kind: str) -> ResourceType:
+    if kind == "Namespace":
+        return NAMESPACES
+    info = kind_for(kind).info
+    return ResourceType(GROUP, VERSION, info.plural, info.kind, namespaced=info.namespaced)
+
+
+@dataclass(frozen=True)
+class ClusterReads:
+    """What the webhook's tenancy checks read (`webhooks.access.Cluster`), through the runtime."""
+
+    runtime: Runtime
+    default_account_namespaces: NamespacePolicy
+
+    async def get(self, kind: str, name: str, namespace: str | None) -> Mapping[str, Any] | None:
+        return await self.runtime.get_object(kind, name, namespace)
+
+    async def list(self, kind: str, namespace: str | None) -> list[Mapping[str, Any]]:
+        return await self.runtime.list_objects(kind, namespace)
+
+    async def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        return await self.runtime.namespace_labels(namespace)
+
+
 def webhook_listener(
     settings: Settings,
     host: str,
     port: int,
     *,
-    objects: ListObjects | None = None,
+    cluster: Cluster | None = None,
     kflare: Callable[[], frozenset[str]] = frozenset,
 ) -> Served:
     """The webhook listener: TLS from --webhook-cert-dir (tls.crt, tls.key), reloaded on change; a self-signed
-    certificate for localhost without one. `objects` reads the cluster's kflare objects for admission warnings;
+    certificate for localhost without one. `cluster` reads the cluster's objects for the tenancy checks and warnings;
     `kflare` tells the controller's usernames."""
     tls = ReloadingTLS(settings.webhook_cert_dir, hosts=["localhost", "127.0.0.1"])
     body_timeout = settings.webhook_body_timeout.total_seconds()
-    app = instrument(webhook_app(objects=objects, body_timeout=body_timeout, kflare=kflare), "webhook")
+    app = instrument(webhook_app(cluster=cluster, body_timeout=body_timeout, kflare=kflare), "webhook")
     config = listener_config(app, host, port, limits(settings), context=tls.ssl_context)
     return Served("webhook", Listener(config), host, port, tls)
 
@@ -324,7 +369,9 @@ def listeners(settings: Settings, runtime: Runtime) -> list[Served]:
         out.append(Served("metrics", Listener(endpoint.config), *metrics, endpoint.tls))
     webhook = settings.webhook_address
     if webhook is not None:
-        out.append(webhook_listener(settings, *webhook, objects=runtime.list_objects, kflare=runtime.kflare_users))
+        policy = NamespacePolicy.model_validate({"from": settings.default_account_namespaces})
+        cluster = ClusterReads(runtime, policy)
+        out.append(webhook_listener(settings, *webhook, cluster=cluster, kflare=runtime.kflare_users))
     xds = split_bind_address(settings.gateway_xds_bind_address) if settings.gateway_enabled else None
     if xds is not None:
         out.append(xds_listener(settings, runtime, *xds))

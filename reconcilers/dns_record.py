@@ -30,6 +30,7 @@ from typing import Any
 from app.api import DNSRecord
 from app.api.constants import FINALIZER, Reason
 from app.api.dnsrecord import DNSRecordMetadata
+from app.api.tenancy import record_hostname
 from app.cloudflare.client import CloudflareClient
 from app.cloudflare.models import DNSRecord as CloudflareRecord
 from app.kube.client import JSON
@@ -222,7 +223,7 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
             raise NotReady(Reason.ZONE_NOT_FOUND, f"Zone {shown} not found", parent_gone=True)
         if where != obj.namespace and not obj.metadata.deleting:
             # Another namespace's Zone: only the names it grants this one (said before anything else of it is).
-            hostname = _fqdn(obj.spec.name, str((raw.get("spec") or {}).get("name", "")))
+            hostname = record_hostname(obj.spec.name, str((raw.get("spec") or {}).get("name", "")))
             if not zone_grants(self.ctx, raw, obj.namespace or "", hostname):
                 raise NotReady(
                     Reason.HOSTNAME_NOT_GRANTED,
@@ -397,12 +398,3 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         obj.status.cloudflare_metadata = DNSRecordMetadata(
             record_id=observed.id, zone_id=zone_id, proxiable=observed.proxiable
         )
-
-
-def _fqdn(name: str, zone: str) -> str:
-    """A record's name as a full host name: `@` is the zone's apex, a name outside the zone is taken as relative
-    to it (as Cloudflare takes it)."""
-    name, zone = name.lower().rstrip("."), zone.lower().rstrip(".")
-    if name == "@":
-        return zone
-    return name if name == zone or name.endswith("." + zone) else f"{name}.{zone}"

@@ -8,7 +8,16 @@ from pydantic import ValidationError
 from app.api import CloudflareAccount
 from app.api.base import GROUP, VERSION
 from app.api.grant import Grant, grants
-from app.api.tenancy import NAMESPACE_NAME_LABEL, NO_NAMESPACES, HostnameGrant, NamespacePolicy, NamespacesFrom
+from app.api.tenancy import (
+    NAMESPACE_NAME_LABEL,
+    NamespacePolicy,
+    NamespacesFrom,
+    creation_order,
+    grants_hostname,
+    holds_zone,
+    suffixes,
+)
+from app.api.tenancy import account_policies as policies_of
 from app.kube.client import JSON, ResourceType
 from app.kube.index import Ref
 from reconcilers.context import AccountLink, Context
@@ -24,16 +33,9 @@ def zone_domains(raw: JSON) -> list[str]:
 
 
 def account_policies(ctx: Context, account: CloudflareAccount) -> tuple[NamespacePolicy, NamespacePolicy]:
-    """Who may use the account, and who may adopt through it: its own policies, else the controller's default. An
-    account that says who may use it and not who may adopt lets nobody adopt: adoption takes over what others made,
-    and is granted on its own."""
+    """Who may use the account, and who may adopt through it (`app.api.tenancy.account_policies`)."""
     spec = account.spec
-    users = spec.allowed_namespaces or ctx.default_account_namespaces
-    if spec.adoption_namespaces is not None:
-        adopters = spec.adoption_namespaces
-    else:
-        adopters = NO_NAMESPACES if spec.allowed_namespaces is not None else ctx.default_account_namespaces
-    return users, adopters
+    return policies_of(spec.allowed_namespaces, spec.adoption_namespaces, ctx.default_account_namespaces)
 
 
 def only_namespace(namespace: str) -> NamespacePolicy:
@@ -56,32 +58,25 @@ def may_adopt(ctx: Context, account: AccountLink, namespace: str | None) -> bool
 
 def managing_zone(ctx: Context, hostname: str) -> JSON | None:
     """The Zone that manages the zone `hostname` is in: the one whose domain is its longest suffix, among Zones that
-    hold a Cloudflare zone (a Zone refused as `ClaimedElsewhere` manages nothing)."""
+    hold a Cloudflare zone (a Zone refused as `ClaimedElsewhere` manages nothing); of two such Zones of one domain
+    (in two accounts), the oldest, as `app.api.tenancy.ZoneIndex` decides for the Gateway class and admission."""
     informer = ctx.informer_of("Zone")
     if informer is None:
         return None
-    labels = hostname.lower().rstrip(".").removeprefix("*.").split(".")
-    for start in range(len(labels) - 1):
-        for raw in informer.by_index(DOMAIN_INDEX, ".".join(labels[start:])):
-            if ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID"):
-                return raw
+    for domain in suffixes(hostname):
+        found = [raw for raw in informer.by_index(DOMAIN_INDEX, domain) if holds_zone(raw)]
+        if found:
+            return min(found, key=creation_order)
     return None
 
 
 def zone_grants(ctx: Context, zone: JSON, namespace: str, hostname: str) -> bool:
     """Whether the Zone lets `namespace` publish `hostname`: its own namespace, or one of its `hostnameGrants`."""
-    if (zone["metadata"].get("namespace") or "") == namespace:
+    zone_namespace = zone["metadata"].get("namespace") or ""
+    if zone_namespace == namespace:
         return True
-    grants = (zone.get("spec") or {}).get("hostnameGrants") or []
-    labels = ctx.namespace_labels(namespace)
-    for grant in grants:
-        try:
-            parsed = HostnameGrant.model_validate(grant)
-        except ValidationError:
-            continue  # refused at admission; a stored one that no longer parses grants nothing
-        if parsed.grants(namespace, labels, hostname):
-            return True
-    return False
+    grants = (zone.get("spec") or {}).get("hostnameGrants")
+    return grants_hostname(grants, zone_namespace, namespace, ctx.namespace_labels(namespace), hostname)
 
 
 def hostname_refusal(ctx: Context, namespace: str, hostname: str) -> str | None:

@@ -20,7 +20,7 @@ from app.api.tunnel import TunnelConfiguration, uncovered_hostnames
 log = logging.getLogger(__name__)
 
 ListObjects = Callable[[str, str | None], Awaitable[list[Mapping[str, Any]]]]
-"""The objects of a kflare kind, in a namespace (None: all namespaces)."""
+"""The objects of a kflare kind, in a namespace (None: all namespaces): `Cluster.list`."""
 
 ADVICE_TIMEOUT: Final = 2.0
 """Seconds the warnings may take; the API server waits at most 30 s for the whole review (10 s by default)."""

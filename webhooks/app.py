@@ -30,7 +30,8 @@ from starlette.types import Receive, Scope, Send
 
 from app.api import KINDS, FieldError, ResourceClass
 from app.api.schema import structural_schema
-from webhooks.advice import ListObjects, warnings_for
+from webhooks.access import Cluster, review_access
+from webhooks.advice import warnings_for
 from webhooks.review import AdmissionRequest, AdmissionReview, ReviewError, parse_review, review_response
 from webhooks.validate import INTERNAL, Decision, decide, deny
 
@@ -196,12 +197,12 @@ def create_app(
     body_timeout: float = BODY_TIMEOUT,
     max_in_flight: int = MAX_IN_FLIGHT,
     wait_timeout: float | None = None,
-    objects: ListObjects | None = None,
+    cluster: Cluster | None = None,
     kflare: Callable[[], frozenset[str]] = frozenset,
 ) -> WebhookApp:
-    """The webhook app; one route serves every kind, by its plural. `objects` reads the cluster's kflare objects
-    for the warnings of an allowed object (none without it); `kflare` tells the usernames of kflare's controller
-    (learned once it has connected), whose requests alone may write what only kflare writes."""
+    """The webhook app; one route serves every kind, by its plural. `cluster` reads the cluster's objects for the
+    tenancy checks and the warnings of an allowed object (neither without it); `kflare` tells the usernames of
+    kflare's controller (learned once it has connected), whose requests alone may write what only kflare writes."""
     turn_timeout = body_timeout if wait_timeout is None else wait_timeout
     by_plural: dict[str, ResourceClass] = {model.info.plural: model for model in KINDS}
     plurals = ", ".join(sorted(by_plural))
@@ -225,9 +226,20 @@ def create_app(
                 raise HTTPException(exc.status_code, str(exc)) from None
             del body
             admission = review.request
-            decision = _decide_safely(model, admission, kflare())
+            users = kflare()
+            decision = _decide_safely(model, admission, users)
         finally:
             turns.release()
+        warnings: tuple[str, ...] = ()
+        readable = True
+        writes = admission.operation.upper() in ("CREATE", "UPDATE") and not admission.sub_resource
+        if decision.allowed and writes and admission.username not in users:
+            # kflare's own writes (finalizers, status, its records) are never refused for what it enforces itself.
+            access = await review_access(model, admission, cluster)
+            if access.errors:
+                decision = deny(access.errors)
+            warnings = access.warnings
+            readable = access.read  # one wait for a cluster that does not answer, not one per kind of read
         if decision.allowed:
             log.debug("allowed %s %s %s/%s", admission.operation, model.info.kind, admission.namespace, admission.name)
         else:
@@ -239,9 +251,9 @@ def create_app(
                 admission.name,
                 decision.message,
             )
-        warnings: tuple[str, ...] = ()
-        if decision.allowed and admission.operation.upper() in ("CREATE", "UPDATE") and not admission.sub_resource:
-            warnings = await warnings_for(model, admission.object, admission.namespace, objects)
+        if decision.allowed and writes:
+            objects = None if cluster is None or not readable else cluster.list
+            warnings += await warnings_for(model, admission.object, admission.namespace, objects)
         reply = review_response(admission.uid, decision.allowed, decision.status, warnings)
         # pydantic's serialiser: compact UTF-8 in one call, a quarter of what the json module's encoder costs. The
         # strings in it never hold a lone surrogate (the JSON parser refuses one), so encoding cannot fail.

@@ -4,9 +4,10 @@ they select namespaces with. Pure: the caller brings the namespace's labels."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -151,3 +152,90 @@ class HostnameGrant(KflareModel):
         if not self.namespaces.admits(namespace, labels):
             return False
         return self.hostnames is None or any(hostname_matches(p, hostname) for p in self.hostnames)
+
+
+def account_policies(
+    allowed: NamespacePolicy | None, adoption: NamespacePolicy | None, default: NamespacePolicy
+) -> tuple[NamespacePolicy, NamespacePolicy]:
+    """Who may use an account, and who may adopt through it: its own policies, else the controller's default. An
+    account that says who may use it and not who may adopt lets nobody adopt: adoption takes over what others made,
+    and is granted on its own."""
+    users = allowed or default
+    if adoption is not None:
+        return users, adoption
+    return users, NO_NAMESPACES if allowed is not None else default
+
+
+def grants_hostname(
+    grants: object, zone_namespace: str, namespace: str, labels: Mapping[str, str] | None, hostname: str
+) -> bool:
+    """Whether a Zone of `zone_namespace` whose `spec.hostnameGrants` are `grants` (as stored: JSON) lets `namespace`
+    publish `hostname`: its own namespace, or one of its grants."""
+    if zone_namespace == namespace:
+        return True
+    for grant in grants if isinstance(grants, list) else []:
+        try:
+            parsed = HostnameGrant.model_validate(grant)
+        except ValueError:
+            continue  # refused at admission; a stored one that no longer parses grants nothing
+        if parsed.grants(namespace, labels, hostname):
+            return True
+    return False
+
+
+def record_hostname(name: str, zone: str) -> str:
+    """A DNS record's name as a full host name: `@` is the zone's apex, a name outside the zone is taken as relative
+    to it (as Cloudflare takes it)."""
+    name, zone = name.lower().rstrip("."), zone.lower().rstrip(".")
+    if name == "@":
+        return zone
+    return name if name == zone or name.endswith("." + zone) else f"{name}.{zone}"
+
+
+def _bare(name: str) -> str:
+    return name.lower().rstrip(".")
+
+
+def zone_domain(zone: Mapping[str, Any]) -> str:
+    return _bare(str((zone.get("spec") or {}).get("name") or ""))
+
+
+def holds_zone(zone: Mapping[str, Any]) -> bool:
+    """Whether the Zone holds a Cloudflare zone (one refused as `ClaimedElsewhere`, or not made yet, manages
+    nothing)."""
+    return bool(((zone.get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID"))
+
+
+def creation_order(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("creationTimestamp") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def suffixes(hostname: str) -> list[str]:
+    """The domains a hostname may be in, longest first: itself (a zone's apex), then each parent but the top-level
+    label (a leading `*.` stripped)."""
+    labels = _bare(hostname).removeprefix("*.").split(".")
+    return [".".join(labels[start:]) for start in range(len(labels) - 1)]
+
+
+class ZoneIndex:
+    """The Zones that manage a zone, by domain: what the Gateway class and admission read (the controller's
+    `reconcilers.tenancy.managing_zone` answers the same from its cache's index)."""
+
+    def __init__(self, zones: Iterable[Mapping[str, Any]]) -> None:
+        by_domain: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+        for zone in zones:
+            domain = zone_domain(zone)
+            if domain and holds_zone(zone):
+                by_domain[domain].append(zone)
+        # Two Zones holding a zone of one domain (in two Cloudflare accounts): the oldest decides, whatever the order
+        # the cache lists them in.
+        self.by_domain = {domain: min(found, key=creation_order) for domain, found in by_domain.items()}
+
+    def managing(self, hostname: str) -> Mapping[str, Any] | None:
+        """The Zone that manages the zone `hostname` is in: the one whose domain is its longest suffix."""
+        for domain in suffixes(hostname):
+            found = self.by_domain.get(domain)
+            if found is not None:
+                return found
+        return None

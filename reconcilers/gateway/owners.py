@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
-from app.api.tenancy import HostnameGrant
+from app.api.tenancy import HostnameGrant, ZoneIndex, holds_zone, suffixes, zone_domain
+from app.api.tenancy import creation_order as _age
 from reconcilers.credentials import account_key
 
 JSON = dict[str, Any]
@@ -39,50 +39,6 @@ NO_RULE = ""
 
 def _bare(name: str) -> str:
     return name.lower().rstrip(".")
-
-
-def zone_domain(zone: Mapping[str, Any]) -> str:
-    return _bare(str((zone.get("spec") or {}).get("name") or ""))
-
-
-def holds_zone(zone: Mapping[str, Any]) -> bool:
-    """Whether the Zone holds a Cloudflare zone (one refused as `ClaimedElsewhere`, or not made yet, manages
-    nothing)."""
-    return bool(((zone.get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID"))
-
-
-def _age(obj: Mapping[str, Any]) -> tuple[str, str, str]:
-    meta = obj.get("metadata") or {}
-    return (str(meta.get("creationTimestamp") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-
-
-def suffixes(hostname: str) -> list[str]:
-    """The domains a hostname may be in, longest first: itself (a zone's apex), then each parent but the top-level
-    label (a leading `*.` stripped)."""
-    labels = _bare(hostname).removeprefix("*.").split(".")
-    return [".".join(labels[start:]) for start in range(len(labels) - 1)]
-
-
-class ZoneIndex:
-    """The Zones that manage a zone, by domain."""
-
-    def __init__(self, zones: Iterable[Mapping[str, Any]]) -> None:
-        by_domain: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-        for zone in zones:
-            domain = zone_domain(zone)
-            if domain and holds_zone(zone):
-                by_domain[domain].append(zone)
-        # Two Zones holding a zone of one domain (in two Cloudflare accounts): the oldest decides, whatever the order
-        # the cache lists them in.
-        self.by_domain = {domain: min(found, key=_age) for domain, found in by_domain.items()}
-
-    def managing(self, hostname: str) -> Mapping[str, Any] | None:
-        """The Zone that manages the zone `hostname` is in: the one whose domain is its longest suffix."""
-        for domain in suffixes(hostname):
-            found = self.by_domain.get(domain)
-            if found is not None:
-                return found
-        return None
 
 
 def managing_zone(zones: Iterable[Mapping[str, Any]], hostname: str) -> Mapping[str, Any] | None:

@@ -12,6 +12,9 @@ import pytest
 
 from app.api.claim import claim_name
 from app.api.constants import ADOPTION_POLICY_ANNOTATION, DELETION_POLICY_ANNOTATION
+from app.api.tenancy import ZoneIndex
+from reconcilers.context import Context
+from reconcilers.tenancy import DOMAIN_INDEX, managing_zone
 from tests.unit.reconcilers.harness import (
     ACCOUNT_ID,
     TOKEN,
@@ -436,3 +439,35 @@ async def test_a_worker_binds_another_namespaces_kv_namespace_only_while_a_grant
         assert (await cloudflare.get(settings))["bindings"] == []
     finally:
         await cloudflare.aclose()
+
+
+def test_of_two_zones_holding_one_domain_the_oldest_owns_its_names_for_the_controller_the_class_and_admission() -> None:
+    """Two accounts may each hold a zone of one domain. Which Zone's namespace owns its names must not depend on the
+    order a cache lists them in, nor differ between the controller, the Gateway class and the webhook."""
+
+    def held(namespace: str, created: str, zone_id: str | None) -> dict[str, Any]:
+        meta = {"name": "zone", "namespace": namespace, "creationTimestamp": created}
+        status = {"cloudflareMetadata": {"zoneID": zone_id}} if zone_id else {}
+        return {"metadata": meta, "spec": {"name": "example.com"}, "status": status}
+
+    older, newer, unheld = (
+        held("team-b", "2026-01-01T00:00:00Z", "b" * 32),
+        held("team-a", "2026-02-01T00:00:00Z", "a" * 32),
+        held("team-c", "2025-01-01T00:00:00Z", None),  # refused or waiting: it manages nothing
+    )
+
+    class Zones:
+        def __init__(self, listed: list[dict[str, Any]]) -> None:
+            self.listed = listed
+
+        def by_index(self, index: str, key: str) -> list[dict[str, Any]]:
+            assert index == DOMAIN_INDEX
+            return self.listed if key == "example.com" else []
+
+    for listed in ([newer, unheld, older], [older, newer, unheld]):
+        zones = Zones(listed)
+        ctx = Context(None, None, None, None, None, informer_of=lambda _, z=zones: z)  # type: ignore[arg-type,misc]
+        assert managing_zone(ctx, "www.example.com") is older
+        assert managing_zone(ctx, "*.api.example.com") is older
+        assert ZoneIndex(listed).managing("www.example.com") is older
+    assert managing_zone(Context(None, None, None, None, None), "www.example.com") is None  # type: ignore[arg-type]

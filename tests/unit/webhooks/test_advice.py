@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from app.api.tenancy import ALL_NAMESPACES, NamespacePolicy
 from tests.unit.api import samples
 from tests.unit.webhooks.reviews import review
 from webhooks import create_app
@@ -31,11 +33,25 @@ def cluster(zones: list[tuple[str, str]], records: list[str]) -> Any:
             return [{"metadata": {"name": n}, "spec": {"name": n, "accountRef": {"name": a}}} for n, a in zones]
         return [{"metadata": {"name": "r"}, "spec": {"name": name}} for name in records]
 
-    return objects
+    return Reads(objects)
+
+
+@dataclass
+class Reads:
+    """A cluster of these kinds' objects alone: no account, no Zone by name, no labels (nothing tenancy refuses)."""
+
+    list: Any
+    default_account_namespaces: NamespacePolicy = field(default_factory=lambda: ALL_NAMESPACES)
+
+    async def get(self, kind: str, name: str, namespace: str | None) -> None:
+        return None
+
+    async def namespace_labels(self, namespace: str) -> dict[str, str]:
+        return {}
 
 
 async def answer(objects: Any, obj: dict[str, Any]) -> dict[str, Any]:
-    app = create_app(objects=objects)
+    app = create_app(cluster=objects)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="https://webhook") as http:
         body = review("CREATE", obj, kind="TunnelConfiguration")
         reply = await http.post("/validate/tunnelconfigurations", json=body)
@@ -65,7 +81,7 @@ async def test_a_cluster_that_cannot_be_read_in_time_gives_no_warning_and_no_del
         await asyncio.Event().wait()
         return []
 
-    response = await answer(hangs, go_sample())
+    response = await answer(Reads(hangs), go_sample())
     assert response["allowed"] is True
     assert "warnings" not in response
 
