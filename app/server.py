@@ -103,6 +103,7 @@ class Runtime:
             reconcile_timeout=s.reconcile_timeout.total_seconds(),
             drift_interval=s.drift_check_interval.total_seconds(),
             resync_period=s.resync_period.total_seconds() or 36000.0,
+            readable_namespaces=s.granted_namespace_set,
         )
         session = self.cloudflare
         ctx = Context(
@@ -151,6 +152,7 @@ class Runtime:
                     deletion_policy=str(s.default_deletion_policy),
                     network_policy=s.gateway_plane_network_policy,
                     xds_port=(split_bind_address(s.gateway_xds_bind_address) or ("", 18000))[1],
+                    namespaces=s.granted_namespace_set,
                 ),
             )
             register_gateway(self.manager, ctx, self.xds, options)

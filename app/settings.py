@@ -95,6 +95,11 @@ class Settings(BaseSettings):
         description="which namespaces may use (and adopt through) a CloudflareAccount whose spec.allowedNamespaces is"
         " unset: All (as the Go controller) or None (each account says whom it serves)",
     )
+    granted_namespaces: str = Field(
+        "",
+        description="comma-separated namespaces whose Secrets and ConfigMaps kflare may read (and where Gateways may"
+        " have data planes of their own), as the chart's rbac.namespaces grants them; empty is every namespace",
+    )
     resync_period: Duration = Field(timedelta(hours=10), description="re-reconcile everything this often")
     dns_batch_size: int = Field(
         0,
@@ -302,6 +307,12 @@ class Settings(BaseSettings):
     @property
     def drift_checks_enabled(self) -> bool:
         return self.drift_check_interval > timedelta(0)
+
+    @property
+    def granted_namespace_set(self) -> frozenset[str] | None:
+        """`--granted-namespaces` as a set; None: every namespace."""
+        names = frozenset(n.strip() for n in self.granted_namespaces.split(",") if n.strip())
+        return names or None
 
     @property
     def webhook_address(self) -> tuple[str, int] | None:

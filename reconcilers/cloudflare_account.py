@@ -98,6 +98,8 @@ class AccountTokenKind(ManagedKind[AnyAccount, AccountLink, Account_], Generic[A
         if users:
             return  # another account still relies on this Secret
         secret = self.ctx.secrets.get(key)
+        if secret is None and not self.ctx.secrets.may_read(key[0]):
+            return  # never protected: kflare may not write Secrets there (a namespace no longer granted)
         if secret is None:
             # The account's deletion may have ended the Secret's watch already (nothing references it any more):
             # read it once, so that its protection never outlives the last account using it.

@@ -15,6 +15,7 @@ from app.api.constants import Reason
 from app.api.refs import AccountReference
 from app.kube.client import JSON
 from app.kube.informer import Key, key_of
+from app.kube.referenced import ReferencedObjects
 from reconcilers.context import AccountLink, Context
 from reconcilers.lifecycle import RETRY_PARENT, NotReady, can_serve
 from reconcilers.tenancy import account_policies, only_namespace, permits
@@ -65,9 +66,23 @@ def token_location(account: AnyAccount) -> tuple[str, str, str]:
     return str(account.metadata.namespace or ""), own.name, own.key
 
 
+def must_read(objects: ReferencedObjects | None, namespace: str, name: str) -> None:
+    """NotReady when the installation gives kflare no access to that namespace's Secrets (or ConfigMaps): said as
+    such, rather than as a Secret not found, and before anything is made that would need it."""
+    if objects is not None and not objects.may_read(namespace):
+        kind = objects.rt.kind
+        raise NotReady(
+            Reason.NAMESPACE_NOT_GRANTED,
+            f"{kind} {namespace}/{name}: this installation does not let kflare read {kind}s in namespace {namespace}"
+            " (the chart's rbac.namespaces, the controller's --granted-namespaces)",
+            requeue_after=RETRY_PARENT,
+        )
+
+
 async def read_token(ctx: Context, account: AnyAccount) -> str:
     """The account's API token from its Secret, or NotReady with the reason a user can act on."""
     namespace, name, key = token_location(account)
+    must_read(ctx.secrets, namespace, name)
     # A watch for the Secret starts when the account is first seen; "not found" is only true once it has listed.
     with contextlib.suppress(TimeoutError):
         await ctx.secrets.wait_synced((namespace, name))

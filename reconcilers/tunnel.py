@@ -42,6 +42,7 @@ from app.cloudflare.models import Tunnel as CloudflareTunnel
 from app.kube.client import JSON, SECRETS, KubeError
 from app.kube.index import Ref
 from reconcilers.account_members import AccountMember, AccountScope, account_parents
+from reconcilers.credentials import must_read
 from reconcilers.lifecycle import RETRY_PARENT, NotReady
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kflare"}
@@ -92,6 +93,11 @@ class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
             "the live tunnel of that name no other Tunnel claims; Cloudflare keeps names unique among live tunnels "
             "only, so deleted tunnels of the same name were not considered"
         )
+
+    async def connect(self, obj: Tunnel) -> AccountScope:
+        if not obj.metadata.deleting:  # its token Secret is written once the tunnel exists: say so before making it
+            must_read(self.ctx.secrets, obj.namespace or "", obj.spec.credentials_secret_ref.name)
+        return await super().connect(obj)
 
     async def find(self, link: AccountScope, obj: Tunnel) -> CloudflareTunnel | None:
         named = await self.named(link, obj, obj.spec.name)

@@ -48,7 +48,7 @@ from reconcilers.account_members import AccountMemberBase, AccountScope, account
 from reconcilers.claims import holder_of
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
-from reconcilers.credentials import account_id_of, account_object, account_ref_key, ready_zone
+from reconcilers.credentials import account_id_of, account_object, account_ref_key, must_read, ready_zone
 from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady, can_serve
 from reconcilers.tenancy import grants_of, reference_granted
 
@@ -249,6 +249,7 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
     async def _referenced(objects: Any, namespace: str, name: str) -> JSON | None:
         if objects is None:
             return None
+        must_read(objects, namespace, name)
         with contextlib.suppress(TimeoutError):
             await objects.wait_synced((namespace, name))
         found: JSON | None = objects.get((namespace, name))

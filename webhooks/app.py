@@ -43,7 +43,8 @@ MAX_BODY: Final = 3 * 1024 * 1024
 BODY_TIMEOUT: Final = 10.0
 """Seconds to receive a whole body; the API server's own deadline for a call is at most 30 s."""
 MAX_IN_FLIGHT: Final = 8
-"""Reviews read and decided at once; the API server sends a handful at a time."""
+"""Reviews decided at once; the API server sends a handful at a time. Bodies being read take no turn (a client that
+stalls mid-body would hold it): their bytes count against `MAX_IN_FLIGHT * MAX_BODY` as they arrive instead."""
 ROUTE: Final = "/validate/{plural}"
 _PREFIX: Final = ROUTE.removesuffix("{plural}")
 
@@ -146,8 +147,27 @@ class BodyDeadlines:
         self._timer = self._loop.call_later(self.period, self._sweep) if self._due else None
 
 
-async def read_body(request: Request, limit: int, deadlines: BodyDeadlines) -> bytes:
-    """The request body, at most `limit` bytes (413 past that), by its deadline (408 past that)."""
+class BodyBudget:
+    """The bytes of bodies being read and not yet decided, bounded: counted as they arrive, so a client that stalls
+    holds only what it sent (the API server's reviews go on being read and answered), while clients that all send
+    large bodies slowly cannot hold more memory than the bound; a body that would pass it is refused with 503."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def take(self, size: int) -> None:
+        if self.held + size > self.limit:
+            raise HTTPException(503, "too many reviews at once; try again", headers={"Retry-After": "1"})
+        self.held += size
+
+    def give(self, size: int) -> None:
+        self.held -= size
+
+
+async def read_body(request: Request, limit: int, deadlines: BodyDeadlines, budget: BodyBudget) -> bytes:
+    """The request body, at most `limit` bytes (413 past that), by its deadline (408 past that), its bytes taken
+    from `budget` as they arrive (503 past it); the caller gives back `len(body)` once it is done with it."""
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
@@ -162,24 +182,29 @@ async def read_body(request: Request, limit: int, deadlines: BodyDeadlines) -> b
     task = asyncio.current_task()
     assert task is not None
     deadlines.watch(task)
+    done = False
     try:
         while True:
             message = await receive()
             if message["type"] != "http.request":
                 raise _Gone  # http.disconnect
             chunk: bytes = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
+            if size + len(chunk) > limit:
                 raise HTTPException(413, f"the body is over {limit} bytes; at most {limit} are accepted")
+            budget.take(len(chunk))
+            size += len(chunk)
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
+        done = True
     except asyncio.CancelledError:
         if deadlines.late(task):
             raise HTTPException(408, f"the body did not arrive within {deadlines.timeout:g}s") from None
         raise
     finally:
         deadlines.forget(task)
+        if not done:
+            budget.give(size)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
@@ -208,28 +233,34 @@ def create_app(
     plurals = ", ".join(sorted(by_plural))
     turns = asyncio.Semaphore(max_in_flight)
     deadlines = BodyDeadlines(body_timeout)
+    budget = BodyBudget(max_in_flight * max_body)
 
     async def answer(model: ResourceClass, request: Request) -> Response:
-        if turns.locked():  # only a wait needs a deadline (arming one costs as much as parsing the review)
-            try:
-                async with asyncio.timeout(turn_timeout):
-                    await turns.acquire()
-            except TimeoutError:
-                raise HTTPException(503, "too many reviews at once; try again", headers={"Retry-After": "1"}) from None
-        else:
-            await turns.acquire()
+        body = await read_body(request, max_body, deadlines, budget)
         try:
-            body = await read_body(request, max_body, deadlines)
+            if turns.locked():  # only a wait needs a deadline (arming one costs as much as parsing the review)
+                try:
+                    async with asyncio.timeout(turn_timeout):
+                        await turns.acquire()
+                except TimeoutError:
+                    raise HTTPException(
+                        503, "too many reviews at once; try again", headers={"Retry-After": "1"}
+                    ) from None
+            else:
+                await turns.acquire()
             try:
-                review = parse_review(body)
-            except ReviewError as exc:
-                raise HTTPException(exc.status_code, str(exc)) from None
-            del body
-            admission = review.request
-            users = kflare()
-            decision = _decide_safely(model, admission, users)
+                try:
+                    review = parse_review(body)
+                except ReviewError as exc:
+                    raise HTTPException(exc.status_code, str(exc)) from None
+                admission = review.request
+                users = kflare()
+                decision = _decide_safely(model, admission, users)
+            finally:
+                turns.release()
         finally:
-            turns.release()
+            budget.give(len(body))
+            del body
         warnings: tuple[str, ...] = ()
         readable = True
         writes = admission.operation.upper() in ("CREATE", "UPDATE") and not admission.sub_resource

@@ -54,6 +54,8 @@ class Reason(StrEnum):
     ACCOUNT_NOT_FOUND = "AccountNotFound"
     ACCOUNT_NOT_READY = "AccountNotReady"
     SECRET_NOT_FOUND = "SecretNotFound"
+    NAMESPACE_NOT_GRANTED = "NamespaceNotGranted"
+    """A Secret or ConfigMap in a namespace whose Secrets the installation gives kflare no access to."""
     TOKEN_KEY_MISSING = "TokenKeyMissing"
     ZONE_NOT_FOUND = "ZoneNotFound"
     ZONE_NOT_READY = "ZoneNotReady"

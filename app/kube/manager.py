@@ -138,6 +138,8 @@ class Manager:
     index: DependencyIndex = field(default_factory=DependencyIndex)
     named: dict[str, dict[Ref, frozenset[tuple[IndexLink, str]]]] = field(default_factory=dict)
     """Per naming kind, what each object names through its IndexLinks, kept while it names something (this term's)."""
+    readable_namespaces: frozenset[str] | None = None
+    """Where referenced Secrets and ConfigMaps may be read (`--granted-namespaces`); None: everywhere."""
     secrets: ReferencedObjects = field(init=False)
     configmaps: ReferencedObjects = field(init=False)
     recorder: EventRecorder = field(init=False)
@@ -148,8 +150,11 @@ class Manager:
     _task: asyncio.Task[None] | None = None
 
     def __post_init__(self) -> None:
-        self.secrets = ReferencedObjects(self.kube, self._referenced_changed(SECRET_KIND))
-        self.configmaps = ReferencedObjects(self.kube, self._referenced_changed(CONFIGMAP_KIND), CONFIGMAPS)
+        readable = self.readable_namespaces
+        self.secrets = ReferencedObjects(self.kube, self._referenced_changed(SECRET_KIND), readable=readable)
+        self.configmaps = ReferencedObjects(
+            self.kube, self._referenced_changed(CONFIGMAP_KIND), CONFIGMAPS, readable=readable
+        )
         self.recorder = EventRecorder(self.kube, self.identity)
         self.drift = DriftScheduler(self.drift_interval, self._enqueue_member, self._open_round)
 

@@ -28,6 +28,9 @@ class ReferencedObjects:
     kube: KubeClient
     on_change: Callable[[ObjectKey], None]
     rt: ResourceType = SECRETS
+    readable: frozenset[str] | None = None
+    """The namespaces whose objects of this kind kflare was given access to (the chart's `rbac.namespaces`); None:
+    every namespace. An object elsewhere is never watched: the watch would only be refused."""
     _informers: dict[ObjectKey, Informer] = field(default_factory=dict)
     _referrers: dict[ObjectKey, set[object]] = field(default_factory=dict)
 
@@ -51,6 +54,9 @@ class ReferencedObjects:
             informer.revision if (informer := self._informers.get(key)) is not None else 0 for key in sorted(keys)
         )
 
+    def may_read(self, namespace: str) -> bool:
+        return self.readable is None or namespace in self.readable
+
     @property
     def watched(self) -> set[ObjectKey]:
         return set(self._informers)
@@ -68,7 +74,7 @@ class ReferencedObjects:
 
     def _watch(self, referrer: object, key: ObjectKey) -> None:
         self._referrers.setdefault(key, set()).add(referrer)
-        if key not in self._informers:
+        if key not in self._informers and self.may_read(key[0]):
             informer = Informer(self.kube, self.rt, namespace=key[0], field_selector=f"metadata.name={key[1]}")
 
             def changed(_: EventType, __: JSON, key: ObjectKey = key) -> None:

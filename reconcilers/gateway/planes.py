@@ -50,6 +50,11 @@ CLUSTER_PREFIX: Final = "kflare-gateway/"
 """A dedicated plane's Envoy says `--service-cluster kflare-gateway/<namespace>/<gateway>`: the xDS listener serves
 it that plane's configuration (the shared plane's bootstrap says `kflare-data-plane`)."""
 NAME_MAX: Final = 52
+CLOUDFLARED_METRICS_PORT: Final = 2000
+"""The pod's port for cloudflared's /ready and /metrics: the bootstrap's listener on Envoy passes those two on."""
+CLOUDFLARED_LOOPBACK: Final = "127.0.0.1:20000"
+"""Where cloudflared's metrics listener binds: it also serves `/config`, `/diag` and `/debug/pprof`, with no switch to
+turn them off, so only the pod itself reaches it."""
 XDS_KEYS: Final = ("bootstrap.json", "ca.crt", "client.crt", "client.key")
 ORIGIN_KEYS: Final = ("ca.crt", "tls.crt", "tls.key")
 
@@ -117,6 +122,9 @@ class PlanePolicy:
 
     cap: int = 0
     default: ObjectKey | None = None
+    namespaces: frozenset[str] | None = None
+    """The namespaces planes may run in (`--granted-namespaces`: the chart grants the plane's objects there only);
+    None: every namespace."""
 
 
 def _ours(gateway: Mapping[str, Any], classes: set[str]) -> bool:
@@ -159,6 +167,14 @@ def choose(
         if params is None:
             kind = GatewayParameters.info.kind
             out[gkey] = f"spec.infrastructure.parametersRef: {kind} {where}/{ref.get('name')} not found"
+            continue
+        if policy.namespaces is not None and gkey[0] not in policy.namespaces:
+            if own is not None:
+                out[gkey] = (
+                    f"this installation runs no data planes in namespace {gkey[0]} (the chart's rbac.namespaces, the"
+                    " controller's --granted-namespaces); without spec.infrastructure.parametersRef the Gateway is"
+                    " served by the class's shared data plane"
+                )
             continue
         if cap <= 0:
             out[gkey] = (
@@ -220,10 +236,12 @@ class PlaneSettings:
     """Give each plane a NetworkPolicy as the chart gives the shared one."""
     xds_port: int = 18000
     """The controller's xDS port, which the NetworkPolicy lets the plane reach."""
+    namespaces: frozenset[str] | None = None
+    """Where planes may run (`PlanePolicy.namespaces`)."""
 
     @property
     def policy(self) -> PlanePolicy:
-        return PlanePolicy(self.cap, self.default_parameters)
+        return PlanePolicy(self.cap, self.default_parameters, self.namespaces)
 
 
 _SECURITY: Final = {
@@ -324,6 +342,8 @@ def plane_objects(
             {"name": "http", "containerPort": settings.port, "protocol": "TCP"},
             *([{"name": "https", "containerPort": settings.tls_port, "protocol": "TCP"}] if settings.tls_port else []),
             {"name": "envoy-ready", "containerPort": 9902, "protocol": "TCP"},
+            # cloudflared's /ready and /metrics, which the bootstrap's listener passes on to its loopback listener.
+            {"name": "cf-metrics", "containerPort": CLOUDFLARED_METRICS_PORT, "protocol": "TCP"},
         ],
         "readinessProbe": {"httpGet": {"path": "/ready", "port": "envoy-ready"}},
         "securityContext": _SECURITY,
@@ -339,15 +359,15 @@ def plane_objects(
         "name": "cloudflared",
         "image": settings.cloudflared_image,
         # http2: gRPC trailers are not carried over QUIC.
-        "args": ["tunnel", "--no-autoupdate", "--protocol", "http2", "--metrics", "0.0.0.0:2000", "run"],
+        "args": ["tunnel", "--no-autoupdate", "--protocol", "http2", "--metrics", CLOUDFLARED_LOOPBACK, "run"],
         "env": [
             {
                 "name": TOKEN_KEY,
                 "valueFrom": {"secretKeyRef": {"name": f"{name}-tunnel-token", "key": TOKEN_KEY}},
             }
         ],
-        "ports": [{"name": "cf-metrics", "containerPort": 2000, "protocol": "TCP"}],
-        "readinessProbe": {"httpGet": {"path": "/ready", "port": "cf-metrics"}},
+        # Envoy's port (a probe's named port must be its own container's): cloudflared has none open to the pod.
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": CLOUDFLARED_METRICS_PORT}},
         "securityContext": _SECURITY,
         "volumeMounts": [{"name": "origin-tls", "mountPath": "/etc/kflare/origin-tls", "readOnly": True}],
     }

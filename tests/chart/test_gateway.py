@@ -327,7 +327,7 @@ def test_prometheus_scrapes_envoy_and_cloudflared_of_the_data_plane(helm: Helm) 
     service = on.one("Service", "kflare-data-plane-metrics")
     pod = on.one("Deployment", "kflare-data-plane")["spec"]["template"]
     assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
-    served = {port["name"]: port["containerPort"] for c in pod["spec"]["containers"] for port in c["ports"]}
+    served = {port["name"]: port["containerPort"] for c in pod["spec"]["containers"] for port in c.get("ports", [])}
     by_name = {port["name"]: port for port in service["spec"]["ports"]}
     assert served[by_name["envoy-metrics"]["targetPort"]] == 9902
     assert served[by_name["tunnel-metrics"]["targetPort"]] == 2000
@@ -417,3 +417,34 @@ def test_data_plane_images_pinned_by_digest(helm: Helm) -> None:
     )
     assert refused.returncode != 0
     assert "envoyDigest" in refused.stderr
+
+
+def test_cloudflareds_diagnostics_stay_in_the_pod_and_only_readiness_and_metrics_are_passed_on(on: Rendered) -> None:
+    """cloudflared's metrics listener serves `/config`, `/diag` and `/debug/pprof` too, with no switch to turn them
+    off: it listens on loopback, and Envoy's static listener on the pod's port 2000 passes GET /ready and GET
+    /metrics to it, and answers anything else 404. Per-Gateway planes (their copy of this bootstrap) run the same."""
+    pod = on.one("Deployment", "kflare-data-plane")["spec"]["template"]["spec"]
+    containers = {c["name"]: c for c in pod["containers"]}
+    cloudflared, envoy_container = containers["cloudflared"], containers["envoy"]
+    args = cloudflared["args"]
+    assert args[args.index("--metrics") + 1] == "127.0.0.1:20000"
+    assert "ports" not in cloudflared
+    assert cloudflared["readinessProbe"]["httpGet"] == {"path": "/ready", "port": 2000}
+    assert {"name": "cf-metrics", "containerPort": 2000, "protocol": "TCP"} in envoy_container["ports"]
+
+    bootstrap = json.loads(secret_file(on, "bootstrap.json"))
+    (listener,) = [x for x in bootstrap["static_resources"]["listeners"] if x["name"] == "kflare-tunnel-metrics"]
+    assert listener["address"]["socket_address"] == {"address": "0.0.0.0", "port_value": 2000}  # noqa: S104 (the pod's port, on purpose)
+    (chain,) = listener["filter_chains"]
+    (hcm,) = chain["filters"]
+    (host,) = hcm["typed_config"]["route_config"]["virtual_hosts"]
+    passed = [
+        (r["match"]["path"], r["match"]["headers"][0]["string_match"]["exact"], r["route"]["cluster"])
+        for r in host["routes"]
+        if "route" in r
+    ]
+    assert passed == [("/ready", "GET", "kflare-tunnel-metrics"), ("/metrics", "GET", "kflare-tunnel-metrics")]
+    assert host["routes"][-1] == {"match": {"prefix": "/"}, "direct_response": {"status": 404}}
+    (cluster,) = [c for c in bootstrap["static_resources"]["clusters"] if c["name"] == "kflare-tunnel-metrics"]
+    endpoint = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
+    assert endpoint["address"]["socket_address"] == {"address": "127.0.0.1", "port_value": 20000}

@@ -163,7 +163,24 @@ async def sa_kubeconfig(kube: ApiClient, plane: ControlPlane, rel: Release) -> P
 
 async def test_install_upgrade_uninstall(release: Release, kube: ApiClient, control_plane: ControlPlane) -> None:
     ns, full = release.namespace, release.fullname
-    notes = await asyncio.to_thread(release.install)
+    # What a cluster's API server publishes of itself (this one listens on loopback, which it never publishes).
+    discovery = client.DiscoveryV1Api(kube)
+    slice_name = f"kubernetes-{uuid.uuid4().hex[:6]}"
+    await discovery.create_namespaced_endpoint_slice(
+        "default",
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {"name": slice_name, "labels": {"kubernetes.io/service-name": "kubernetes"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["192.0.2.10"]}],
+            "ports": [{"name": "https", "port": 16443, "protocol": "TCP"}],
+        },
+    )
+    try:
+        notes = await asyncio.to_thread(release.install)
+    finally:
+        await discovery.delete_namespaced_endpoint_slice(slice_name, "default")
     assert f"kubectl -n {ns} rollout status deployment/{full}" in notes
 
     deployment = await read(kube, "Deployment", full, ns)
@@ -193,6 +210,13 @@ async def test_install_upgrade_uninstall(release: Release, kube: ApiClient, cont
 
     # The API server's Pod Security admission takes the controller's pod under the restricted standard.
     await admitted_as_restricted(kube, ns, deployment)
+
+    # The NetworkPolicy (on by default) lets the controller reach the API server where it listens: the address and
+    # port of the `kubernetes` Service's EndpointSlice, read at install.
+    policy = await client.NetworkingV1Api(kube).read_namespaced_network_policy(full, ns)
+    api = policy.spec.egress[1]
+    assert [p.port for p in api.ports] == [443, 6443, 16443]
+    assert [peer.ip_block.cidr for peer in api.to] == ["192.0.2.10/32"]
 
     secret = await read(kube, "Secret", f"{full}-serving-cert", ns)
     config = await read(kube, "ValidatingWebhookConfiguration", full)

@@ -119,7 +119,7 @@ def test_default_objects(default: Rendered) -> None:
     assert {f"{p}.kflare.dev" for p in crd_plurals()} | configuration == {
         d["metadata"]["name"] for d in default.all("CustomResourceDefinition")
     }
-    assert not default.kinds & {"ServiceMonitor", "NetworkPolicy", "Issuer", "Certificate"}
+    assert not default.kinds & {"ServiceMonitor", "Issuer", "Certificate"}
     for doc in default:
         if doc["kind"] != "CustomResourceDefinition":
             labels = doc["metadata"]["labels"]
@@ -547,7 +547,14 @@ def test_plain_http_metrics(helm: Helm) -> None:
 
 
 def test_network_policy(helm: Helm, default: Rendered) -> None:
-    assert default.find("NetworkPolicy") is None
+    # On by default; rendered with no cluster (as here, or by Argo CD) it has the configured API server ports, to
+    # any address (installed, the addresses and ports of the API server's EndpointSlices: tests/chart/test_install.py).
+    spec = default.one("NetworkPolicy")["spec"]
+    assert spec["egress"][1] == {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]}
+    assert helm.render({"networkPolicy": {"enabled": False}}).find("NetworkPolicy") is None
+    failed = helm.template({"networkPolicy": {"apiServer": {"ports": []}}}, check=False)
+    assert failed.returncode != 0  # a policy with no port for the API server would cut the controller off
+    assert "/networkPolicy/apiServer/ports': minItems" in failed.stderr
     monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
     proxy = {"to": [{"ipBlock": {"cidr": "10.0.0.10/32"}}], "ports": [{"port": 3128}]}
     out = helm.render({"networkPolicy": {"enabled": True, "metricsFrom": [monitoring], "extraEgress": [proxy]}})

@@ -28,13 +28,18 @@ from tests.e2e.test_chart import EXAMPLES, deadline, overrides
 from tests.fixtures.emulator import EmulatorProcess
 
 NAMESPACE = "demo"
+GRANTED = (NAMESPACE, "team-e2e")
+"""The namespaces the release grants Secrets, ConfigMaps and data planes in: the examples', and the team whose
+Gateway has a plane of its own (tests/e2e/test_gateway.py)."""
 """The examples' Tunnel's namespace: the data plane reads the Tunnel's token Secret, so the release goes there."""
 TUNNEL = "gateway"
 RELEASE = "gw"
 EDGE_PORT = 7844
 """Where the stand-in takes the edge's requests (the port number cloudflared dials the edge on)."""
-CONNECTOR_PORT = 2000
-"""The chart's `--metrics` port of cloudflared: readiness, and here the edge's configuration pushes."""
+CONTROL_PORT = 7845
+"""Where the stand-in takes the edge's configuration pushes."""
+METRICS_PORT = 2000
+"""The pod's port for cloudflared's /ready and /metrics (Envoy passes them on to cloudflared's loopback listener)."""
 
 
 @dataclass
@@ -78,7 +83,7 @@ class GatewayRelease:
 
     def push(self, pod: dict[str, Any], document: dict[str, Any]) -> httpx.Response:
         with httpx.Client(timeout=10, trust_env=False) as http:
-            return http.put(f"http://{pod['status']['podIP']}:{CONNECTOR_PORT}/configuration", json=document)
+            return http.put(f"http://{pod['status']['podIP']}:{CONTROL_PORT}/configuration", json=document)
 
     def push_all(self) -> dict[str, Any]:
         """The current ingress document to every data plane pod's connector; returns the document."""
@@ -180,6 +185,8 @@ def install(
     values = {
         **overrides(image, emulator),
         "gateway": {"enabled": True, "tunnel": {"name": TUNNEL}},
+        # The class under the narrowed roles: Secrets, ConfigMaps and planes in the namespaces the tests use only.
+        "rbac": {"namespaces": list(GRANTED)},
     }
     release.install(chart=archive, args=helm.values_args(values))
     try:

@@ -280,6 +280,26 @@ def test_the_examples_converge(installed: Installed, capsys: pytest.CaptureFixtu
     assert "www.example.com" in names
 
 
+def test_the_controller_may_read_no_secret_nobody_named(installed: Installed) -> None:
+    """With `rbac.namespaces` (the production values': demo), every example converged above under the narrowed
+    roles, and the controller's ServiceAccount may read Secrets there and in its own namespace, and nowhere else."""
+    account = f"system:serviceaccount:{NAMESPACE}:{installed.fullname}"
+
+    def can(verb: str, resource: str, *where: str) -> str:
+        out = installed.kubectl("auth", "can-i", verb, resource, *where, f"--as={account}", check=False)
+        return out.strip().splitlines()[0]  # kubectl's answer; what follows on stderr is only its explanation
+
+    for namespace in ("demo", NAMESPACE):
+        assert can("get", "secrets", "-n", namespace) == "yes", namespace
+        assert can("watch", "secrets", "-n", namespace) == "yes", namespace
+    for namespace in ("default", "kube-system"):
+        for verb in ("get", "list", "watch"):
+            assert can(verb, "secrets", "-n", namespace) == "no", f"{verb} secrets in {namespace}"
+        assert can("get", "configmaps", "-n", namespace) == "no", namespace
+        assert can("create", "deployments", "-n", namespace) == "no", namespace
+    assert can("list", "secrets", "--all-namespaces") == "no"
+
+
 def test_a_killed_leader_is_replaced_within_the_lease(installed: Installed, capsys: pytest.CaptureFixture[str]) -> None:
     """The leader's container is killed (SIGKILL, no Lease release): the standby takes the Lease within the lease
     duration and reconciles; the kubelet restarts the killed container as a standby."""

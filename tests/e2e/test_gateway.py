@@ -23,7 +23,7 @@ import yaml
 from app.dev import DEV_TOKEN
 from tests.chart.helm import CHART
 from tests.e2e.cluster import GATEWAY
-from tests.e2e.gateway import EDGE_PORT, NAMESPACE, GatewayRelease, tunnel_id
+from tests.e2e.gateway import EDGE_PORT, METRICS_PORT, NAMESPACE, GatewayRelease, tunnel_id
 from tests.e2e.test_chart import deadline
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -97,6 +97,22 @@ def test_the_data_plane_runs_with_the_charts_defaults(gateway_release: GatewayRe
     document = gateway_release.ingress_document()
     refused = gateway_release.push(data_plane[0], {**document, "tunnel_id": "0" * 32})
     assert refused.status_code == 409, refused.text
+
+
+def test_only_cloudflareds_readiness_and_metrics_are_reachable_from_outside_the_pod(data_plane: list[Any]) -> None:
+    """cloudflared's metrics listener also serves its configuration (`/config`), diagnostics and pprof: it listens
+    on the pod's loopback, and the pod's port passes on GET /ready (the kubelet's probe) and GET /metrics only."""
+    pod_ip = data_plane[0]["status"]["podIP"]
+    with httpx.Client(timeout=10, trust_env=False) as http:
+        assert http.get(f"http://{pod_ip}:{METRICS_PORT}/ready").status_code == 200
+        metrics = http.get(f"http://{pod_ip}:{METRICS_PORT}/metrics")
+        assert metrics.status_code == 200
+        assert "cloudflared_tunnel_ha_connections 1" in metrics.text
+        for method, path in (("GET", "/config"), ("GET", "/debug/pprof/"), ("POST", "/metrics"), ("GET", "/diag")):
+            reply = http.request(method, f"http://{pod_ip}:{METRICS_PORT}{path}")
+            assert reply.status_code == 404, f"{method} {path}: {reply.status_code} {reply.text[:200]}"
+        with pytest.raises(httpx.ConnectError):
+            http.get(f"http://{pod_ip}:20000/config")  # cloudflared's own listener, on loopback only
 
 
 def test_a_route_of_the_examples_reaches_its_backend_pods(

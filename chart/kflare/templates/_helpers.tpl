@@ -128,3 +128,13 @@ pulled, the tag says which release it was).
 {{- define "kflare.pinnedImage" -}}
 {{- if .digest }}{{ printf "%s@%s" .image .digest }}{{ else }}{{ .image }}{{ end }}
 {{- end }}
+
+{{/*
+The namespaces `rbac.namespaces` grants (with the release namespace, where the chart's own Secrets are), comma-
+separated and sorted; empty when it grants every namespace.
+*/}}
+{{- define "kflare.grantedNamespaces" -}}
+{{- if .Values.rbac.namespaces -}}
+{{- append .Values.rbac.namespaces .Release.Namespace | uniq | sortAlpha | join "," -}}
+{{- end -}}
+{{- end }}

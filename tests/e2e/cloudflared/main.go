@@ -6,9 +6,12 @@
 //   - the token is decoded as cloudflared decodes it (base64 of {"a": account, "t": tunnel ID, "s": secret}), and
 //     a missing or malformed one ends the process, as it ends cloudflared;
 //   - on the metrics address, `/ready` answers 200 once the edge has pushed a remote configuration (cloudflared is
-//     ready once connected, which is when the edge pushes it) and 503 before; `PUT /configuration` is that push:
-//     the tunnel's configuration as Cloudflare's API returns it (`tunnel_id`, `version`, `config.ingress`),
-//     refused for another tunnel than the token's;
+//     ready once connected, which is when the edge pushes it) and 503 before; `/metrics` answers, and so do
+//     `/config` (the configuration in force) and `/debug/pprof/`, as cloudflared's do, so that a test can see that
+//     only the first two are reachable from outside the pod;
+//   - on CONTROL_ADDRESS (default :7845), `PUT /configuration` is the edge's push: the tunnel's configuration as
+//     Cloudflare's API returns it (`tunnel_id`, `version`, `config.ingress`), refused for another tunnel than the
+//     token's;
 //   - on EDGE_ADDRESS (default :7844), each request is a visitor's, as the edge hands it over: HTTP/1.1 or
 //     cleartext HTTP/2, with its Host header. The first ingress rule matching host and path takes it, as in
 //     cloudflared; the headers the edge adds are set (CF-Connecting-IP, X-Forwarded-For, X-Forwarded-Proto https,
@@ -254,7 +257,24 @@ func main() {
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(map[string]int{"status": status, "readyConnections": connections})
 	})
-	control.HandleFunc("PUT /configuration", func(w http.ResponseWriter, r *http.Request) {
+	control.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		connections := 0
+		if current.Load() != nil {
+			connections = 1
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		fmt.Fprintf(w, "# TYPE cloudflared_tunnel_ha_connections gauge\ncloudflared_tunnel_ha_connections %d\n", connections)
+	})
+	var pushedDoc atomic.Pointer[pushed]
+	control.HandleFunc("GET /config", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(pushedDoc.Load())
+	})
+	control.HandleFunc("GET /debug/pprof/", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("profiles\n"))
+	})
+	edgeControl := http.NewServeMux()
+	edgeControl.HandleFunc("PUT /configuration", func(w http.ResponseWriter, r *http.Request) {
 		var doc pushed
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<20)).Decode(&doc); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -270,6 +290,7 @@ func main() {
 			return
 		}
 		current.Store(compiled)
+		pushedDoc.Store(&doc)
 		log.Printf("configuration version %d: %d ingress rules", doc.Version, len(compiled.rules))
 		w.WriteHeader(http.StatusNoContent)
 	})
@@ -313,15 +334,20 @@ func main() {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
+	controlAddress := os.Getenv("CONTROL_ADDRESS")
+	if controlAddress == "" {
+		controlAddress = ":7845"
+	}
 	servers := []*http.Server{
 		{Addr: *metrics, Handler: control, ReadHeaderTimeout: 10 * time.Second},
+		{Addr: controlAddress, Handler: edgeControl, ReadHeaderTimeout: 10 * time.Second},
 		{Addr: edgeAddress, Handler: edge, Protocols: protocols, ReadHeaderTimeout: 10 * time.Second},
 	}
 	failed := make(chan error, len(servers))
 	for _, s := range servers {
 		go func() { failed <- s.ListenAndServe() }()
 	}
-	log.Printf("metrics on %s, the edge's requests on %s", *metrics, edgeAddress)
+	log.Printf("metrics on %s, the edge's requests on %s, its pushes on %s", *metrics, edgeAddress, controlAddress)
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	select {

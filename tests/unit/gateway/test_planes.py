@@ -124,6 +124,11 @@ def test_the_plane_objects_carry_the_gateways_infrastructure_and_owner() -> None
     assert envoy["image"] == SETTINGS.envoy_image
     assert "kflare-gateway/apps/edge" in envoy["args"]
     assert cloudflared["env"][0]["valueFrom"]["secretKeyRef"]["name"] == "kflare-gw-edge-tunnel-token"
+    # cloudflared's diagnostics on loopback; the pod's port 2000 is the bootstrap's listener on Envoy, as the chart's.
+    assert cloudflared["args"][cloudflared["args"].index("--metrics") + 1] == "127.0.0.1:20000"
+    assert "ports" not in cloudflared
+    assert cloudflared["readinessProbe"]["httpGet"]["port"] == 2000
+    assert {"name": "cf-metrics", "containerPort": 2000, "protocol": "TCP"} in envoy["ports"]
     assert "token" not in objects[1][1]["data"]
     tunnel = tunnel_object(plane, SETTINGS)
     assert tunnel["spec"]["name"] == f"edge-{NS}-edge"

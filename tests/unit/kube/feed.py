@@ -51,7 +51,7 @@ class FeedKube:
         return body  # Events
 
 
-async def until(check: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
+async def until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
     """Let the loop run until `check()` holds; fail after a deadline."""
     deadline = time.monotonic() + timeout
     while not check():

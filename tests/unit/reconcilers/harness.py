@@ -30,7 +30,7 @@ from app.cloudflare.http import HttpConfig
 from app.cloudflare.session import CloudflareSession
 from app.emulator.app import EmulatorApp, create_app
 from app.emulator.context import Emulator
-from app.kube.client import JSON, JSON_PATCH, KubeError, ResourceType
+from app.kube.client import JSON, JSON_PATCH, SECRETS, KubeError, ResourceType
 from app.kube.index import DependencyIndex, Ref
 from app.kube.informer import Informer, key_of
 from reconcilers import registry
@@ -183,6 +183,12 @@ class NoEvents:
 @dataclass
 class MemorySecrets:
     secrets: dict[tuple[str, str], JSON]
+    readable: frozenset[str] | None = None
+    """As `ReferencedObjects.readable`: the namespaces the installation lets kflare read Secrets in (None: all)."""
+    rt: ResourceType = SECRETS
+
+    def may_read(self, namespace: str) -> bool:
+        return self.readable is None or namespace in self.readable
 
     def get(self, key: tuple[str, str]) -> JSON | None:
         return self.secrets.get(key)
@@ -196,6 +202,12 @@ class KubeSecrets:
     """The Secrets as the API server holds them (the controller writes some: a Tunnel's token)."""
 
     kube: MemoryKube
+    readable: frozenset[str] | None = None
+    """As `ReferencedObjects.readable`: the namespaces the installation lets kflare read Secrets in (None: all)."""
+    rt: ResourceType = SECRETS
+
+    def may_read(self, namespace: str) -> bool:
+        return self.readable is None or namespace in self.readable
 
     def get(self, key: tuple[str, str]) -> JSON | None:
         return self.kube.get("Secret", key[1], key[0])

@@ -13,6 +13,7 @@ import pytest
 from fastapi import FastAPI
 
 from app.api import KINDS
+from tests.helpers import eventually
 from tests.unit.webhooks.reviews import SAMPLES, changed, review, sample
 from webhooks import MAX_BODY, create_app
 from webhooks.review import cut_below
@@ -305,18 +306,52 @@ def test_every_sample_kind_is_a_kind() -> None:
     assert set(SAMPLES) == {m.info.kind for m in KINDS}
 
 
-async def test_reviews_over_the_in_flight_bound_wait_their_turn_then_get_503() -> None:
-    app = create_app(max_in_flight=1, body_timeout=30, wait_timeout=0.2)
-    reading, release = asyncio.Event(), asyncio.Event()
+async def test_reviews_are_answered_while_clients_stall_mid_body() -> None:
+    """Clients that send part of a body and stop (more of them than reviews are decided at once) hold no turn: the
+    API server's reviews are read, decided and answered meanwhile."""
+    app = create_app(max_in_flight=2, body_timeout=30)
+    release = asyncio.Event()
+    sent: list[int] = []
 
-    async def held() -> AsyncGenerator[bytes, None]:
+    async def stalls() -> AsyncGenerator[bytes, None]:
         yield b'{"apiVersion": '
-        reading.set()
+        sent.append(1)
         await release.wait()
         yield b'"admission.k8s.io/v1"}'
 
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="https://webhook") as client:
-        stream = held()
+        streams = [stalls() for _ in range(6)]
+        stalled = [asyncio.create_task(client.post("/validate/dnsrecords", content=s)) for s in streams]
+
+        async def all_stalled() -> bool:
+            return len(sent) == len(streams)
+
+        await eventually(all_stalled, timeout=10, what="every stalling client to have sent part of its body")
+        for _ in range(3):
+            body = _valid()
+            reply = await asyncio.wait_for(post(client, "dnsrecords", body), 5)
+            assert answer(reply, body)["allowed"] is True
+        release.set()
+        for task in stalled:
+            assert (await asyncio.wait_for(task, 10)).status_code == 400  # read in the end, and answered
+        for stream in streams:
+            await stream.aclose()
+
+
+async def test_bodies_past_the_byte_bound_get_503_until_the_bytes_are_given_back() -> None:
+    """What bodies being read may hold is bounded (reviews decided at once, times the largest body): a client
+    sending a large body slowly holds its share, and a review that would pass the bound is refused, not queued."""
+    app = create_app(max_in_flight=1, max_body=4096, body_timeout=30)
+    reading, release = asyncio.Event(), asyncio.Event()
+
+    async def large() -> AsyncGenerator[bytes, None]:
+        yield b'{"apiVersion": "' + b"x" * 3900
+        reading.set()
+        await release.wait()
+        yield b'"}'
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="https://webhook") as client:
+        stream = large()
         first = asyncio.create_task(client.post("/validate/dnsrecords", content=stream))
         await asyncio.wait_for(reading.wait(), 10)
         second = await post(client, "dnsrecords", _valid())
@@ -326,9 +361,9 @@ async def test_reviews_over_the_in_flight_bound_wait_their_turn_then_get_503() -
         release.set()
         reply = await asyncio.wait_for(first, 10)
         await stream.aclose()
-        assert reply.status_code == 400  # its turn came: read and answered
+        assert reply.status_code == 400  # read in the end, and answered
         third = _valid()
-        assert answer(await post(client, "dnsrecords", third), third)["allowed"] is True  # the turn was given back
+        assert answer(await post(client, "dnsrecords", third), third)["allowed"] is True  # the bytes were given back
 
 
 async def test_a_client_that_goes_away_mid_body_ends_quietly(caplog: pytest.LogCaptureFixture) -> None:
