@@ -13,7 +13,8 @@
 # to write it at run time.
 
 # The base is a build argument for builds without access to the public image (hack/image.sh makes an equivalent
-# one from Debian's packages); the default is the official image.
+# one from Debian's packages); the default is the official image, which the dependency bot pins by digest (its
+# pinDigests setting in renovate.json), so that a rebuild takes the same base until a reviewed update moves it.
 ARG BASE=python:3.11-slim
 FROM ${BASE} AS base
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -22,24 +23,26 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore
 
-# The kflare wheel, built from the source alone.
+# The kflare wheel, built from the source alone, by the build backend of requirements/build.lock (pip, setuptools
+# and wheel, checked against their hashes) rather than whichever version an isolated build would fetch.
 FROM base AS wheel
 WORKDIR /src
+COPY requirements/build.lock /tmp/build.lock
+RUN pip install --no-compile --require-hashes -r /tmp/build.lock
 COPY pyproject.toml README.md ./
 COPY app ./app
 COPY webhooks ./webhooks
 COPY reconcilers ./reconcilers
-RUN pip wheel --no-deps --wheel-dir /wheels .
+RUN pip wheel --no-deps --no-build-isolation --wheel-dir /wheels .
 
 # The venv, and under /rootfs everything the runtime stage holds.
 FROM base AS build
-# 1. The dependencies, from pyproject.toml only: this layer is rebuilt when they change, not when the code does. The
+# 1. The dependencies, from requirements/run.lock only: this layer is rebuilt when they change, not when the code
+# does. Every one is pinned, and checked against its hashes, at the versions the tests ran against (dev.lock's). The
 # venv is made by the interpreter's real path, the one the runtime stage keeps (python is a symlink on both bases).
-COPY pyproject.toml /tmp/kflare/pyproject.toml
+COPY requirements/run.lock /tmp/kflare/run.lock
 RUN "$(python -c 'import os, sys; print(os.path.realpath(sys.executable))')" -m venv --without-pip /opt/kflare \
-    && python -c 'import sys, tomllib; print(*tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"], sep="\n")' \
-        /tmp/kflare/pyproject.toml > /tmp/kflare/requirements.txt \
-    && pip --python /opt/kflare/bin/python install --no-compile -r /tmp/kflare/requirements.txt \
+    && pip --python /opt/kflare/bin/python install --no-compile --require-hashes -r /tmp/kflare/run.lock \
     && rm -rf /tmp/kflare
 
 # 2. kflare itself. The wheel is copied rather than bind-mounted from its stage: every builder caches a COPY by its

@@ -4,7 +4,10 @@ SHELL := bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
+# The venv is installed from the hash-pinned locks of requirements/, which `bash hack/lock.sh` makes from
+# pyproject.toml: a change to either reinstalls it.
+LOCKS := requirements/build.lock requirements/dev.lock requirements/run.lock
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCKS) | sha256sum | cut -c1-16)
 PYTEST_ARGS ?=
 # pytest workers of `make pytest` and `make check`: one per core of a 2-core machine (a single worker leaves a core idle
 # while the suite waits on the processes it starts); each worker starts its own control plane. Whole files go to one
@@ -21,10 +24,13 @@ check: lint types layers
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# pip, setuptools and wheel first, so that installing kflare itself (editable, without build isolation) fetches no
+# unpinned build backend: everything but kflare comes from the locks, checked against their hashes.
+$(STAMP): pyproject.toml $(LOCKS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/build.lock
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/dev.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	rm -f $(VENV)/.installed-*
 	touch $@
 

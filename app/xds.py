@@ -14,10 +14,15 @@ endpoints and routes that name them). Versions are content hashes of the encoded
 compute the same resources hold the same versions.
 
 Authentication: mutual TLS when the listener has certificates (`ReloadingTLS`'s material, reloaded for new
-handshakes), and inside it the token, as `authorization: Bearer <token>` in the stream's initial metadata, checked
+handshakes), and inside it a credential, as `authorization: Bearer <token>` in the stream's initial metadata, checked
 when the stream opens and again whenever it wakes (a rotated token file ends the streams that presented the old
-token). A wrong token ends the stream with UNAUTHENTICATED; a standby, or a leader without a snapshot yet, with
-UNAVAILABLE: Envoy keeps the configuration it has and opens a new stream after a back-off.
+token). The credential decides which data plane the stream is, and so what it is served: the installation's token
+is the shared plane's, and each Gateway's own plane presents its own (`envoy.plane_token`: its name and an HMAC under
+the installation's token, in its namespace's Secret), never the node's self-declared cluster, which must agree with
+it (PERMISSION_DENIED otherwise). A wrong credential ends the stream with UNAUTHENTICATED; a standby, or a leader
+without a snapshot yet, with UNAVAILABLE: Envoy keeps the configuration it has and opens a new stream after a
+back-off. A refusal (NACK) is held for the plane and the Envoy that sent it, until that Envoy takes a later version
+or its stream ends.
 
 Encoding the snapshot's JSON into protobuf is most of the cost, so each resource (each virtual host) is encoded
 once per content and shared by every stream.
@@ -342,12 +347,17 @@ class XdsService:
                         self._reported.add((key, name, error))
                         extra = {"type": key, "resource": name, "error": error}
                         log.error("cannot encode a resource for Envoy", extra=extra)
-                        self.store.refused(key, f"{name} does not encode: {error}", "kflare", "")
+                        self.store.refused(key, f"{name} does not encode: {error}", "kflare", "", plane)
             return view
 
-    def _authenticated(self, presented: str) -> bool:
-        expected = self.token()
-        return bool(expected) and hmac.compare_digest(presented.encode(), f"Bearer {expected}".encode())
+    def _identity(self, presented: str) -> str | None:
+        """The data plane a presented credential is for ("" the shared one); None when it is no credential here."""
+        master = self.token()
+        if not master:
+            return None
+        if hmac.compare_digest(presented.encode(), f"Bearer {master}".encode()):
+            return ""
+        return envoy.plane_of_token(master, presented.removeprefix("Bearer "))
 
     async def _refuse(self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, details: str) -> None:
         REFUSED.labels(code.name).inc()
@@ -359,7 +369,8 @@ class XdsService:
         presented = next(
             (str(value) for key, value in (context.invocation_metadata() or ()) if key == envoy.TOKEN_HEADER), ""
         )
-        if not self._authenticated(presented):
+        identity = self._identity(presented)
+        if identity is None:
             await self._refuse(context, grpc.StatusCode.UNAUTHENTICATED, "unauthenticated")
         if self.store.resources is None or not self.store.serving():
             await self._refuse(context, grpc.StatusCode.UNAVAILABLE, "no configuration to serve here")
@@ -381,6 +392,7 @@ class XdsService:
             handler.add_done_callback(self._handlers.discard)
         reader = asyncio.create_task(read(), name="xds-read")
         stream = _Stream(self, context)
+        stream.plane = identity or ""
         STREAMS.inc()
         try:
             while True:
@@ -390,10 +402,13 @@ class XdsService:
                     item = _WAKE
                 if item is _END:
                     return
-                if not self._authenticated(presented):
+                if self._identity(presented) != identity:
                     await self._refuse(context, grpc.StatusCode.UNAUTHENTICATED, "unauthenticated")
-                if isinstance(item, discovery_pb2.DeltaDiscoveryRequest) and item.HasField("node"):
-                    stream.plane = plane_of(item.node.cluster)
+                request = item if isinstance(item, discovery_pb2.DeltaDiscoveryRequest) else None
+                if request is not None and request.HasField("node") and plane_of(request.node.cluster) != stream.plane:
+                    # The node says which plane it is; the credential decides. Neither name is echoed.
+                    details = "the node's cluster is not the data plane this credential is for"
+                    await self._refuse(context, grpc.StatusCode.PERMISSION_DENIED, details)
                 view = await self.view(stream.plane)
                 if view is None:
                     where = f"the data plane {stream.plane}" if stream.plane else "here"
@@ -406,6 +421,8 @@ class XdsService:
         finally:
             STREAMS.dec()
             self._streams.discard(entry)
+            if stream.node:
+                self.store.forget(stream.plane, stream.node)  # what it refused goes with it
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
 
@@ -421,7 +438,7 @@ class _Stream:
         self.service, self.context = service, context
         self.node = ""
         self.plane = ""
-        """The data plane the stream's Envoy belongs to, from its node's cluster ("" the shared one)."""
+        """The data plane the stream's credential is for ("" the shared one)."""
         self.subscriptions: dict[str, Subscription] = {}
         self.pending: dict[str, tuple[str, str]] = {}
         """nonce -> (type key, version) of each response sent and not yet answered."""
@@ -461,11 +478,11 @@ class _Stream:
         store = self.service.store
         if request.HasField("error_detail") and (request.error_detail.code or request.error_detail.message):
             message = request.error_detail.message or f"code {request.error_detail.code}"
-            store.refused(key, message, self.node, version)
-            extra = {"node": self.node, "type": key, "error": message}
+            store.refused(key, message, self.node, version, self.plane)
+            extra = {"node": self.node, "plane": self.plane, "type": key, "error": message}
             log.warning("data plane refused its configuration", extra=extra)
         else:
-            store.accepted(key, self.node, version)
+            store.accepted(key, self.node, version, self.plane)
 
     async def push(self, view: View) -> None:
         for key in WIRE_TYPES:

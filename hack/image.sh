@@ -101,7 +101,8 @@ context_hash() {
   cd "$root"
   {
     podman image inspect --format '{{.Id}}' "$base"
-    sha256sum Dockerfile .dockerignore pyproject.toml README.md hack/image-rootfs.py
+    sha256sum Dockerfile .dockerignore pyproject.toml requirements/build.lock requirements/run.lock README.md \
+      hack/image-rootfs.py
     find app webhooks reconcilers -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | sort -z |
       xargs -0 sha256sum
   } | sha256sum | cut -c1-16

@@ -264,8 +264,13 @@ class GatewayClassReconciler:
         tunnel_of = publish.gateway_tunnels(world.classes, world.gateways, world.controller_name)
         tunnel_of.update({gkey: p.tunnel_key for gkey, p in world.planes.items() if isinstance(p, Plane)})
         views = {key: tunnel_view(self.ctx, key, result.hostnames) for key in sorted(set(tunnel_of.values()))}
-        refusal = self.store.refusal()
+        refusals: dict[str, str | None] = {}
         for gkey, gstatus in result.gateway_status.items():
+            own = world.planes.get(gkey)
+            plane = own.cluster if isinstance(own, Plane) else ""
+            if plane not in refusals:
+                refusals[plane] = self.store.refusal(plane)  # only what its own plane's Envoys refuse
+            refusal = refusals[plane]
             programmed = next((c for c in gstatus["conditions"] if c["type"] == "Programmed"), None)
             if programmed is None or programmed["status"] != "True":
                 continue

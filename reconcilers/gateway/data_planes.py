@@ -13,6 +13,8 @@ plane it has: the Gateway says why, and nothing is taken down under it.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import hashlib
 import json
@@ -28,7 +30,7 @@ from app.kube.informer import Key
 from app.kube.manager import SECRET_KIND, DocumentsOf, Input
 from reconcilers.context import Context
 from reconcilers.dns_record import DNSRecordKind
-from reconcilers.gateway import publish, shapes
+from reconcilers.gateway import envoy, publish, shapes
 from reconcilers.gateway.kinds import GATEWAY_CLASSES, GATEWAYS, TUNNEL_KIND
 from reconcilers.gateway.planes import (
     FINALIZER,
@@ -184,7 +186,8 @@ class PlaneReconciler:
     async def _sources(self, plane: Plane) -> tuple[dict[str, str], dict[str, str]]:
         """The data of the chart's xDS and origin-certificate Secrets (in the controller's namespace), as their watches
         hold them: no request per reconcile, and a rotation of either (`helm upgrade` after deleting it) reaches
-        every plane."""
+        every plane. The plane's bootstrap presents the plane's own credential (`envoy.plane_token`), never the
+        installation's token, which is not copied."""
         keys = [
             (self.settings.namespace, self.settings.xds_secret),
             (self.settings.namespace, self.settings.origin_secret),
@@ -201,6 +204,11 @@ class PlaneReconciler:
             if missing:
                 raise LookupError(f"Secret {key[0]}/{key[1]} has no {', '.join(missing)}")
             out.append({k: str(data[k]) for k in wanted})
+            if wanted is XDS_KEYS:
+                master = _decoded(data.get("token"))
+                if not master:
+                    raise LookupError(f"Secret {key[0]}/{key[1]} has no token")
+                out[-1]["bootstrap.json"] = _own_bootstrap(out[-1]["bootstrap.json"], master, plane.cluster)
         return out[0], out[1]
 
     async def _finalizer(self, gateway: JSON, finalizers: list[Any]) -> None:
@@ -316,3 +324,20 @@ def _gateway_state(raw: JSON) -> object:
 
 def _name(plane: Plane) -> str:
     return f"{plane.gateway[0]}/{plane.gateway[1]}"
+
+
+def _decoded(value: Any) -> str:
+    try:
+        return base64.b64decode(str(value or ""), validate=True).decode().strip()
+    except (binascii.Error, UnicodeDecodeError):
+        return ""
+
+
+def _own_bootstrap(encoded: str, master: str, cluster: str) -> str:
+    """The chart's bootstrap (Secret data) with the plane's own credential in place of the installation's token."""
+    try:
+        bootstrap = json.loads(base64.b64decode(encoded))
+        own = envoy.with_token(bootstrap, envoy.plane_token(master, cluster))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise LookupError("the chart's xDS Secret holds no Envoy bootstrap in bootstrap.json") from None
+    return base64.b64encode(json.dumps(own, sort_keys=True).encode()).decode()

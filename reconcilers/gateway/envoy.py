@@ -3,6 +3,10 @@ the bootstrap an Envoy starts from (it names the kflare process as its xDS serve
 
 from __future__ import annotations
 
+import base64
+import copy
+import hashlib
+import hmac
 from typing import Any
 
 JSON = dict[str, Any]
@@ -35,6 +39,45 @@ INGRESS_TLS = "kflare-ingress-tls"
 TOKEN_HEADER = "authorization"
 """The gRPC metadata Envoy presents its xDS token in (`Bearer <token>`), as the initial metadata of the ADS
 stream."""
+
+
+PLANE_TOKEN_PREFIX = "kflare-plane."
+
+
+def plane_token(master: str, plane: str) -> str:
+    """The xDS credential of one Gateway's own data plane (`plane`: its node cluster): the plane's name and an HMAC of
+    it under the installation's token. A plane's Secret holds this, never the installation's token, so whoever reads
+    it can fetch that plane's configuration and no other's; rotating the installation's token rotates every plane's."""
+    name = base64.urlsafe_b64encode(plane.encode()).decode().rstrip("=")
+    return f"{PLANE_TOKEN_PREFIX}{name}.{_plane_mac(master, plane)}"
+
+
+def plane_of_token(master: str, token: str) -> str | None:
+    """The plane a `plane_token` is for, when it is one under `master`; None otherwise."""
+    if not master or not token.startswith(PLANE_TOKEN_PREFIX):
+        return None
+    name, _, mac = token.removeprefix(PLANE_TOKEN_PREFIX).partition(".")
+    try:
+        plane = base64.urlsafe_b64decode(name + "=" * (-len(name) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not plane or not hmac.compare_digest(mac.encode(), _plane_mac(master, plane).encode()):
+        return None
+    return plane
+
+
+def _plane_mac(master: str, plane: str) -> str:
+    return hmac.new(master.encode(), f"kflare-xds-plane:{plane}".encode(), hashlib.sha256).hexdigest()
+
+
+def with_token(bootstrap: JSON, token: str) -> JSON:
+    """`bootstrap` (as the chart renders it) presenting `token` on its ADS stream instead of the one it holds."""
+    out = copy.deepcopy(bootstrap)
+    for service in out["dynamic_resources"]["ads_config"]["grpc_services"]:
+        for entry in service.get("initial_metadata") or []:
+            if entry.get("key") == TOKEN_HEADER:
+                entry["value"] = f"Bearer {token}"
+    return out
 
 
 def config_source() -> JSON:

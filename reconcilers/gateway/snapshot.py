@@ -11,12 +11,19 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from reconcilers.gateway import envoy
 
 JSON = dict[str, Any]
 log = logging.getLogger(__name__)
+
+
+MAX_REFUSING: Final = 64
+"""Refusals held at once, over every data plane: each Envoy of each plane holds at most one per type, and a plane
+that comes and goes cannot make the set grow without bound."""
+MAX_MESSAGE: Final = 1024
+"""Characters of Envoy's message kept."""
 
 
 @dataclass
@@ -31,9 +38,10 @@ class SnapshotStore:
     generation: int = 0
     refusals: list[tuple[str, str]] = field(default_factory=list)
     """(type key, Envoy's message) of the last configurations a data plane refused, newest last (a few kept)."""
-    refusing: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
-    """(node, type key) -> (version refused, Envoy's message): what each Envoy refuses now, until it takes a later
-    configuration."""
+    refusing: dict[tuple[str, str, str], tuple[str, str]] = field(default_factory=dict)
+    """(plane, node, type key) -> (version refused, Envoy's message): what each Envoy of each data plane ("" the
+    shared one) refuses now, until it takes a later configuration or its stream ends; at most MAX_REFUSING, the
+    oldest dropped first."""
     on_change: Callable[[], None] = lambda: None
     """Called when `refusing` changes (the Gateways' Programmed condition reports it)."""
     watchers: list[Callable[[], None]] = field(default_factory=list)
@@ -57,25 +65,40 @@ class SnapshotStore:
             except Exception:  # one broken watcher must not keep the others, or the publisher, from the snapshot
                 log.exception("an xDS snapshot watcher failed")
 
-    def refused(self, type_key: str, message: str, node: str = "", version: str = "") -> None:
-        self.refusals = [*self.refusals[-9:], (type_key, message)]
-        if self.refusing.get((node, type_key)) != (version, message):
-            self.refusing[(node, type_key)] = (version, message)
+    def refused(self, type_key: str, message: str, node: str = "", version: str = "", plane: str = "") -> None:
+        self.refusals = [*self.refusals[-9:], (type_key, message[:MAX_MESSAGE])]
+        key, held = (plane, node, type_key), (version, message[:MAX_MESSAGE])
+        if self.refusing.get(key) != held:
+            self.refusing.pop(key, None)
+            self.refusing[key] = held
+            while len(self.refusing) > MAX_REFUSING:
+                del self.refusing[next(iter(self.refusing))]
             self.on_change()
 
-    def accepted(self, type_key: str, node: str, version: str) -> None:
-        """Envoy `node` holds `version` of `type_key`: whatever it refused before is behind it."""
-        held = self.refusing.get((node, type_key))
+    def accepted(self, type_key: str, node: str, version: str, plane: str = "") -> None:
+        """Envoy `node` of `plane` holds `version` of `type_key`: whatever it refused before is behind it."""
+        held = self.refusing.get((plane, node, type_key))
         if held is not None and held[0] != version:
-            del self.refusing[(node, type_key)]
+            del self.refusing[(plane, node, type_key)]
             self.on_change()
 
-    def refusal(self) -> str | None:
-        """What the data plane refuses now, said for a status message; None when it refuses nothing."""
-        if not self.refusing:
+    def forget(self, plane: str, node: str) -> None:
+        """Envoy `node`'s stream ended: what it refused is no longer said of its plane (it may come back, and say
+        it again; another replica of the plane holds its own)."""
+        gone = [key for key in self.refusing if key[:2] == (plane, node)]
+        for key in gone:
+            del self.refusing[key]
+        if gone:
+            self.on_change()
+
+    def refusal(self, plane: str = "") -> str | None:
+        """What `plane` ("" the shared data plane) refuses now, said for a status message; None when it refuses
+        nothing. Another plane's refusals are not its Gateways' business."""
+        mine = {(n, t): held for (p, n, t), held in self.refusing.items() if p == plane}
+        if not mine:
             return None
-        (node, type_key), (_, message) = min(self.refusing.items())
-        nodes = sorted({n for n, _ in self.refusing})
+        (node, type_key), (_, message) = min(mine.items())
+        nodes = sorted({n for n, _ in mine})
         where = f"Envoy {node}" + (f" and {len(nodes) - 1} more" if len(nodes) > 1 else "")
         return f"{where} refused its {type_key} configuration: {message}; it keeps serving the last one it accepted"
 

@@ -92,21 +92,25 @@ class Installed:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    """Build the wheel from the Docker context with pip (build isolation, as `pip wheel .` in the image), then
-    install it with its dependencies from the package index into a virtualenv without pip of its own, through
-    the outer pip's `--python` (as the Dockerfile does; pip's cache keeps repeated runs quick). Unlike the
-    Dockerfile, which leaves compiling to hack/image-rootfs.py, it lets pip compile what it installs."""
+    """Build the wheel from the Docker context with pip (no build isolation: this venv's setuptools and wheel are
+    requirements/build.lock's, as in the image), then install the dependencies from requirements/run.lock (hashes
+    checked) and the wheel into a virtualenv without pip of its own, through the outer pip's `--python` (as the
+    Dockerfile does; pip's cache keeps repeated runs quick). Unlike the Dockerfile, which leaves compiling to
+    hack/image-rootfs.py, it lets pip compile what it installs."""
     root = tmp_path_factory.mktemp("packaging")
     context, wheels, venv = root / "context", root / "wheels", root / "venv"
     context.mkdir()
     docker_context(context)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV"))}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", wheels, context, env=env)
+    pip = (sys.executable, "-m", "pip")
+    _run(*pip, "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", wheels, context, env=env)
     (wheel,) = wheels.glob("kflare-*.whl")
     _run(sys.executable, "-m", "venv", "--without-pip", venv)
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # as in the image: pip still compiles what it installs
-    _run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--quiet", wheel, env=env)
+    target = ("--python", venv / "bin" / "python", "install", "--quiet")
+    _run(*pip, *target, "--require-hashes", "-r", context / "requirements" / "run.lock", env=env)
+    _run(*pip, *target, "--no-deps", wheel, env=env)
     return Installed(wheel, venv)
 
 
@@ -265,8 +269,8 @@ def test_dockerfile_installs_dependencies_before_the_source() -> None:
     assert installs, "a layer that installs the dependencies alone"
     deps = installs[0]
     before = [args for n, args in copies if n < deps]
-    assert before, "pyproject.toml is copied in before the dependencies are installed"
-    assert all("pyproject.toml" in args and "app" not in args.split() for args in before), before
+    assert before, "requirements/run.lock is copied in before the dependencies are installed"
+    assert all("requirements/run.lock" in args and "app" not in args.split() for args in before), before
     source = [n for n, i in enumerate(final) if "/wheels" in i.args or any(p in i.args.split() for p in PACKAGES)]
     assert source, "the source (or its wheel) comes in after the dependencies"
     assert min(source) > deps
@@ -274,7 +278,8 @@ def test_dockerfile_installs_dependencies_before_the_source() -> None:
 
 def test_dockerignore_keeps_the_context_small(tmp_path: Path) -> None:
     allowed = docker_context(tmp_path)
-    assert set(allowed) == {"pyproject.toml", "README.md", *PACKAGES, "hack/image-rootfs.py"}
+    locks = {"requirements/build.lock", "requirements/run.lock"}
+    assert set(allowed) == {"pyproject.toml", *locks, "README.md", *PACKAGES, "hack/image-rootfs.py"}
     copied = {p.relative_to(tmp_path).parts[0] for p in tmp_path.rglob("*")}
     assert "tests" not in copied
     assert ".venv" not in copied

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from app.controlplane import ControlPlane
+from reconcilers.gateway import envoy as envoy_config
 from reconcilers.gateway.kinds import GATEWAY_GROUP
 from reconcilers.gateway.planes import plane_name
 from tests.fixtures.controller import SYSTEM_NAMESPACE, ControllerProcess, Kflare, controller_process
@@ -63,8 +65,12 @@ def _b64(text: str) -> str:
 
 async def _source_secrets(core: client.CoreV1Api) -> None:
     """The chart's xDS and origin-certificate Secrets in the controller's namespace, which each plane gets a copy of."""
+    bootstrap = envoy_config.bootstrap(
+        node_id="data-plane", xds_host="kflare-xds", xds_port=18000, token="t", admin_port=9901
+    )
+    xds = {k: _b64(f"{k} content") for k in ("ca.crt", "client.crt", "client.key")}
     for name, data in (
-        ("kflare-xds", {k: _b64(f"{k} content") for k in ("bootstrap.json", "ca.crt", "client.crt", "client.key")}),
+        ("kflare-xds", {**xds, "bootstrap.json": _b64(json.dumps(bootstrap))}),
         ("kflare-origin-tls", {k: _b64(f"{k} content") for k in ("ca.crt", "tls.crt", "tls.key")}),
     ):
         with contextlib.suppress(ApiException):  # made by an earlier test of the session
@@ -239,6 +245,12 @@ async def test_a_gateway_gets_its_own_tunnel_and_data_plane_and_loses_them_in_or
     assert policy.spec.pod_selector.match_labels["kflare.dev/data-plane"] == "kflare-gw-edge"
     xds = await p.core.read_namespaced_secret("kflare-gw-edge-xds", p.ns)
     assert sorted(xds.data) == ["bootstrap.json", "ca.crt", "client.crt", "client.key"]  # not the xDS token
+    # Its bootstrap presents the plane's own credential, never the installation's token (which it does not hold).
+    own = json.loads(base64.b64decode(xds.data["bootstrap.json"]))
+    (service,) = own["dynamic_resources"]["ads_config"]["grpc_services"]
+    (credential,) = [m["value"] for m in service["initial_metadata"] if m["key"] == envoy_config.TOKEN_HEADER]
+    assert credential == f"Bearer {envoy_config.plane_token('t', 'kflare-gateway/' + p.ns + '/edge')}"
+    assert "Bearer t" not in json.dumps(own)
     origin = await p.core.read_namespaced_secret("kflare-gw-edge-origin-tls", p.ns)
     assert sorted(origin.data) == ["ca.crt", "tls.crt", "tls.key"]
     # The token Secret the Tunnel writes, which cloudflared reads.

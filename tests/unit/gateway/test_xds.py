@@ -4,6 +4,7 @@ configuration."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from envoy.config.route.v3 import route_components_pb2, route_pb2
 from google.protobuf import json_format
 
 from app.xds import VIRTUAL_HOST, Encoder, TokenFile
-from reconcilers.gateway import envoy
+from reconcilers.gateway import envoy, snapshot
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.gateway.translate import translate
 from tests.dataplane.world import backend, http_route, world
@@ -21,6 +22,9 @@ from tests.fixtures.xds import Delta, channel, listening, names
 from tests.helpers import eventually
 
 TOKEN = "s3cret-token"
+EDGE, OTHER, UNKNOWN = "kflare-gateway/team/edge", "kflare-gateway/other-team/web", "kflare-gateway/team/unknown"
+EDGE_TOKEN = envoy.plane_token(TOKEN, EDGE)
+"""What the edge Gateway's own plane's Secret holds (its bootstrap's credential)."""
 
 
 def resources() -> dict[str, list[dict[str, Any]]]:
@@ -97,7 +101,7 @@ async def test_a_gateways_own_data_plane_gets_its_own_configuration_and_no_other
         shared = Delta(ch, TOKEN)
         await shared.send("clusters")
         assert names(await shared.receive()) == ["a", "b"]
-        edge = Delta(ch, TOKEN, node="edge-1", cluster="kflare-gateway/team/edge")
+        edge = Delta(ch, EDGE_TOKEN, node="edge-1", cluster=EDGE)
         await edge.send("clusters")
         first = await edge.receive()
         assert names(first) == ["own"]
@@ -110,11 +114,83 @@ async def test_a_gateways_own_data_plane_gets_its_own_configuration_and_no_other
         assert names(pushed) == ["new"]
         assert list(pushed.removed_resources) == ["own"]
         # A plane the snapshot does not hold (its Gateway went, or is not this controller's) is not served.
-        stranger = Delta(ch, TOKEN, node="x", cluster="kflare-gateway/team/unknown")
+        stranger = Delta(ch, envoy.plane_token(TOKEN, UNKNOWN), node="x", cluster=UNKNOWN)
         await stranger.send("clusters")
         assert await stranger.status() == grpc.StatusCode.UNAVAILABLE
         s.publish(resources())
         assert await edge.status() == grpc.StatusCode.UNAVAILABLE
+
+
+def planes_store() -> SnapshotStore:
+    s = SnapshotStore()
+    edge = {**resources(), "clusters": [envoy.eds_cluster("edge-backend", http2=False)], "endpoints": []}
+    other = {**resources(), "clusters": [envoy.eds_cluster("other-backend", http2=False)], "endpoints": []}
+    s.publish(resources(), {EDGE: edge, OTHER: other})
+    return s
+
+
+async def test_a_planes_credential_fetches_its_own_planes_configuration_and_no_other() -> None:
+    """Whoever reads one Gateway's plane Secret (its namespace's) holds that plane's credential: asking, with it, as
+    another plane or as the shared plane is refused, whatever the node says; and the installation's token, which
+    the shared plane holds, does not reach a Gateway's own plane either."""
+    async with listening(planes_store(), TOKEN) as (_, port), channel(port) as ch:
+        own = Delta(ch, EDGE_TOKEN, node="edge-1", cluster=EDGE)
+        await own.send("clusters")
+        assert names(await own.receive()) == ["edge-backend"]
+        for credential, cluster in ((EDGE_TOKEN, OTHER), (EDGE_TOKEN, "kflare-data-plane"), (TOKEN, OTHER)):
+            thief = Delta(ch, credential, node="thief", cluster=cluster)
+            await thief.send("clusters")
+            outcome = await thief.outcome()
+            assert isinstance(outcome, grpc.aio.AioRpcError), f"{cluster} was served: {names(outcome)}"
+            assert outcome.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert OTHER not in (outcome.details() or "")
+            assert EDGE not in (outcome.details() or "")
+
+
+async def test_a_forged_or_stale_plane_credential_is_refused() -> None:
+    """A credential names its plane and carries an HMAC under the installation's token: one made up for a plane,
+    or made under a token since rotated, is refused when the stream opens."""
+    name = base64.urlsafe_b64encode(OTHER.encode()).decode().rstrip("=")
+    forged = (f"{envoy.PLANE_TOKEN_PREFIX}{name}.{'0' * 64}", envoy.plane_token("an-old-token", OTHER))
+    async with listening(planes_store(), TOKEN) as (_, port), channel(port) as ch:
+        for credential in forged:
+            stream = Delta(ch, credential, cluster=OTHER)
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stream.receive()
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_a_planes_refusal_marks_that_plane_only_and_goes_with_its_stream() -> None:
+    s = planes_store()
+    async with listening(s, TOKEN) as (_, port), channel(port) as ch:
+        edge = Delta(ch, EDGE_TOKEN, node="edge-1", cluster=EDGE)
+        await edge.send("clusters")
+        sent = await edge.receive()
+        await edge.send("clusters", nonce=sent.nonce, error="cluster edge-backend: invalid")
+
+        async def refusing() -> bool:
+            return s.refusal(EDGE) is not None
+
+        await eventually(refusing, what="the edge plane's refusal to be held")
+        assert s.refusal("") is None, "the shared plane's Gateways are told of another plane's refusal"
+        assert s.refusal(OTHER) is None
+        await edge.call.done_writing()
+        edge.call.cancel()
+
+        async def forgotten() -> bool:
+            return s.refusal(EDGE) is None
+
+        await eventually(forgotten, what="the refusal to go with the stream that sent it")
+
+
+def test_the_refusals_held_are_bounded() -> None:
+    s = SnapshotStore()
+    for i in range(1000):
+        s.refused("clusters", "x" * 5000, node=f"envoy-{i}", version="v", plane=f"kflare-gateway/ns/{i}")
+    assert len(s.refusing) == snapshot.MAX_REFUSING
+    assert all(len(message) <= snapshot.MAX_MESSAGE for _, message in s.refusing.values())
+    assert s.refusal("kflare-gateway/ns/999") is not None
+    assert s.refusal("kflare-gateway/ns/0") is None  # the oldest went first
 
 
 async def test_subscriptions_wildcard_and_by_name() -> None:
