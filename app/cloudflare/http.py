@@ -24,7 +24,10 @@ free pooled connection (by the whole-request deadline). Idle connections are clo
 (HTTP/1.1 has no ping; this is its only keepalive bound). Budget waiting (`budget.py`) happens before a call starts
 and is not part of its deadline. A call that hits a bound raises `DeadlineExceeded` with `phase` set to the bound.
 
-The client connects directly: it ignores proxy environment variables (`trust_env=False`).
+The client goes through the HTTP proxy the environment names for Cloudflare's URL, as Go's net/http would
+(`app.proxy`: HTTPS_PROXY, NO_PROXY with CIDR blocks and domain suffixes), and directly otherwise; httpx's own reading
+of those variables is off (`trust_env=False`), as it reads NO_PROXY differently. A proxy that refuses or fails the
+tunnel is said as such (`NetworkError`, the proxy named without its credentials).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from app import __version__
 from app.cloudflare.errors import DeadlineExceeded, NetworkError, Phase
 from app.cloudflare.keepalive import Keepalive
 from app.cloudflare.transport import CloudflareTransport
+from app.proxy import ProxyEnvironment, redacted
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +78,8 @@ class HttpConfig:
     max_connections: int = 20
     verify: ssl.SSLContext | bool = True
     user_agent: str = f"kflare/{__version__}"
+    proxies: ProxyEnvironment = field(default_factory=ProxyEnvironment.from_environ)
+    """The proxy variables (the process's environment when the config is made)."""
 
 
 def user_agent(replica: str) -> str:
@@ -170,9 +176,10 @@ class CloudflareHTTP:
             keepalive_expiry=t.idle_close,
         )
         self._keepalive: Keepalive | None = None
+        self.proxy = self.config.proxies.proxy_for(self.config.base_url)
         if transport is None:
             own = CloudflareTransport(
-                tls_timeout=t.tls, verify=self.config.verify, http2=self.config.http2, limits=limits
+                tls_timeout=t.tls, verify=self.config.verify, http2=self.config.http2, limits=limits, proxy=self.proxy
             )
             self._keepalive = Keepalive(own.pool, ping_after=t.ping_after, ping_timeout=t.ping_timeout)
             transport = own
@@ -235,6 +242,14 @@ class CloudflareHTTP:
             phase = _timeout_phase(exc, timer)
             raise DeadlineExceeded(
                 timer.text(phase), phase=phase, method=method, path=path, sent=_sent(exc, timer)
+            ) from None
+        except httpx.ProxyError as exc:
+            shown = redacted(self.proxy or "")
+            raise NetworkError(
+                f"the HTTP proxy {shown} refused or failed the connection to Cloudflare{redact(_describe(exc))}",
+                method=method,
+                path=path,
+                sent=False,
             ) from None
         except httpx.TransportError as exc:
             raise NetworkError(

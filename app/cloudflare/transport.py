@@ -108,7 +108,8 @@ class MonitoredBackend(httpcore.AsyncNetworkBackend):
 
 
 class CloudflareTransport(httpx.AsyncHTTPTransport):
-    """`httpx.AsyncHTTPTransport` over a pool that uses `MonitoredBackend`. Connects directly (no proxy)."""
+    """`httpx.AsyncHTTPTransport` over a pool that uses `MonitoredBackend`: direct, or through the HTTP proxy `proxy`
+    (a CONNECT tunnel for https, which the TLS handshake with Cloudflare then runs inside)."""
 
     def __init__(
         self,
@@ -117,15 +118,30 @@ class CloudflareTransport(httpx.AsyncHTTPTransport):
         verify: ssl.SSLContext | bool = True,
         http2: bool = True,
         limits: httpx.Limits,
+        proxy: str | None = None,
     ) -> None:
         super().__init__(verify=verify, http2=http2, limits=limits, trust_env=False)
-        self.pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(verify=verify, trust_env=False),
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            http1=True,
-            http2=http2,
-            network_backend=MonitoredBackend(tls_timeout=tls_timeout),
-        )
+        options: dict[str, Any] = {
+            "ssl_context": httpx.create_ssl_context(verify=verify, trust_env=False),
+            "max_connections": limits.max_connections,
+            "max_keepalive_connections": limits.max_keepalive_connections,
+            "keepalive_expiry": limits.keepalive_expiry,
+            "http1": True,
+            "http2": http2,
+            "network_backend": MonitoredBackend(tls_timeout=tls_timeout),
+        }
+        self.pool: httpcore.AsyncConnectionPool
+        if proxy is None:
+            self.pool = httpcore.AsyncConnectionPool(**options)
+        else:
+            via = httpx.Proxy(proxy)
+            self.pool = httpcore.AsyncHTTPProxy(
+                proxy_url=httpcore.URL(
+                    scheme=via.url.raw_scheme, host=via.url.raw_host, port=via.url.port, target=via.url.raw_path
+                ),
+                proxy_auth=via.raw_auth,
+                proxy_headers=via.headers.raw,
+                proxy_ssl_context=httpx.create_ssl_context(trust_env=False) if via.url.scheme == "https" else None,
+                **options,
+            )
         self._pool = self.pool

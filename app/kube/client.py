@@ -31,6 +31,7 @@ from h2.connection import H2Connection
 from app.kube import metrics
 from app.kube.identity import FIELD_MANAGER
 from app.kube.turns import FairTurns
+from app.proxy import ProxyEnvironment
 
 log = logging.getLogger("kflare.kube")
 
@@ -232,9 +233,18 @@ class KubeClient:
     """JSON requests by path. One per process; safe to share between tasks."""
 
     def __init__(
-        self, host: str, verify: ssl.SSLContext, auth: AuthHeaders = _no_auth, *, sni: str | None = None
+        self,
+        host: str,
+        verify: ssl.SSLContext,
+        auth: AuthHeaders = _no_auth,
+        *,
+        sni: str | None = None,
+        proxies: ProxyEnvironment | None = None,
     ) -> None:
         self.host = host.rstrip("/")
+        # The API server through the proxy the environment names for it, as client-go decides (`app.proxy`): in a
+        # cluster, NO_PROXY should cover the kubernetes Service's address.
+        proxy = (proxies or ProxyEnvironment.from_environ()).proxy_for(self.host)
         self._auth = auth
         # A kubeconfig's tls-server-name: the name the server's certificate is checked against.
         self._extensions = {"sni_hostname": sni} if sni else {}
@@ -245,10 +255,12 @@ class KubeClient:
         # 40 % of the process's CPU in a bulk apply; on one HTTP/2 connection a 4,000-record apply took half the CPU.
         requests = httpx.Limits(max_connections=IN_FLIGHT + SKIPPING, max_keepalive_connections=IN_FLIGHT + SKIPPING)
         self.http = httpx.AsyncClient(
-            verify=verify, limits=requests, timeout=REQUEST_TIMEOUT, trust_env=False, http2=True
+            verify=verify, limits=requests, timeout=REQUEST_TIMEOUT, trust_env=False, http2=True, proxy=proxy
         )
         watches = httpx.Limits(max_connections=512, max_keepalive_connections=64)
-        self.watches = httpx.AsyncClient(verify=verify, limits=watches, timeout=REQUEST_TIMEOUT, trust_env=False)
+        self.watches = httpx.AsyncClient(
+            verify=verify, limits=watches, timeout=REQUEST_TIMEOUT, trust_env=False, proxy=proxy
+        )
         self._turns = FairTurns(IN_FLIGHT)
 
     @classmethod
