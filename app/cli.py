@@ -63,6 +63,37 @@ def _openapi(args: argparse.Namespace) -> int:
     return main_write(args.out)
 
 
+def _count(value: str) -> int:
+    try:
+        count = int(value.replace(",", "").replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a count such as 5000, got {value!r}") from None
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value!r}")
+    return count
+
+
+def _sizing(args: argparse.Namespace) -> int:
+    from app.settings import parse_duration
+    from app.sizing import Counts, recommend
+
+    try:
+        interval = parse_duration(args.drift_check_interval)
+    except ValueError as exc:
+        print(f"kflare sizing: --drift-check-interval: {exc}", file=sys.stderr)
+        return 2
+    counts = Counts(
+        records=args.records,
+        zones=args.zones,
+        workers=args.workers,
+        gateways=args.gateways,
+        routes=args.routes,
+        other=args.resources,
+    )
+    print(recommend(counts, interval).render())
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -203,6 +234,29 @@ def build_parser() -> argparse.ArgumentParser:
     openapi = commands.add_parser("openapi", help="write the OpenAPI documents of the listeners and the emulator")
     openapi.add_argument("--out", type=Path, metavar="DIR", help="directory to write to (default: openapi/)")
     openapi.set_defaults(func=_openapi)
+
+    sizing = commands.add_parser(
+        "sizing",
+        help="print the pod's resources (and their helm --set flags) for the resources kflare will manage",
+        description="Recommended memory request and limit and CPU request of the controller's pod, from what was "
+        "measured with bench/converge.py (see app/sizing.py). Counts add up; every kind counts as one resource.",
+    )
+    for flag, what in (
+        ("--resources", "kflare resources of any kind not counted by the flags below"),
+        ("--records", "DNSRecords"),
+        ("--zones", "Zones"),
+        ("--workers", "WorkerScripts and WorkerRoutes"),
+        ("--gateways", "Gateways of the cloudflare-tunnel class (counting any turns the class on)"),
+        ("--routes", "HTTPRoutes and GRPCRoutes of the class"),
+    ):
+        sizing.add_argument(flag, type=_count, default=0, metavar="N", help=f"{what} (default: 0)")
+    sizing.add_argument(
+        "--drift-check-interval",
+        default="0s",
+        metavar="DURATION",
+        help="the chart's driftCheckInterval, whose checks add CPU (default: %(default)s, off)",
+    )
+    sizing.set_defaults(func=_sizing)
     return parser
 
 

@@ -23,8 +23,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.controlplane import CertificateAuthority, ControlPlane, free_port
+from app.controlplane import ControlPlane, free_port
 from app.kube.client import KubeClient, KubeError, ResourceType
+from app.pki import CertificateAuthority
 from reconcilers.gateway import envoy
 from reconcilers.gateway.kinds import (
     CLASS_NAME,

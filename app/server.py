@@ -20,6 +20,7 @@ from fastapi import FastAPI, Response
 from app.api.base import GROUP, VERSION
 from app.api.registry import kind_for
 from app.api.tenancy import NamespacePolicy
+from app.certificates import ServingCertificate
 from app.cloudflare.budget import BudgetConfig
 from app.cloudflare.http import HttpConfig, user_agent
 from app.cloudflare.session import CloudflareSession
@@ -439,20 +440,54 @@ class Process:
         await self.runtime.close()
 
 
+async def kept_certificate(settings: Settings) -> ServingCertificate | None:
+    """With --webhook-cert-secret: the serving certificate, made or read and written into --webhook-cert-dir before
+    the listeners load it."""
+    if not settings.webhook_cert_secret:
+        return None
+    if settings.webhook_cert_dir is None:
+        raise ValueError("--webhook-cert-secret needs --webhook-cert-dir, where the listeners read the certificate")
+    names = [n.strip() for n in settings.webhook_cert_names.split(",") if n.strip()]
+    if not names:
+        raise ValueError("--webhook-cert-secret needs --webhook-cert-names, the names the certificate is for")
+    kube = await KubeClient.connect(settings.kubeconfig)
+    kept = ServingCertificate(
+        kube,
+        settings.namespace,
+        settings.webhook_cert_secret,
+        names,
+        settings.webhook_cert_dir,
+        settings.webhook_configuration,
+    )
+    try:
+        await kept.ensure()
+    except BaseException:
+        await kube.close()
+        raise
+    return kept
+
+
 async def serve(settings: Settings) -> int:
     """Run the manager and the listeners until SIGTERM or SIGINT."""
     gc.set_threshold(*GC_THRESHOLD)
+    kept = await kept_certificate(settings)
     process = Process(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    keeping = None if kept is None else asyncio.create_task(kept.keep(), name="serving-certificate")
     try:
         await process.start()
         await stop.wait()
     finally:
         log.info("shutting down")
+        if keeping is not None:
+            keeping.cancel()
+            await asyncio.gather(keeping, return_exceptions=True)
         await process.stop()
+        if kept is not None:
+            await kept.kube.close()
     return 0
 
 

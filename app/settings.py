@@ -125,6 +125,19 @@ class Settings(BaseSettings):
         None, ge=0, le=65535, description="port of the webhook listener, replacing the bind address's; 0 is off"
     )
     webhook_cert_dir: Path | None = None
+    webhook_cert_secret: str | None = Field(
+        None,
+        description="Secret (in --namespace) where kflare keeps the webhook and metrics listeners' certificate itself:"
+        " made when missing, renewed before its end, written into --webhook-cert-dir; unset: the files there are"
+        " someone else's (cert-manager's)",
+    )
+    webhook_cert_names: str = Field(
+        "", description="comma-separated DNS names the kept certificate is for (the webhook and metrics Services')"
+    )
+    webhook_configuration: str | None = Field(
+        None,
+        description="ValidatingWebhookConfiguration whose webhooks' caBundle kflare keeps to the kept certificate's CA",
+    )
     webhook_body_timeout: Duration = Field(
         timedelta(seconds=10),
         gt=timedelta(0),

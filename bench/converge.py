@@ -14,7 +14,11 @@ Runs the real stack on this machine: the test control plane, the Cloudflare emul
 4. (first scale) the account's GET answers 503 for `--outage` seconds: status writes (resourceVersion changes)
    and Warning Events on the Zones and records meanwhile;
 5. RSS with all resources Ready, and its slope per resource between the two scales; and RSS after the last
-   scale's restart, for which `--secrets-mib` of Secrets nobody references are added to the cluster first.
+   scale's restart, for which `--secrets-mib` of Secrets nobody references are added to the cluster first;
+6. what sizes the pod (the chart's `resources`): the controller's CPU seconds from the apply to all Ready, its peak
+   RSS while converging and after the restart (VmHWM: the highest RSS since the process started, which for a
+   later scale covers reconciling the earlier scales' objects at its start too), and its CPU while it idles with
+   every object Ready and drift checks off (over `--settle` seconds).
 
 The floor, measured in the same run on the same API server once the controller has stopped: what the API server
 alone needs for the same objects, `kubectl apply` of each scale's new Zones and records (into another namespace,
@@ -200,6 +204,14 @@ def other_writes(written: dict[tuple[str, str], float]) -> int:
     return int(sum(v for k, v in written.items() if k not in counted))
 
 
+def peak_rss_mib(pid: int) -> float:
+    """The highest RSS of process `pid` since it started (VmHWM), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def add_noise(plane: ControlPlane, mib: int) -> None:
     """`mib` MiB of Secrets (512 KiB each) in a namespace of their own, which no kflare object references."""
     kubectl(plane, "create", "namespace", "noise")
@@ -285,11 +297,13 @@ def main() -> int:
             docs += record_docs(zones_so_far, new_zones, new_records // new_zones)
             emulator.clear_calls()
             written_before = kube_writes(controller)
+            cpu_before = cpu_seconds(controller.pid)
             started = time.monotonic()
             apply(plane, docs)
             in_cloudflare = wait_in_cloudflare(emulator, records, 1800)
             wait_ready(plane, "dnsrecords.kflare.dev", records, 1800, controller)
             seconds = time.monotonic() - started
+            cpu_converge, peak_converge = cpu_seconds(controller.pid) - cpu_before, peak_rss_mib(controller.pid)
             written = {k: v - written_before.get(k, 0) for k, v in kube_writes(controller).items()}
             total, for_records, writes, limited = counts(emulator.calls())
             label = f"{records:,} records, {zones} zones"
@@ -309,7 +323,13 @@ def main() -> int:
                     f"Events {written.get(('events', ''), 0):.0f}, other {other_writes(written)}",
                 )
             )
+            rows.append((f"[{label}] CPU to converge", f"{cpu_converge:.1f} s", "controller, apply to all Ready"))
+            rows.append((f"[{label}] peak RSS converging", f"{peak_converge:.1f} MiB", "VmHWM at all Ready"))
+            cpu_idle = cpu_seconds(controller.pid)
             time.sleep(args.settle)
+            if args.settle:
+                idle = 1000 * (cpu_seconds(controller.pid) - cpu_idle) / args.settle
+                rows.append((f"[{label}] idle CPU", f"{idle:.1f} mcores", f"over {args.settle:g} s, drift checks off"))
             rss_at.append((records + zones, rss_mib(controller.pid)))
 
             noisy = n + 1 == len(scales) and args.secrets_mib > 0
@@ -323,6 +343,7 @@ def main() -> int:
             reconciles = controller.wait_reconciled({"cloudflareaccount": 1, "zone": zones, "dnsrecord": records}, 900)
             if noisy:
                 rss_noise = rss_mib(controller.pid)
+            rows.append((f"[{label}] peak RSS after a restart", f"{peak_rss_mib(controller.pid):.1f} MiB", "VmHWM"))
             restart_total, _, restart_writes, _ = counts(emulator.calls(since=restarted))
             rows.append(
                 (

@@ -299,7 +299,7 @@ def test_network_policy_admits_the_data_plane_to_xds(helm: Helm) -> None:
 def test_the_data_plane_policy_is_on_by_default_and_reaches_only_dns_xds_backends_and_the_edge(on: Rendered) -> None:
     policy = on.one("NetworkPolicy", "kflare-data-plane")["spec"]
     assert policy["policyTypes"] == ["Ingress", "Egress"]
-    assert [p["metadata"]["name"] for p in on.all("NetworkPolicy")] == ["kflare-data-plane"], "the controller's is off"
+    assert sorted(p["metadata"]["name"] for p in on.all("NetworkPolicy")) == ["kflare", "kflare-data-plane"]
     dns, xds, backends, edge = policy["egress"]
     assert {(p["port"], p["protocol"]) for p in dns["ports"]} == {(53, "UDP"), (53, "TCP")}
     assert dns["to"][0]["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"}
@@ -318,7 +318,7 @@ def test_the_data_plane_policy_can_be_narrowed_or_turned_off(helm: Helm) -> None
     assert narrowed.one("NetworkPolicy", "kflare-data-plane")["spec"]["egress"][2] == {"to": [peer]}
     off = helm.render({**ON, "gateway": {**ON["gateway"], "dataPlane": {
         **ON["gateway"]["dataPlane"], "networkPolicy": {"enabled": False}}}})  # fmt: skip
-    assert off.all("NetworkPolicy") == []
+    assert [p["metadata"]["name"] for p in off.all("NetworkPolicy")] == ["kflare"]  # the controller's stays
 
 
 def test_prometheus_scrapes_envoy_and_cloudflared_of_the_data_plane(helm: Helm) -> None:

@@ -209,7 +209,7 @@ def test_the_service_monitor_becomes_a_scrape_config_prometheus_accepts(
     token, ca = tmp_path / "token", tmp_path / "ca.crt"
     token.write_text("token")
     ca.write_text("")
-    secrets = {("kflare-serving-cert", "ca.crt"): ca}
+    secrets = {("kflare-webhook-tls", "ca.crt"): ca}
     jobs = scrape_configs(service_monitor, ScrapeFiles(token, secrets), "https://127.0.0.1:6443", ca)
     (job,) = jobs
     assert job["scheme"] == "https"

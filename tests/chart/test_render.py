@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from cryptography import x509
 
 from app import __version__
 from app.api.registry import CONFIGURATION_KINDS, INTERNAL_KINDS
@@ -113,8 +111,8 @@ def test_default_objects(default: Rendered) -> None:
         ("HorizontalPodAutoscaler", "kflare"),
         ("PodDisruptionBudget", "kflare"),
         ("ValidatingWebhookConfiguration", "kflare"),
-        ("Secret", "kflare-serving-cert"),
     }
+    assert default.find("Secret") is None, "the chart generates a Secret: it would change on every render"
     configuration = {f"{m.info.plural}.kflare.dev" for m in (*CONFIGURATION_KINDS, *INTERNAL_KINDS)}
     assert {f"{p}.kflare.dev" for p in crd_plurals()} | configuration == {
         d["metadata"]["name"] for d in default.all("CustomResourceDefinition")
@@ -170,9 +168,13 @@ def test_deployment_defaults(default: Rendered) -> None:
         "--health-probe-bind-address=:8081",
         "--metrics-bind-address=:8080",
         "--metrics-secure=true",
-        "--metrics-cert-path=/etc/kflare/serving-certs",
+        "--metrics-cert-path=/tmp/kflare/serving-certs",
         "--webhook-port=9443",
-        "--webhook-cert-dir=/etc/kflare/serving-certs",
+        "--webhook-cert-dir=/tmp/kflare/serving-certs",
+        "--webhook-cert-secret=kflare-webhook-tls",
+        f"--webhook-cert-names=kflare-webhook.{NAMESPACE}.svc,kflare-webhook.{NAMESPACE}.svc.cluster.local,"
+        f"kflare-metrics.{NAMESPACE}.svc,kflare-metrics.{NAMESPACE}.svc.cluster.local",
+        "--webhook-configuration=kflare",
         "--drift-check-interval=0s",
         "--reconcile-timeout=5m",
         "--default-deletion-policy=delete",
@@ -197,16 +199,13 @@ def test_deployment_defaults(default: Rendered) -> None:
         "periodSeconds": 10,
     }
     assert container["resources"] == {
-        "requests": {"cpu": "100m", "memory": "64Mi"},
-        "limits": {"cpu": "1", "memory": "512Mi"},
+        "requests": {"cpu": "100m", "memory": "96Mi"},
+        "limits": {"cpu": "1", "memory": "256Mi"},
     }
     mounts = {m["name"]: m for m in container["volumeMounts"]}
-    assert mounts["serving-cert"] == {
-        "name": "serving-cert",
-        "mountPath": "/etc/kflare/serving-certs",
-        "readOnly": True,
-    }
-    assert {"name": "serving-cert", "secret": {"secretName": "kflare-serving-cert"}} in pod["volumes"]
+    # The controller writes the certificate it keeps into its /tmp (an emptyDir): no Secret is mounted for it.
+    assert "serving-cert" not in mounts
+    assert mounts["tmp"]["mountPath"] == "/tmp"
     for key in ("nodeSelector", "tolerations", "affinity", "topologySpreadConstraints", "priorityClassName"):
         assert key not in pod
     assert "imagePullSecrets" not in pod
@@ -279,7 +278,7 @@ def test_values_reach_the_manager(helm: Helm) -> None:
     assert template["annotations"] == {"example.com/a": "b"}
     assert template["labels"]["team"] == "edge"
     assert out.container["resources"] == {
-        "requests": {"cpu": "200m", "memory": "64Mi"},
+        "requests": {"cpu": "200m", "memory": "96Mi"},
         "limits": {"cpu": "1", "memory": "1Gi"},
     }
     assert out.one("Service", "kflare-metrics")["spec"]["ports"][0]["appProtocol"] == "http"
@@ -416,7 +415,12 @@ def test_manager_rbac(default: Rendered) -> None:
         "events.events.k8s.io",
         "tokenreviews.authentication.k8s.io",
         "subjectaccessreviews.authorization.k8s.io",
+        "validatingwebhookconfigurations.admissionregistration.k8s.io",
     }, "nothing more than that"
+    # The release's own webhook configuration, by name, and only its caBundle's two verbs.
+    role = default.one("ClusterRole", "kflare-manager")
+    (hooks,) = [r for r in role["rules"] if "validatingwebhookconfigurations" in r["resources"]]
+    assert (hooks["resourceNames"], sorted(hooks["verbs"])) == (["kflare"], ["get", "patch"])
     assert rules["events.events.k8s.io"] == {"create", "patch"}
     assert rules["tokenreviews.authentication.k8s.io"] == {"create"}
     assert rules["subjectaccessreviews.authorization.k8s.io"] == {"create"}
@@ -491,7 +495,7 @@ def test_service_monitor(helm: Helm, default: Rendered) -> None:
     # Verified against the CA of the chart's serving certificate, which the metrics listener serves.
     assert endpoint["tlsConfig"] == {
         "serverName": f"kflare-metrics.{NAMESPACE}.svc",
-        "ca": {"secret": {"name": "kflare-serving-cert", "key": "ca.crt"}},
+        "ca": {"secret": {"name": "kflare-webhook-tls", "key": "ca.crt"}},
     }
     assert "insecureSkipVerify" not in str(sm)
 
@@ -593,18 +597,14 @@ def test_network_policy(helm: Helm, default: Rendered) -> None:
     }
 
 
-def test_webhook_with_generated_certificate(default: Rendered) -> None:
-    secret = default.one("Secret", "kflare-serving-cert")
-    assert secret["type"] == "kubernetes.io/tls"
-    ca_pem = base64.b64decode(secret["data"]["ca.crt"])
-    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
-    ca = x509.load_pem_x509_certificate(ca_pem)
-    assert cert.issuer == ca.subject
-    sans = set(
-        cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
-    )
-    assert {f"kflare-webhook.{NAMESPACE}.svc", f"kflare-metrics.{NAMESPACE}.svc"} <= sans
+def test_two_renders_with_the_same_values_are_the_same_bytes(helm: Helm) -> None:
+    """What Argo CD does on every sync (`helm template`): a chart that generated a certificate would change the
+    caBundle under the running pods and never show Synced."""
+    for values in ({}, {"metrics": {"serviceMonitor": {"enabled": True}}}, {"webhook": {"enabled": False}}):
+        assert helm.template(values).stdout == helm.template(values).stdout, values
 
+
+def test_webhook_with_the_controllers_certificate(default: Rendered) -> None:
     config = default.one("ValidatingWebhookConfiguration")
     assert "annotations" not in config["metadata"]
     hooks = config["webhooks"]
@@ -622,7 +622,7 @@ def test_webhook_with_generated_certificate(default: Rendered) -> None:
             "path": f"/validate/{plural}",
             "port": 443,
         }
-        assert base64.b64decode(hook["clientConfig"]["caBundle"]) == ca_pem
+        assert "caBundle" not in hook["clientConfig"]  # the controller keeps it (rendered with no cluster: none)
         (rule,) = hook["rules"]
         assert rule["apiGroups"] == ["kflare.dev"]
         assert rule["apiVersions"] == ["v1alpha1"]
@@ -640,11 +640,12 @@ def test_webhook_values(helm: Helm) -> None:
     assert off.find("ValidatingWebhookConfiguration") is None
     assert off.find("Service", "kflare-webhook") is None
     assert off.flag("webhook-port") == "0"
-    assert off.flag("webhook-cert-dir") is None
     assert "webhook" not in {p["name"] for p in off.container["ports"]}
-    # The metrics listener still serves the chart's certificate.
-    assert off.one("Secret", "kflare-serving-cert")
-    assert off.flag("metrics-cert-path") == "/etc/kflare/serving-certs"
+    # The metrics listener still serves the certificate the controller keeps; no webhooks' caBundle to keep.
+    assert off.flag("metrics-cert-path") == "/tmp/kflare/serving-certs"
+    assert off.flag("webhook-cert-dir") == "/tmp/kflare/serving-certs"
+    assert off.flag("webhook-cert-secret") == "kflare-webhook-tls"
+    assert off.flag("webhook-configuration") is None
 
 
 def test_webhook_with_cert_manager(helm: Helm) -> None:

@@ -130,10 +130,13 @@ class GatewayRelease:
                 lines += [f"  {line}" for line in logs.splitlines()]
         # The controller serves the data plane its configuration: its warnings and errors say why Envoy has none.
         selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=controller"
-        for pod in self.get("pods", "-n", NAMESPACE, "-l", selector)["items"]:
+        for pod in self.get("pods", "-n", "kflare-system", "-l", selector)["items"]:
             name = pod["metadata"]["name"]
-            logs = self.kubectl("logs", name, "-n", NAMESPACE, "--tail=400", check=False)
-            lines += [f"{name}: {line}" for line in logs.splitlines() if '"warning"' in line or '"error"' in line][-15:]
+            for status in pod["status"].get("containerStatuses") or []:
+                lines.append(f"{name}: ready={status.get('ready')} restarts={status.get('restartCount')}")
+            logs = self.kubectl("logs", name, "-n", "kflare-system", "--tail=400", check=False)
+            wanted = [line for line in logs.splitlines() if '"info"' not in line and '"debug"' not in line]
+            lines += [f"{name}: {line}" for line in wanted][-25:]
         return "\n".join(lines) or "no data plane pod"
 
 
@@ -172,7 +175,8 @@ def install(
     archive = package(helm, work)
     release = Release(helm, cluster, RELEASE, NAMESPACE)
     state = GatewayRelease(cluster, release, emulator, echo_image(gateway_bins))
-    state.kubectl("create", "namespace", "kflare-system", check=False)
+    for namespace in ("kflare-system", *GRANTED):  # the granted namespaces get the release's Roles: they must exist
+        state.kubectl("create", "namespace", namespace, check=False)
     state.apply(dev_secret_manifest())
     # The kflare CRDs before the examples (kflare objects), as the chart renders them; the release adopts them. The
     # Tunnel then exists when the chart is installed, so the chart reads its token Secret from it.

@@ -114,11 +114,14 @@ class Installed:
     def wait_converged(self, seconds: float = 180) -> list[dict[str, Any]]:
         """Every kflare resource Ready, as `kubectl get kflare -A` shows it."""
         not_ready: list[str] = []
-        for _ in deadline(seconds):
-            items: list[dict[str, Any]] = self.get("kflare", "-A")["items"]
-            not_ready = [f"{o['kind']}/{o['metadata']['name']}: {_condition(o)}" for o in items if not _is_ready(o)]
-            if items and not not_ready:
-                return items
+        try:
+            for _ in deadline(seconds):
+                items: list[dict[str, Any]] = self.get("kflare", "-A")["items"]
+                not_ready = [f"{o['kind']}/{o['metadata']['name']}: {_condition(o)}" for o in items if not _is_ready(o)]
+                if items and not not_ready:
+                    return items
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: not Ready: {not_ready}") from None
         raise AssertionError(not_ready)
 
 
@@ -153,8 +156,11 @@ def release_installed(
     release = Release(helm, cluster, name, NAMESPACE)
     began = time.monotonic()
     state = Installed(cluster, release, emulator, image, 0.0)
-    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-    state.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(namespace))
+    # The release's namespace, and the teams' its values grant kflare (`rbac.namespaces`: their Roles go there).
+    granted = yaml.safe_load(PRODUCTION.read_text())["rbac"]["namespaces"]
+    for name in (NAMESPACE, *granted):
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        state.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(namespace))
     state.kubectl("apply", "-f", "-", input_text=dev_secret_manifest())
     layers = [*helm.values_args(overrides(image, emulator)), *helm.values_args(values)]
     # The production values first, as a user's file; what cannot apply here after them.
@@ -220,11 +226,12 @@ def test_a_bad_manifest_is_refused_by_the_webhook_through_its_service(installed:
 
 
 def test_metrics_are_served_over_https_to_authorised_tokens_only(installed: Installed) -> None:
-    """Through the metrics Service, as Prometheus scrapes it: TLS with the chart's certificate for the Service's
-    name; a token bound to kflare-metrics-reader gets the metrics, another token is forbidden, none unauthorised."""
+    """Through the metrics Service, as Prometheus scrapes it: TLS with the certificate the controller keeps for the
+    Service's name; a token bound to kflare-metrics-reader gets the metrics, another token is forbidden, none
+    unauthorised."""
     service = installed.get("service", f"{installed.fullname}-metrics", "-n", NAMESPACE)
     address, port = service["spec"]["clusterIP"], service["spec"]["ports"][0]["port"]
-    secret = installed.get("secret", f"{installed.fullname}-serving-cert", "-n", NAMESPACE)
+    secret = installed.get("secret", f"{installed.fullname}-webhook-tls", "-n", NAMESPACE)
     tls = ssl.create_default_context(cadata=base64.b64decode(secret["data"]["ca.crt"]).decode())
     host = f"{installed.fullname}-metrics.{NAMESPACE}.svc"
     installed.kubectl("create", "serviceaccount", "scraper", "-n", NAMESPACE)
@@ -354,7 +361,7 @@ def test_upgrade_then_uninstall_keep_the_crds_and_the_cloudflare_objects(install
     Cloudflare object."""
     cf = installed.emulator.client(token=DEV_TOKEN)
     zone_id = next(z.id for z in cf.zones.list() if z.name == "example.com")
-    cert = installed.get("secret", f"{installed.fullname}-serving-cert", "-n", NAMESPACE)["data"]
+    cert = installed.get("secret", f"{installed.fullname}-webhook-tls", "-n", NAMESPACE)["data"]
     before = {p["metadata"]["name"] for p in installed.pods()}
     values = installed.release.helm.values_args(
         {**overrides(installed.image, installed.emulator), "driftCheckInterval": "10m"}
@@ -367,7 +374,7 @@ def test_upgrade_then_uninstall_keep_the_crds_and_the_cloudflare_objects(install
             break
     (container,) = installed.pods()[0]["spec"]["containers"]
     assert "--drift-check-interval=10m" in container["args"]
-    assert installed.get("secret", f"{installed.fullname}-serving-cert", "-n", NAMESPACE)["data"] == cert
+    assert installed.get("secret", f"{installed.fullname}-webhook-tls", "-n", NAMESPACE)["data"] == cert
     installed.wait_converged(120)
 
     installed.kubectl("delete", "dnsrecord", "after-failover", "-n", "demo", "--timeout=60s")

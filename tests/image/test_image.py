@@ -139,8 +139,8 @@ async def test_the_charts_pod_runs_the_image(
 ) -> None:
     """The chart installed, and its Deployment's pod run by podman as the kubelet would run it (see tests/image/pod.py):
     user 65532, read-only root filesystem, an emptyDir (tmpfs) on /tmp, no capabilities, the chart's limits, its
-    serving certificate, the ServiceAccount's token and so nothing but the chart's RBAC. It gets Ready, reconciles the
-    first slice, holds the leader Lease, serves metrics over HTTPS with the chart's certificate, and logs JSON."""
+    ServiceAccount's token and so nothing but the chart's RBAC. It makes its serving certificate, gets Ready, reconciles
+    the first slice, holds the leader Lease, serves metrics over HTTPS with that certificate, and logs JSON."""
     # The image under the name the chart gives it by default (its appVersion as the tag), in a local repository.
     podman("tag", image, f"localhost/kflare:{__version__}")
     release = Release(Helm(helm_binary(), tmp_path / "helm"), control_plane, f"img{uuid.uuid4().hex[:6]}", namespace)
@@ -157,9 +157,8 @@ async def test_the_charts_pod_runs_the_image(
             namespace,
             client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)),
         )
-        cert = await client.CoreV1Api(kube).read_namespaced_secret(f"{release.fullname}-serving-cert", namespace)
-        secret = {k: base64.b64decode(v) for k, v in cert.data.items()}
-        mounts = Mounts(issued.status.token, {cert.metadata.name: secret})
+        # The serving certificate is the pod's own to make (`--webhook-cert-secret`): no Secret volume for it.
+        mounts = Mounts(issued.status.token, {})
         pod_name = f"{release.fullname}-6c9f7d8b5-q4x7z"
         proc = PodProcess(pod, mounts, control_plane, fresh_emulator, tmp_path, pod_name=pod_name, namespace=namespace)
         assert proc.image == f"localhost/kflare:{__version__}"
@@ -170,7 +169,10 @@ async def test_the_charts_pod_runs_the_image(
             to_ready = time.monotonic() - proc.started_at
             with capsys.disabled():
                 print(f"\nimage {image}: {size / 2**20:.0f} MiB, Ready {to_ready:.1f}s after `podman run`")
-            await reconciles_and_serves(proc, kflare, kube, fresh_emulator, namespace, secret["ca.crt"])
+            cert = await client.CoreV1Api(kube).read_namespaced_secret(f"{release.fullname}-webhook-tls", namespace)
+            assert cert.metadata.labels["app.kubernetes.io/managed-by"] == "kflare"
+            ca = base64.b64decode(cert.data["ca.crt"])
+            await reconciles_and_serves(proc, kflare, kube, fresh_emulator, namespace, ca)
             lease = await client.CoordinationV1Api(kube).read_namespaced_lease(LEASE, namespace)
             assert lease.spec.holder_identity.startswith(pod_name)
 

@@ -367,7 +367,15 @@ class Rulesets(Kind):
         return sort_by(items, lambda r: (r["kind"] != "zone", r["phase"], r["id"]), "asc")
 
     def render(self, ctx: Ctx, obj: Obj) -> Obj:
+        # The listing shows rulesets without their rules; reading one shows them (`get` below).
         return {key: copy.deepcopy(value) for key, value in obj.items() if key not in ("history", "rules")}
+
+    async def get(self, request: Request) -> JSONResponse:
+        # ``GET .../rulesets/{id}`` answers the ruleset with its ``rules``, as the entry point does: Cloudflare's
+        # OpenAPI document (``rulesets_ruleset-response``) requires them and the SDK's ``RulesetGetResponse`` reads
+        # them.
+        _ctx, ruleset = await self._found(request, "read")
+        return ok(self.full(ruleset))
 
     def full(self, ruleset: Obj) -> Obj:
         return {key: copy.deepcopy(value) for key, value in ruleset.items() if key != "history"}

@@ -153,7 +153,9 @@ def new_zone(
         "modified_on": created,
         "activated_on": activated_on if activated_on is not None else (created if status == "active" else None),
         "meta": {"step": 2, "custom_certificate_quota": 0, "page_rule_quota": 3, "phishing_detected": False},
-        "owner": {"id": None, "type": "user", "name": None},
+        # As observed for a zone an account holds (cloudflare/cloudflare-rs#213): a user owner with null ID and
+        # e-mail; OpenAPI's {id, name, type} is an organization owner's shape (cloudflare/cloudflare-go#180).
+        "owner": {"id": None, "type": "user", "email": None},
         "account": {"id": account["id"], "name": account["name"]},
         "tenant": {"id": None, "name": None},
         "tenant_unit": {"id": None},

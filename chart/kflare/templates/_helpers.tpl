@@ -83,15 +83,21 @@ app.kubernetes.io/component: controller
 
 {{/*
 The serving certificate: one Secret (tls.crt, tls.key, ca.crt) for the webhook listener and, unless
-metrics.certSecret names another, the metrics listener. Issued for both Services' names. Helm's and
-cert-manager's have different names, so that switching between them never meets a Secret the other one owns.
+metrics.certSecret names another, the metrics listener. Issued for both Services' names. The controller's own (it
+makes and keeps it: `--webhook-cert-secret`) and cert-manager's have different names, and neither is the name the
+chart's generated one had, so that switching between them never meets a Secret another one owns.
 */}}
 {{- define "kflare.servingCertSecret" -}}
 {{- if .Values.webhook.certManager.enabled }}
 {{- printf "%s-serving-cert-cm" (include "kflare.fullname" .) }}
 {{- else }}
-{{- printf "%s-serving-cert" (include "kflare.fullname" .) }}
+{{- printf "%s-webhook-tls" (include "kflare.fullname" .) }}
 {{- end }}
+{{- end }}
+
+{{/* The controller makes and keeps the serving certificate itself (no cert-manager): true or empty. */}}
+{{- define "kflare.controllerKeepsCert" -}}
+{{- if and (include "kflare.servingCertEnabled" .) (not .Values.webhook.certManager.enabled) }}true{{ end }}
 {{- end }}
 
 {{- define "kflare.metricsUsesServingCert" -}}
@@ -110,8 +116,11 @@ cert-manager's have different names, so that switching between them never meets 
 {{- end }}
 {{- end }}
 
-{{/* Mount paths of the certificates in the controller container. */}}
-{{- define "kflare.servingCertDir" -}}/etc/kflare/serving-certs{{- end }}
+{{/* Where the controller container reads the certificates: cert-manager's Secret mounted, or the one the controller
+keeps, written by it into its /tmp (an emptyDir: the root filesystem is read-only). */}}
+{{- define "kflare.servingCertDir" -}}
+{{- if .Values.webhook.certManager.enabled }}/etc/kflare/serving-certs{{ else }}/tmp/kflare/serving-certs{{ end }}
+{{- end }}
 {{- define "kflare.metricsCertDir" -}}/etc/kflare/metrics-certs{{- end }}
 
 {{/* More than one controller replica can run: the PodDisruptionBudget is worth having. */}}

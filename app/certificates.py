@@ -1,0 +1,222 @@
+"""The serving certificate the controller makes and keeps itself, so that the chart carries no generated material
+and renders the same bytes every time (Argo CD renders charts with `helm template`, where a chart that generates a
+certificate makes a new one on every sync).
+
+With `--webhook-cert-secret`, the webhook and metrics listeners' certificate lives in that Secret of the
+controller's namespace (`ca.crt`, `ca.key`, `tls.crt`, `tls.key`):
+
+- the first replica that finds none makes it (a CA for ten years, a certificate for `--webhook-cert-names` for a
+  year); a replica that loses the race to create it reads the winner's;
+- any replica that finds the certificate within RENEW_BEFORE of its end, or not for the names it must serve, renews
+  it, signed by the same CA (so what the API server trusts does not change), with a precondition on the Secret's
+  resourceVersion (two replicas never both renew);
+- each replica writes the pair into `--webhook-cert-dir`, which the listeners reload on change, and looks again every
+  CHECK_EVERY seconds;
+- the CA is put in the caBundle of every webhook of `--webhook-configuration` (a strategic merge patch of that field
+  alone), keeping one CA that was there before, so that pods serving an earlier certificate (a rolling upgrade, or
+  the move from a chart that generated its own) are still trusted while they run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import datetime as dt
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from app.kube.client import JSON, SECRETS, KubeClient, KubeError, ResourceType
+from app.pki import CertificateAuthority, names_of, not_after
+
+log = logging.getLogger(__name__)
+
+WEBHOOK_CONFIGURATIONS: Final = ResourceType(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration",
+    namespaced=False,
+)
+STRATEGIC_MERGE: Final = "application/strategic-merge-patch+json"
+CA_DAYS: Final = 3650
+CERT_DAYS: Final = 365
+RENEW_BEFORE: Final = dt.timedelta(days=90)
+CHECK_EVERY: Final = 3600.0
+KEYS: Final = ("ca.crt", "ca.key", "tls.crt", "tls.key")
+MANAGED_BY: Final = {"app.kubernetes.io/managed-by": "kflare", "app.kubernetes.io/component": "webhook"}
+
+
+def _decode(data: Mapping[str, Any]) -> dict[str, bytes] | None:
+    try:
+        out = {key: base64.b64decode(str(data[key]), validate=True) for key in KEYS}
+    except (KeyError, binascii.Error):
+        return None
+    return out
+
+
+def _encode(material: Mapping[str, bytes]) -> dict[str, str]:
+    return {key: base64.b64encode(material[key]).decode() for key in KEYS}
+
+
+def _certificates(bundle: bytes) -> list[bytes]:
+    """The PEM certificates of a bundle, each as its own PEM block."""
+    try:
+        return [c.public_bytes(serialization.Encoding.PEM) for c in x509.load_pem_x509_certificates(bundle)]
+    except ValueError:
+        return []
+
+
+@dataclass
+class ServingCertificate:
+    """One listener certificate kept in a Secret; see the module's description."""
+
+    kube: KubeClient
+    namespace: str
+    secret: str
+    names: Sequence[str]
+    directory: Path
+    webhook_configuration: str | None = None
+
+    def _issue(self, ca: CertificateAuthority) -> dict[str, bytes]:
+        key, cert = ca.issue(self.names[0], hosts=self.names, server=True, days=CERT_DAYS)
+        return {"ca.crt": ca.pem, "ca.key": ca.key_pem, "tls.crt": cert, "tls.key": key}
+
+    def _new(self) -> dict[str, bytes]:
+        return self._issue(CertificateAuthority.create(f"kflare-webhook-ca-{self.namespace}", days=CA_DAYS))
+
+    def _due(self, material: Mapping[str, bytes], now: dt.datetime) -> bool:
+        try:
+            return not_after(material["tls.crt"]) - now < RENEW_BEFORE or not set(self.names) <= names_of(
+                material["tls.crt"]
+            )
+        except ValueError:
+            return True
+
+    async def _read(self) -> JSON | None:
+        try:
+            return await self.kube.get(SECRETS, self.secret, self.namespace)
+        except KubeError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    def _body(self, material: Mapping[str, bytes], resource_version: str | None = None) -> JSON:
+        metadata: JSON = {"name": self.secret, "namespace": self.namespace, "labels": dict(MANAGED_BY)}
+        if resource_version:
+            metadata["resourceVersion"] = resource_version
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": metadata,
+            "type": "kubernetes.io/tls",
+            "data": _encode(material),
+        }
+
+    async def material(self) -> dict[str, bytes]:
+        """The Secret's certificate, made or renewed first when it must be."""
+        for _ in range(3):  # a conflict means another replica wrote it first: read what it wrote
+            found = await self._read()
+            decoded = None if found is None else _decode(found.get("data") or {})
+            try:
+                if found is None:
+                    material = self._new()
+                    await self.kube.create(SECRETS, self._body(material), self.namespace)
+                    log.info("made the webhook's serving certificate", extra={"secret": self.secret})
+                    return material
+                now = dt.datetime.now(dt.UTC)
+                if decoded is not None and not self._due(decoded, now):
+                    return decoded
+                ca = self._ca(decoded)
+                material = self._issue(ca) if ca is not None else self._new()
+                version = str(found["metadata"].get("resourceVersion") or "")
+                await self.kube.replace(SECRETS, self._body(material, version), self.namespace)
+                log.info("renewed the webhook's serving certificate", extra={"secret": self.secret})
+                return material
+            except KubeError as exc:
+                if not exc.conflict:
+                    raise
+        raise RuntimeError(f"the Secret {self.namespace}/{self.secret} kept changing under kflare's writes")
+
+    @staticmethod
+    def _ca(decoded: Mapping[str, bytes] | None) -> CertificateAuthority | None:
+        if decoded is None:
+            return None
+        try:
+            ca = CertificateAuthority.load(decoded["ca.crt"], decoded["ca.key"])
+        except ValueError:
+            return None
+        if not_after(decoded["ca.crt"]) - dt.datetime.now(dt.UTC) < RENEW_BEFORE:
+            return None  # a CA near its end makes a new one (and the caBundle keeps the old one a while)
+        return ca
+
+    def write(self, material: Mapping[str, bytes]) -> bool:
+        """Write the pair (and the CA) into the directory the listeners read; True when anything changed. Each file
+        is replaced whole (a listener never reads half of one)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        changed = False
+        for key in ("ca.crt", "tls.key", "tls.crt"):  # the certificate last: a reload keys on it
+            path = self.directory / key
+            if path.exists() and path.read_bytes() == material[key]:
+                continue
+            temporary = self.directory / f".{key}.new"
+            temporary.write_bytes(material[key])
+            os.chmod(temporary, 0o600)
+            temporary.replace(path)
+            changed = True
+        return changed
+
+    async def publish_ca(self, ca: bytes) -> None:
+        """The CA in the caBundle of every webhook of the configuration, with one CA that was there before."""
+        if not self.webhook_configuration:
+            return
+        try:
+            config = await self.kube.get(WEBHOOK_CONFIGURATIONS, self.webhook_configuration)
+        except KubeError as exc:
+            if exc.not_found:
+                log.warning(
+                    "no webhook configuration to publish the CA in", extra={"configuration": self.webhook_configuration}
+                )
+                return
+            raise
+        patches = []
+        for webhook in config.get("webhooks") or []:
+            current = base64.b64decode((webhook.get("clientConfig") or {}).get("caBundle") or "")
+            kept = [c for c in _certificates(current) if c.strip() != ca.strip()][:1]
+            wanted = b"".join([ca if ca.endswith(b"\n") else ca + b"\n", *kept])
+            if wanted != current:
+                encoded = base64.b64encode(wanted).decode()
+                patches.append({"name": webhook["name"], "clientConfig": {"caBundle": encoded}})
+        if patches:
+            await self.kube.patch(
+                WEBHOOK_CONFIGURATIONS,
+                self.webhook_configuration,
+                {"webhooks": patches},
+                content_type=STRATEGIC_MERGE,
+            )
+            log.info("published the webhook's CA", extra={"webhooks": len(patches)})
+
+    async def ensure(self) -> bool:
+        """Make or renew the certificate as needed, write it for the listeners, publish the CA; True when the
+        files changed."""
+        material = await self.material()
+        changed = self.write(material)
+        await self.publish_ca(material["ca.crt"])
+        return changed
+
+    async def keep(self) -> None:
+        """Look again every CHECK_EVERY seconds (another replica may have renewed it); failures are logged and tried
+        again, the listeners keep the certificate they have."""
+        while True:
+            await asyncio.sleep(CHECK_EVERY)
+            try:
+                await self.ensure()
+            except Exception as exc:  # a transient API error must not end the loop that renews the certificate
+                log.warning("could not check the webhook's serving certificate: %s", exc)
