@@ -28,9 +28,9 @@ from tests.e2e.test_chart import EXAMPLES, deadline, overrides
 from tests.fixtures.emulator import EmulatorProcess
 
 NAMESPACE = "demo"
-GRANTED = (NAMESPACE, "team-e2e")
-"""The namespaces the release grants Secrets, ConfigMaps and data planes in: the examples', and the team whose
-Gateway has a plane of its own (tests/e2e/test_gateway.py)."""
+GRANTED = (NAMESPACE, "kflare-system", "team-e2e")
+"""The namespaces the release (in the examples' namespace) grants Secrets, ConfigMaps and data planes in: its own,
+the account token's, and the team whose Gateway has a plane of its own (tests/e2e/test_gateway.py)."""
 """The examples' Tunnel's namespace: the data plane reads the Tunnel's token Secret, so the release goes there."""
 TUNNEL = "gateway"
 RELEASE = "gw"
@@ -130,11 +130,11 @@ class GatewayRelease:
                 lines += [f"  {line}" for line in logs.splitlines()]
         # The controller serves the data plane its configuration: its warnings and errors say why Envoy has none.
         selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=controller"
-        for pod in self.get("pods", "-n", "kflare-system", "-l", selector)["items"]:
+        for pod in self.get("pods", "-n", NAMESPACE, "-l", selector)["items"]:
             name = pod["metadata"]["name"]
             for status in pod["status"].get("containerStatuses") or []:
                 lines.append(f"{name}: ready={status.get('ready')} restarts={status.get('restartCount')}")
-            logs = self.kubectl("logs", name, "-n", "kflare-system", "--tail=400", check=False)
+            logs = self.kubectl("logs", name, "-n", NAMESPACE, "--tail=400", check=False)
             wanted = [line for line in logs.splitlines() if '"info"' not in line and '"debug"' not in line]
             lines += [f"{name}: {line}" for line in wanted][-25:]
         return "\n".join(lines) or "no data plane pod"
