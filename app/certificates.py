@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives import serialization
 
 from app.kube.client import JSON, SECRETS, KubeClient, KubeError, ResourceType
 from app.pki import CertificateAuthority, names_of, not_after
+from app.tls import self_signed
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ CA_DAYS: Final = 3650
 CERT_DAYS: Final = 365
 RENEW_BEFORE: Final = dt.timedelta(days=90)
 CHECK_EVERY: Final = 3600.0
+RETRY: Final = 30.0
 KEYS: Final = ("ca.crt", "ca.key", "tls.crt", "tls.key")
 MANAGED_BY: Final = {"app.kubernetes.io/managed-by": "kflare", "app.kubernetes.io/component": "webhook"}
 
@@ -84,6 +86,8 @@ class ServingCertificate:
     names: Sequence[str]
     directory: Path
     webhook_configuration: str | None = None
+    failing: bool = False
+    """The last look at the Secret failed (the listeners may serve a self-signed certificate meanwhile)."""
 
     def _issue(self, ca: CertificateAuthority) -> dict[str, bytes]:
         key, cert = ca.issue(self.names[0], hosts=self.names, server=True, days=CERT_DAYS)
@@ -208,15 +212,34 @@ class ServingCertificate:
         files changed."""
         material = await self.material()
         changed = self.write(material)
-        await self.publish_ca(material["ca.crt"])
+        try:
+            await self.publish_ca(material["ca.crt"])
+        except KubeError as exc:
+            # The listeners serve the certificate all the same (whoever else keeps the caBundle may trust it); said
+            # loudly, and tried again at the next look.
+            log.error("could not publish the webhook's CA in %s: %s", self.webhook_configuration, exc.message)
         return changed
 
+    async def start(self) -> None:
+        """The first `ensure`, before the listeners load the files. When the Secret cannot be read or written (the
+        API server away, a role without Secrets), the listeners start on a self-signed certificate instead, so the
+        probes and metrics still answer, and `keep` tries again every RETRY seconds."""
+        try:
+            await self.ensure()
+        except (KubeError, OSError, ValueError) as exc:
+            self.failing = True
+            log.error("could not make or read the webhook's serving certificate: %s; serving a self-signed one", exc)
+            cert, key = self_signed(self.names)
+            self.write({"ca.crt": cert, "tls.crt": cert, "tls.key": key})
+
     async def keep(self) -> None:
-        """Look again every CHECK_EVERY seconds (another replica may have renewed it); failures are logged and tried
-        again, the listeners keep the certificate they have."""
+        """Look again every CHECK_EVERY seconds (another replica may have renewed it), every RETRY seconds while it
+        fails; failures are logged, the listeners keep the certificate they have."""
         while True:
-            await asyncio.sleep(CHECK_EVERY)
+            await asyncio.sleep(RETRY if self.failing else CHECK_EVERY)
             try:
                 await self.ensure()
+                self.failing = False
             except Exception as exc:  # a transient API error must not end the loop that renews the certificate
+                self.failing = True
                 log.warning("could not check the webhook's serving certificate: %s", exc)

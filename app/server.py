@@ -460,7 +460,7 @@ async def kept_certificate(settings: Settings) -> ServingCertificate | None:
         settings.webhook_configuration,
     )
     try:
-        await kept.ensure()
+        await kept.start()
     except BaseException:
         await kube.close()
         raise

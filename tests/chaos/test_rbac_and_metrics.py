@@ -177,6 +177,24 @@ async def metrics_scraped(run: Run) -> bool:
     return await run.scrape(run.scraper_token) == 200
 
 
+WEBHOOKS = "kflare"
+"""The chart's ValidatingWebhookConfiguration (release `kflare`), whose caBundle the manager role lets kflare keep."""
+
+
+async def ca_published(run: Run) -> bool:
+    """The release's webhooks trust the CA of the serving certificate kflare made (its Secret)."""
+    try:
+        secret = await run.admin.request("GET", f"/api/v1/namespaces/{run.release}/secrets/kflare-webhook-tls")
+        config = await run.admin.request(
+            "GET", f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{WEBHOOKS}"
+        )
+    except KubeError:
+        return False
+    ca = base64.b64decode(secret["data"]["ca.crt"])
+    bundles = [base64.b64decode((w.get("clientConfig") or {}).get("caBundle") or "") for w in config["webhooks"]]
+    return bool(bundles) and all(ca.strip() in bundle for bundle in bundles)
+
+
 async def leader_elected(run: Run) -> bool:
     try:
         lease = await run.admin.request(
@@ -202,6 +220,7 @@ FEATURES: dict[str, tuple[str, Check]] = {
     "cloudflareclaims": ("one owner per object (the claims of adopted objects)", zone_ready),
     "namespaces": ("accounts' namespace policies (the namespaces' labels)", zone_ready),
     "grants": ("references across namespaces (the namespaces' grants)", zone_ready),
+    "validatingwebhookconfigurations": ("the webhooks trust the certificate kflare makes (caBundle)", ca_published),
 }
 
 
@@ -366,8 +385,14 @@ async def run_with(
     proc = ControllerProcess(plane, emulator, workdir)
     chart_args = [a for a in CHART_ARGS if not a.startswith(LISTENER_FLAGS)]
     replaced = ("--kubeconfig", "--namespace", "--metrics-bind-address", "--webhook-port", "--log-level")
+    await _webhook_configuration(admin)
     proc.argv = [a for a in proc.argv if not a.startswith(replaced)] + [
         *chart_args,
+        # The serving certificate kflare keeps (its own directory per run) and the webhooks whose caBundle it keeps.
+        f"--webhook-cert-dir={workdir / label / 'certs'}",
+        "--webhook-cert-secret=kflare-webhook-tls",
+        f"--webhook-cert-names=kflare-webhook.{release}.svc",
+        f"--webhook-configuration={WEBHOOKS}",
         f"--namespace={release}",
         f"--kubeconfig={kubeconfig}",
         f"--metrics-bind-address=127.0.0.1:{metrics_port}",
@@ -383,6 +408,31 @@ async def run_with(
     finally:
         proc.stop()
         await _clean(admin, account, resources, role_name)
+
+
+async def _webhook_configuration(admin: KubeClient) -> None:
+    """The chart's webhook configuration as far as kflare's caBundle goes: one webhook that never matches a request."""
+    rule = {"apiGroups": ["never.kflare.test"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["x"]}
+    body = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": WEBHOOKS},
+        "webhooks": [
+            {
+                "name": "never.validate.kflare.dev",
+                "clientConfig": {"service": {"name": "kflare-webhook", "namespace": "kflare-system", "path": "/x"}},
+                "rules": [rule],
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Ignore",
+            }
+        ],
+    }
+    try:
+        await admin.request("POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", body=body)
+    except KubeError as exc:
+        if not exc.conflict:
+            raise
 
 
 LISTENER_FLAGS = (
