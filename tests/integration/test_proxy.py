@@ -30,7 +30,7 @@ from app.controlplane import CertificateAuthority, ControlPlane, bin_dir_from_en
 from app.emulator.app import create_app
 from app.kube.client import NAMESPACES, KubeClient
 from tests.helpers import eventually
-from tests.unit.reconcilers.harness import ACCOUNT_ID, TOKEN, emulator_state
+from tests.unit.reconcilers.harness import ACCOUNT_ID, TOKEN, _Server, emulator_state
 
 pytestmark = pytest.mark.integration
 
@@ -83,18 +83,6 @@ def tinyproxy(workdir: Path, *settings: str) -> Iterator[Proxy]:
     finally:
         proc.terminate()
         proc.wait(10)
-
-
-class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.listening = threading.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        try:
-            await super().startup(sockets=sockets)
-        finally:
-            self.listening.set()
 
 
 @dataclass
