@@ -21,19 +21,19 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import datetime as dt
 import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from app.kube.client import JSON, SECRETS, KubeClient, KubeError, ResourceType
+from app.kube.client import KubeClient, KubeError, ResourceType
+from app.kube.kept import keep_secret
 from app.pki import CertificateAuthority, names_of, not_after
 from app.tls import self_signed
 
@@ -54,18 +54,6 @@ CHECK_EVERY: Final = 3600.0
 RETRY: Final = 30.0
 KEYS: Final = ("ca.crt", "ca.key", "tls.crt", "tls.key")
 MANAGED_BY: Final = {"app.kubernetes.io/managed-by": "kflare", "app.kubernetes.io/component": "webhook"}
-
-
-def _decode(data: Mapping[str, Any]) -> dict[str, bytes] | None:
-    try:
-        out = {key: base64.b64decode(str(data[key]), validate=True) for key in KEYS}
-    except (KeyError, binascii.Error):
-        return None
-    return out
-
-
-def _encode(material: Mapping[str, bytes]) -> dict[str, str]:
-    return {key: base64.b64encode(material[key]).decode() for key in KEYS}
 
 
 def _certificates(bundle: bytes) -> list[bytes]:
@@ -104,50 +92,22 @@ class ServingCertificate:
         except ValueError:
             return True
 
-    async def _read(self) -> JSON | None:
-        try:
-            return await self.kube.get(SECRETS, self.secret, self.namespace)
-        except KubeError as exc:
-            if exc.not_found:
-                return None
-            raise
-
-    def _body(self, material: Mapping[str, bytes], resource_version: str | None = None) -> JSON:
-        metadata: JSON = {"name": self.secret, "namespace": self.namespace, "labels": dict(MANAGED_BY)}
-        if resource_version:
-            metadata["resourceVersion"] = resource_version
-        return {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": metadata,
-            "type": "kubernetes.io/tls",
-            "data": _encode(material),
-        }
+    def _wanted(self, current: dict[str, bytes] | None) -> dict[str, bytes] | None:
+        """None when the Secret's certificate will do; else a new one, signed by its CA while that is good."""
+        material = None if current is None or not set(KEYS) <= current.keys() else {k: current[k] for k in KEYS}
+        if material is not None and not self._due(material, dt.datetime.now(dt.UTC)):
+            return None
+        ca = self._ca(material)
+        return self._issue(ca) if ca is not None else self._new()
 
     async def material(self) -> dict[str, bytes]:
         """The Secret's certificate, made or renewed first when it must be."""
-        for _ in range(3):  # a conflict means another replica wrote it first: read what it wrote
-            found = await self._read()
-            decoded = None if found is None else _decode(found.get("data") or {})
-            try:
-                if found is None:
-                    material = self._new()
-                    await self.kube.create(SECRETS, self._body(material), self.namespace)
-                    log.info("made the webhook's serving certificate", extra={"secret": self.secret})
-                    return material
-                now = dt.datetime.now(dt.UTC)
-                if decoded is not None and not self._due(decoded, now):
-                    return decoded
-                ca = self._ca(decoded)
-                material = self._issue(ca) if ca is not None else self._new()
-                version = str(found["metadata"].get("resourceVersion") or "")
-                await self.kube.replace(SECRETS, self._body(material, version), self.namespace)
-                log.info("renewed the webhook's serving certificate", extra={"secret": self.secret})
-                return material
-            except KubeError as exc:
-                if not exc.conflict:
-                    raise
-        raise RuntimeError(f"the Secret {self.namespace}/{self.secret} kept changing under kflare's writes")
+        data, wrote = await keep_secret(
+            self.kube, self.namespace, self.secret, self._wanted, labels=MANAGED_BY, tls=True
+        )
+        if wrote:
+            log.info("made or renewed the webhook's serving certificate", extra={"secret": self.secret})
+        return {key: data[key] for key in KEYS}
 
     @staticmethod
     def _ca(decoded: Mapping[str, bytes] | None) -> CertificateAuthority | None:

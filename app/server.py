@@ -12,7 +12,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import uvicorn
 from fastapi import FastAPI, Response
@@ -38,6 +38,9 @@ from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.registry import register_all
 from webhooks import create_app as webhook_app
 from webhooks.access import Cluster
+
+if TYPE_CHECKING:
+    from reconcilers.gateway.material import GatewayMaterial
 
 log = logging.getLogger(__name__)
 
@@ -467,27 +470,59 @@ async def kept_certificate(settings: Settings) -> ServingCertificate | None:
     return kept
 
 
+async def kept_gateway_material(settings: Settings) -> GatewayMaterial | None:
+    """With --gateway-xds-host: the Gateway class's xDS and origin material, made or read, and the xDS listener's
+    part written into --gateway-xds-cert-dir before the listener loads it."""
+    if not (settings.gateway_enabled and settings.gateway_xds_host and settings.gateway_xds_cert_dir):
+        return None
+    from reconcilers.gateway.material import GatewayMaterial  # see Runtime.start: only with the Gateway class
+
+    kube = await KubeClient.connect(settings.kubeconfig)
+    kept = GatewayMaterial(
+        kube,
+        settings.namespace,
+        settings.gateway_plane_xds_secret,
+        settings.gateway_plane_origin_secret,
+        settings.gateway_xds_host,
+        (split_bind_address(settings.gateway_xds_bind_address) or ("", 18000))[1],
+        settings.gateway_origin_server_name,
+        settings.gateway_xds_cert_dir,
+    )
+    try:
+        await kept.start()
+    except BaseException:
+        await kube.close()
+        raise
+    return kept
+
+
 async def serve(settings: Settings) -> int:
     """Run the manager and the listeners until SIGTERM or SIGINT."""
     gc.set_threshold(*GC_THRESHOLD)
     kept = await kept_certificate(settings)
+    material = await kept_gateway_material(settings)
     process = Process(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    keeping = None if kept is None else asyncio.create_task(kept.keep(), name="serving-certificate")
+    keeping = [
+        asyncio.create_task(k.keep(), name=name)
+        for k, name in ((kept, "serving-certificate"), (material, "gateway-material"))
+        if k is not None
+    ]
     try:
         await process.start()
         await stop.wait()
     finally:
         log.info("shutting down")
-        if keeping is not None:
-            keeping.cancel()
-            await asyncio.gather(keeping, return_exceptions=True)
+        for task in keeping:
+            task.cancel()
+        await asyncio.gather(*keeping, return_exceptions=True)
         await process.stop()
-        if kept is not None:
-            await kept.kube.close()
+        for k in (kept, material):
+            if k is not None:
+                await k.kube.close()
     return 0
 
 

@@ -171,6 +171,15 @@ class Settings(BaseSettings):
         description="CA (PEM) whose signed client certificate Envoy must present to the xDS listener (mutual TLS,"
         " with --gateway-xds-cert-dir); unset asks for no client certificate",
     )
+    gateway_xds_host: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9]([-.A-Za-z0-9]*[A-Za-z0-9])?$",
+        description="the name data planes reach the xDS listener by (its Service: <name>.<namespace>.svc); set, the"
+        " controller makes and keeps the class's material itself: the Secrets of --gateway-plane-xds-secret (token,"
+        " mutual TLS, the shared plane's Envoy bootstrap) and --gateway-plane-origin-secret (the origin certificate),"
+        " and writes the listener's token, CA and certificate into --gateway-xds-cert-dir, which --gateway-xds-"
+        "token-file and --gateway-xds-client-ca-file then default into",
+    )
     gateway_data_plane_address: str = Field(
         "0.0.0.0:8080", description="host:port Envoy listens on for cloudflared, in the data-plane pod"
     )
@@ -282,6 +291,21 @@ class Settings(BaseSettings):
     zap_time_encoding: TimeEncoding | None = Field(
         None, description="how a line's time is written: epoch, millis, nano, iso8601, rfc3339 or rfc3339nano"
     )
+
+    @model_validator(mode="after")
+    def _kept_xds_files(self) -> Self:
+        """With --gateway-xds-host the controller writes the listener's files itself, into --gateway-xds-cert-dir."""
+        if self.gateway_xds_host is None:
+            return self
+        if self.gateway_xds_cert_dir is None:
+            raise ValueError(
+                "--gateway-xds-host needs --gateway-xds-cert-dir, where the controller writes the material"
+            )
+        if self.gateway_xds_token_file is None:
+            self.gateway_xds_token_file = self.gateway_xds_cert_dir / "token"
+        if self.gateway_xds_client_ca_file is None:
+            self.gateway_xds_client_ca_file = self.gateway_xds_cert_dir / "ca.crt"
+        return self
 
     @model_validator(mode="after")
     def _zap(self) -> Self:

@@ -3,7 +3,6 @@ mutual TLS and token, and the shared data plane (cloudflared + Envoy), refused w
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import subprocess
@@ -11,7 +10,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from cryptography import x509
@@ -19,12 +18,15 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from app.api.tunnel import TOKEN_KEY
 from app.controlplane import free_port
+from app.kube.client import KubeClient
 from reconcilers.gateway import envoy
 from reconcilers.gateway.kinds import CONTROLLER_NAME
-from tests.chart.helm import Helm, Rendered, helm_binary
+from reconcilers.gateway.material import GatewayMaterial
+from tests.chart.helm import Helm, Rendered
 from tests.fixtures.envoy import envoy_binary, running_envoy
 
 ROOT = Path(__file__).resolve().parents[2]
+XDS_HOST = "kflare-xds.kflare-system.svc"
 ON = {
     "gateway": {
         "enabled": True,
@@ -99,79 +101,94 @@ def test_cloudflared_reads_the_token_where_the_tunnel_writes_it(on: Rendered) ->
     assert deployment["metadata"]["namespace"] == on.one("GatewayClass")["spec"]["parametersRef"]["namespace"]
 
 
-def test_the_manager_serves_xds_with_the_token(on: Rendered) -> None:
+def kept() -> GatewayMaterial:
+    """What the controller of the chart's release keeps (reconcilers/gateway/material.py); no API server here, only
+    the material is asked for."""
+    return GatewayMaterial(
+        cast(KubeClient, None),
+        "kflare-system",
+        "kflare-xds",
+        "kflare-origin-tls",
+        XDS_HOST,
+        18000,
+        "kflare-data-plane",
+        Path("unused"),
+    )
+
+
+def material() -> dict[str, bytes]:
+    made = kept()._xds_wanted(None)
+    assert made is not None
+    return made
+
+
+MADE = material()
+
+
+def secret_file(key: str) -> bytes:
+    return MADE[key]
+
+
+def test_two_renders_are_the_same_bytes(helm: Helm, on: Rendered) -> None:
+    """Argo CD renders with `helm template`: a chart that generated keys would differ on every sync."""
+    assert helm.template(ON).stdout == helm.template(ON).stdout
+    assert on.find("Secret", "kflare-xds") is None
+    assert on.find("Secret", "kflare-origin-tls") is None
+
+
+def test_the_manager_keeps_the_xds_material_and_serves_xds_with_it(on: Rendered) -> None:
     container = manager(on)
     args = container["args"]
     assert "--gateway-enabled=true" in args
-    assert "--gateway-xds-token-file=/etc/kflare/xds/token" in args
+    assert f"--gateway-xds-host={XDS_HOST}" in args
+    assert "--gateway-plane-xds-secret=kflare-xds" in args
+    assert "--gateway-plane-origin-secret=kflare-origin-tls" in args
     assert "--gateway-namespace-label=namespace.cozystack.io/host" in args
     assert {"name": "xds", "containerPort": 18000, "protocol": "TCP"} in container["ports"]
-    secret = on.one("Secret", "kflare-xds")
-    token = base64.b64decode(secret["data"]["token"]).decode()
-    assert len(token) == 40
-    bootstrap = json.loads(base64.b64decode(secret["data"]["bootstrap.json"]))
+    # The listener's files are written by the controller into its emptyDir, not mounted from a Secret.
+    assert "--gateway-xds-cert-dir=/tmp/kflare/xds" in args
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    pod = on.one("Deployment", "kflare")["spec"]["template"]["spec"]
+    assert not [v for v in pod["volumes"] if "xds" in (v.get("secret") or {}).get("secretName", "")]
+    token = secret_file("token").decode()
+    assert len(token) >= 40
+    bootstrap = json.loads(secret_file("bootstrap.json"))
     # The bootstrap the controller's code makes, the token in the stream's metadata (not in the node's).
-    ours = envoy.bootstrap(
-        node_id="x", xds_host="kflare-xds.kflare-system.svc", xds_port=18000, token=token, admin_port=1
-    )
+    ours = envoy.bootstrap(node_id="x", xds_host=XDS_HOST, xds_port=18000, token=token, admin_port=1)
     assert bootstrap["dynamic_resources"] == ours["dynamic_resources"]
     assert "metadata" not in bootstrap["node"]
     (xds, *_) = bootstrap["static_resources"]["clusters"]
-    expected = ours["static_resources"]["clusters"][0]
-    assert xds["typed_extension_protocol_options"] == expected["typed_extension_protocol_options"]
     address = xds["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
-    assert address["endpoint"]["address"]["socket_address"] == {
-        "address": "kflare-xds.kflare-system.svc",
-        "port_value": 18000,
-    }
+    assert address["endpoint"]["address"]["socket_address"] == {"address": XDS_HOST, "port_value": 18000}
     service = on.one("Service", "kflare-xds")
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "controller"
 
 
-def secret_file(rendered: Rendered, key: str) -> bytes:
-    return base64.b64decode(rendered.one("Secret", "kflare-xds")["data"][key])
-
-
-def test_the_manager_requires_envoys_client_certificate(on: Rendered) -> None:
-    container = manager(on)
-    assert "--gateway-xds-cert-dir=/etc/kflare/xds" in container["args"]
-    assert "--gateway-xds-client-ca-file=/etc/kflare/xds/ca.crt" in container["args"]
-    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == "/etc/kflare/xds"]
-    pod = on.one("Deployment", "kflare")["spec"]["template"]["spec"]
-    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
-    assert volume["secret"]["secretName"] == "kflare-xds"
-    # The listener's pair and the CA, never Envoy's client key.
-    assert {i["key"] for i in volume["secret"]["items"]} == {"token", "tls.crt", "tls.key", "ca.crt"}
-
-
-def test_the_certificates_chain_to_the_ca_and_name_the_service(helm: Helm, on: Rendered) -> None:
-    ca = x509.load_pem_x509_certificate(secret_file(on, "ca.crt"))
-    server = x509.load_pem_x509_certificate(secret_file(on, "tls.crt"))
-    client = x509.load_pem_x509_certificate(secret_file(on, "client.crt"))
+def test_the_certificates_chain_to_the_ca_and_name_the_service() -> None:
+    ca = x509.load_pem_x509_certificate(secret_file("ca.crt"))
+    server = x509.load_pem_x509_certificate(secret_file("tls.crt"))
+    client = x509.load_pem_x509_certificate(secret_file("client.crt"))
     for leaf in (server, client):
         leaf.verify_directly_issued_by(ca)
     sans = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert set(sans.get_values_for_type(x509.DNSName)) >= {
-        "kflare-xds.kflare-system.svc",
-        "kflare-xds.kflare-system.svc.cluster.local",
-    }
+    assert set(sans.get_values_for_type(x509.DNSName)) >= {XDS_HOST, f"{XDS_HOST}.cluster.local"}
     usages = client.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert ExtendedKeyUsageOID.CLIENT_AUTH in usages
-    # Each render without an existing Secret makes a new CA: nothing is shared between two releases.
-    assert secret_file(on, "ca.crt") != secret_file(helm.render(ON), "ca.crt")
+    # Each installation makes its own CA: nothing is shared between two releases.
+    assert secret_file("ca.crt") != material()["ca.crt"]
 
 
 def test_envoy_dials_xds_over_mutual_tls(on: Rendered) -> None:
-    bootstrap = json.loads(secret_file(on, "bootstrap.json"))
+    bootstrap = json.loads(secret_file("bootstrap.json"))
     socket = bootstrap["static_resources"]["clusters"][0]["transport_socket"]
     assert socket["name"] == "envoy.transport_sockets.tls"
     tls = socket["typed_config"]
-    assert tls["sni"] == "kflare-xds.kflare-system.svc"
+    assert tls["sni"] == XDS_HOST
     context = tls["common_tls_context"]
     assert context["alpn_protocols"] == ["h2"]
     assert context["validation_context"]["trusted_ca"] == {"filename": "/etc/envoy/ca.crt"}
     assert context["validation_context"]["match_typed_subject_alt_names"] == [
-        {"san_type": "DNS", "matcher": {"exact": "kflare-xds.kflare-system.svc"}}
+        {"san_type": "DNS", "matcher": {"exact": XDS_HOST}}
     ]
     assert context["tls_certificates"] == [
         {
@@ -183,16 +200,17 @@ def test_envoy_dials_xds_over_mutual_tls(on: Rendered) -> None:
     (envoy_container,) = [c for c in pod["containers"] if c["name"] == "envoy"]
     (mount,) = [m for m in envoy_container["volumeMounts"] if m["mountPath"] == "/etc/envoy"]
     (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
-    # Envoy's pair and the CA, never the listener's key.
+    assert volume["secret"]["secretName"] == "kflare-xds"
+    # Envoy's pair and the CA, never the listener's key or the CA's.
     assert {i["key"] for i in volume["secret"]["items"]} == {"bootstrap.json", "ca.crt", "client.crt", "client.key"}
 
 
-def test_the_rendered_bootstrap_is_one_envoy_loads(on: Rendered, tmp_path: Path) -> None:
+def test_the_bootstrap_is_one_envoy_loads(tmp_path: Path) -> None:
     # The data-plane pod's /etc/envoy, here: Envoy loads the CA and its client pair too.
     for key in ("ca.crt", "client.crt", "client.key"):
-        (tmp_path / key).write_bytes(secret_file(on, key))
+        (tmp_path / key).write_bytes(secret_file(key))
     path = tmp_path / "bootstrap.json"
-    path.write_text(secret_file(on, "bootstrap.json").decode().replace("/etc/envoy/", f"{tmp_path}/"))
+    path.write_text(secret_file("bootstrap.json").decode().replace("/etc/envoy/", f"{tmp_path}/"))
     done = subprocess.run(
         [envoy_binary(), "--mode", "validate", "-c", str(path), "--disable-hot-restart"],
         capture_output=True,
@@ -341,14 +359,12 @@ def test_prometheus_scrapes_envoy_and_cloudflared_of_the_data_plane(helm: Helm) 
 
 
 def test_the_data_plane_listener_serves_readiness_and_statistics_and_nothing_else_of_the_admin(tmp_path: Path) -> None:
-    """The rendered bootstrap run by the tests' Envoy (its ports moved to free ones): GET /ready and
-    GET /stats/prometheus reach the admin interface through the pod's listener; the rest of the admin (which can
-    stop Envoy or dump its configuration) does not. Rendered by Helm 4 alone: both render the same bootstrap (the
-    other tests here compare them field by field)."""
-    on = Helm(helm_binary("helm4"), tmp_path / "helm").render(ON)
+    """The data plane's bootstrap (the controller's) run by the tests' Envoy (its ports moved to free ones): GET
+    /ready and GET /stats/prometheus reach the admin interface through the pod's listener; the rest of the admin
+    (which can stop Envoy or dump its configuration) does not."""
     for key in ("ca.crt", "client.crt", "client.key"):
-        (tmp_path / key).write_bytes(secret_file(on, key))
-    text = secret_file(on, "bootstrap.json").decode().replace("/etc/envoy/", f"{tmp_path}/")
+        (tmp_path / key).write_bytes(secret_file(key))
+    text = secret_file("bootstrap.json").decode().replace("/etc/envoy/", f"{tmp_path}/")
     admin, listener = free_port(), free_port()
     text = text.replace('"port_value":9901', f'"port_value":{admin}').replace(
         '"port_value":9902', f'"port_value":{listener}'
@@ -386,9 +402,10 @@ def test_the_data_plane_listener_serves_readiness_and_statistics_and_nothing_els
 
 def test_the_data_plane_serves_grpc_over_tls_with_an_origin_certificate_cloudflared_checks(on: Rendered) -> None:
     assert "--gateway-data-plane-tls-port=8443" in manager(on)["args"]
-    secret = on.one("Secret", "kflare-origin-tls")["data"]
-    ca = x509.load_pem_x509_certificate(base64.b64decode(secret["ca.crt"]))
-    leaf = x509.load_pem_x509_certificate(base64.b64decode(secret["tls.crt"]))
+    origin = kept()._origin_wanted(None)
+    assert origin is not None
+    ca = x509.load_pem_x509_certificate(origin["ca.crt"])
+    leaf = x509.load_pem_x509_certificate(origin["tls.crt"])
     leaf.verify_directly_issued_by(ca)
     sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert sans.get_values_for_type(x509.DNSName) == ["kflare-data-plane"]  # the originServerName kflare writes
@@ -432,7 +449,7 @@ def test_cloudflareds_diagnostics_stay_in_the_pod_and_only_readiness_and_metrics
     assert cloudflared["readinessProbe"]["httpGet"] == {"path": "/ready", "port": 2000}
     assert {"name": "cf-metrics", "containerPort": 2000, "protocol": "TCP"} in envoy_container["ports"]
 
-    bootstrap = json.loads(secret_file(on, "bootstrap.json"))
+    bootstrap = json.loads(secret_file("bootstrap.json"))
     (listener,) = [x for x in bootstrap["static_resources"]["listeners"] if x["name"] == "kflare-tunnel-metrics"]
     assert listener["address"]["socket_address"] == {"address": "0.0.0.0", "port_value": 2000}  # noqa: S104 (the pod's port, on purpose)
     (chain,) = listener["filter_chains"]

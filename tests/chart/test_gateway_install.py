@@ -56,27 +56,21 @@ async def test_the_class_runs_with_the_charts_rbac(
     )
     assert not can_i(control_plane, kubeconfig, "create", "gateways.gateway.networking.k8s.io", "-n", ns)
 
-    secret = await read(kube, "Secret", f"{full}-xds", ns)
-    # The controller's /etc/kflare/xds and the data plane's /etc/envoy, here.
+    assert await read(kube, "Secret", f"{full}-xds", ns) is None, "the chart renders no generated material"
+    # The controller's --gateway-xds-cert-dir and the data plane's /etc/envoy, here.
     xds = tmp_path / "xds"
-    xds.mkdir()
-    for key in ("token", "tls.crt", "tls.key", "ca.crt", "client.crt", "client.key"):
-        (xds / key).write_bytes(base64.b64decode(secret.data[key]))
     deployment = await read(kube, "Deployment", full, ns)
+    chart_args = deployment.spec.template.spec.containers[0].args
     args = [
         a
-        for a in deployment.spec.template.spec.containers[0].args[1:]
+        for a in chart_args[1:]
         if not a.startswith(("--health-probe-bind-address", "--metrics-", "--webhook-", "--gateway-xds-"))
+        or a.startswith("--gateway-xds-host=")
     ]
     assert "--gateway-enabled=true" in args
-    assert "--gateway-xds-client-ca-file=/etc/kflare/xds/ca.crt" in deployment.spec.template.spec.containers[0].args
+    assert f"--gateway-xds-host={full}-xds.{ns}.svc" in args
     xds_port = free_port()
-    args += [
-        f"--gateway-xds-bind-address=127.0.0.1:{xds_port}",
-        f"--gateway-xds-token-file={xds / 'token'}",
-        f"--gateway-xds-cert-dir={xds}",
-        f"--gateway-xds-client-ca-file={xds / 'ca.crt'}",
-    ]
+    args += [f"--gateway-xds-bind-address=127.0.0.1:{xds_port}", f"--gateway-xds-cert-dir={xds}"]
     objects = client.CustomObjectsApi(kube)
     gateway = {
         "apiVersion": f"{GATEWAY_GROUP}/v1",
@@ -114,7 +108,13 @@ async def test_the_class_runs_with_the_charts_rbac(
             )
 
         await eventually(written, what="the class, Gateway and route statuses and the finalizer")
+        # What the controller made, under the chart's RBAC: the data plane's part of it, as its pod mounts it.
+        secret = await read(kube, "Secret", f"{full}-xds", ns)
+        for key in ("client.crt", "client.key"):
+            (xds / key).write_bytes(base64.b64decode(secret.data[key]))
+        assert base64.b64decode(secret.data["token"]).decode() == (xds / "token").read_text()
         await the_chart_certificates_authenticate(xds, xds_port, f"{full}-xds.{ns}.svc")
+        assert await read(kube, "Secret", f"{full}-origin-tls", ns) is not None
         await objects.delete_namespaced_custom_object(GATEWAY_GROUP, V1, ns, "gateways", "edge")
 
         async def released() -> bool:
@@ -126,7 +126,8 @@ async def test_the_class_runs_with_the_charts_rbac(
     denied = [line for line in log.splitlines() if "forbidden" in line.lower() or " 403" in line or '"403' in line]
     assert not denied, "\n".join(denied[:10])
 
-    # An upgrade keeps the xDS token and certificates: the running data plane keeps authenticating.
+    # An upgrade keeps the xDS token and certificates (the controller's, not the release's): the running data plane
+    # keeps authenticating.
     await asyncio.to_thread(release.upgrade, values)
     again = await read(kube, "Secret", f"{full}-xds", ns)
     for key in ("token", "ca.crt", "tls.crt", "tls.key", "client.crt", "client.key"):
@@ -134,8 +135,8 @@ async def test_the_class_runs_with_the_charts_rbac(
 
 
 async def the_chart_certificates_authenticate(xds: Path, port: int, host: str) -> None:
-    """The listener, serving the chart's certificate, takes Envoy's client certificate and token (a response, or
-    UNAVAILABLE from a standby) and refuses a client without a certificate in the handshake."""
+    """The listener, serving the certificate the controller made, takes Envoy's client certificate and token (a
+    response, or UNAVAILABLE from a standby) and refuses a client without a certificate in the handshake."""
     ca = (xds / "ca.crt").read_bytes()
     token = (xds / "token").read_text()
     envoys = grpc.ssl_channel_credentials(ca, (xds / "client.key").read_bytes(), (xds / "client.crt").read_bytes())

@@ -99,8 +99,8 @@ class Release:
     ) -> str:
         return self._helm("upgrade", self.name, str(chart), *self.helm.values_args(values), *args).stdout
 
-    def uninstall(self) -> None:
-        done = self._helm("uninstall", self.name, check=False)
+    def uninstall(self, *args: str) -> None:
+        done = self._helm("uninstall", self.name, *args, check=False)
         assert done.returncode == 0 or "not found" in done.stderr, done.stderr
 
     def wait_crds(self) -> None:

@@ -461,3 +461,56 @@ def test_two_tenants_on_the_shared_plane_cannot_take_each_others_hostnames(
         if _served_by(gw, pod, theirs) == a:
             break
     gw.kubectl("delete", "gateway", "tenants", "-n", NAMESPACE)
+
+
+UNINSTALL = (
+    "kubectl delete gateways.gateway.networking.k8s.io --all -A --wait --timeout=5m",
+    "kubectl delete kflare --all -A --wait --timeout=5m",
+    "kubectl delete cloudflareaccounts.kflare.dev --all --wait --timeout=5m",
+    "helm uninstall kflare -n kflare-system --wait",
+    "kubectl delete secret -n kflare-system -l app.kubernetes.io/managed-by=kflare",
+)
+"""docs/deploy.md's "Uninstalling" steps, in order (the release's name and namespace are this test's)."""
+
+
+def test_the_uninstall_sequence_leaves_nothing_behind(gateway_release: GatewayRelease) -> None:
+    """The guide's uninstall steps, run as written (last in this module: it takes the release down): the Gateways
+    first take their hostnames off Cloudflare and let go of the class; then every kflare resource goes; then the
+    release and the Secrets the controller made. Nothing is left Terminating, no pod of the release runs, and the
+    class's DNS record is gone from Cloudflare."""
+    gw = gateway_release
+    guide = (CHART.parents[1] / "docs" / "deploy.md").read_text()
+    for command in UNINSTALL:
+        assert command in guide, f"docs/deploy.md no longer says {command!r}: keep the two in step"
+    cf = gw.emulator.client(token=DEV_TOKEN)
+    zone_id = next(z.id for z in cf.zones.list() if z.name == "example.com")
+    assert "hello.example.com" in {r.name for r in cf.dns.records.list(zone_id=zone_id)}
+    assert gw.get("gatewayclass", "cloudflare-tunnel")["metadata"].get("finalizers")
+
+    def run(command: str) -> None:
+        words = command.split()
+        if words[0] == "helm":
+            gw.release.uninstall("--wait")
+            return
+        gw.cluster.kubectl(*[NAMESPACE if w == "kflare-system" else w for w in words[1:]], timeout=330)
+
+    run(UNINSTALL[0])
+    assert not gw.get("gateways.gateway.networking.k8s.io", "-A")["items"]
+    for _ in deadline(120):
+        released = not gw.get("gatewayclass", "cloudflare-tunnel")["metadata"].get("finalizers")
+        if released and "hello.example.com" not in {r.name for r in cf.dns.records.list(zone_id=zone_id)}:
+            break
+    run(UNINSTALL[1])
+    run(UNINSTALL[2])
+    assert not gw.get("kflare", "-A")["items"], "every kflare resource went while the controller ran"
+    run(UNINSTALL[3])
+    run(UNINSTALL[4])
+    for _ in deadline(180):
+        selector = f"app.kubernetes.io/instance={gw.release.name}"
+        if not gw.get("pods", "-n", NAMESPACE, "-l", selector)["items"]:
+            break
+    assert not gw.get("gatewayclass")["items"] or all(
+        c["metadata"]["name"] != "cloudflare-tunnel" for c in gw.get("gatewayclass")["items"]
+    ), "the class went with the release, not left Terminating"
+    kept = gw.get("secrets", "-n", NAMESPACE, "-l", "app.kubernetes.io/managed-by=kflare")["items"]
+    assert not kept, [s["metadata"]["name"] for s in kept]
