@@ -4,25 +4,34 @@ serves the namespaces it allows, an Account's its own namespace only).
 Nothing is created in Cloudflare. The reconcile reads the account with the token (one call), holds the
 `kflare.dev/token-protection` finalizer on the token Secret while any account references it, and on deletion waits
 for everything that uses the account, then lets the Secret go.
+
+An account without `spec.accountID` uses the one account its token reaches: listed once (one more call), recorded in
+`status.accountID`, where everything else reads it (`effective_account_id`). It is listed again only when the token
+changes, the spec changes, or the last reconcile did not end Ready; not on drift checks, and not by dependants.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Generic, TypeVar
 
 from app.api import Account, CloudflareAccount
-from app.api.constants import TOKEN_PROTECTION_FINALIZER, Reason
+from app.api.account import ACCOUNT_ID_PATTERN, effective_account_id
+from app.api.constants import READY, TOKEN_PROTECTION_FINALIZER, Reason
 from app.api.refs import SecretReference
-from app.cloudflare.errors import InvalidToken, NotFound, PermissionDenied
+from app.cloudflare.client import CloudflareClient
+from app.cloudflare.errors import InvalidToken, NotFound, PermissionDenied, Terminal
 from app.cloudflare.models import Account as Account_
 from app.kube.client import JSON, SECRETS, KubeError
 from app.kube.index import Ref
-from reconcilers.context import AccountLink
+from reconcilers.context import AccountLink, Context
 from reconcilers.credentials import read_token, token_location
-from reconcilers.lifecycle import ManagedKind
+from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady
 
 SECRET = "Secret"
 ACCOUNT_KINDS = (CloudflareAccount.info.kind, Account.info.kind)
+LISTED_ACCOUNTS = 5
+"""How many of the accounts a token reaches a message names, when it reaches several."""
 
 
 AnyAccount = TypeVar("AnyAccount", CloudflareAccount, Account)
@@ -43,16 +52,68 @@ class AccountTokenKind(ManagedKind[AnyAccount, AccountLink, Account_], Generic[A
             return [Ref(SECRET, namespace, ref["name"])]
         return []
 
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self._detected_with: dict[tuple[str, str], str] = {}
+        """The fingerprint of the token each account's ID was last detected with (never the token): a token that
+        changes is asked again. Lost on restart, when a Ready status is trusted until a call with it fails."""
+
     async def connect(self, obj: AnyAccount) -> AccountLink:
         namespace, name, _ = token_location(obj)
         await self._protect((namespace, name))
         previous = obj.status.protected_token_secret
         if previous is not None and (previous.namespace, previous.name) != (namespace, name):
             await self._release((previous.namespace, previous.name), obj.name)
-        return AccountLink(obj.spec.account_id, self.ctx.cloudflare(await read_token(self.ctx, obj)))
+        client = self.ctx.cloudflare(await read_token(self.ctx, obj))
+        account_id = obj.spec.account_id or await self._detect(obj, client)
+        # Set before the account is read: `object_id` takes it from here, and a successful reconcile writes it.
+        obj.status.account_id = account_id
+        return AccountLink(account_id, client)
 
     def object_id(self, obj: AnyAccount) -> str | None:
-        return obj.spec.account_id
+        return effective_account_id(obj)
+
+    async def _detect(self, obj: AnyAccount, client: CloudflareClient) -> str:
+        """The one account the token reaches: the recorded one while nothing it was detected from changed, else
+        listed (one call)."""
+        key = (obj.metadata.namespace or "", obj.name)
+        recorded = obj.status.account_id
+        fingerprint = client.fingerprint
+        if recorded and _settled(obj) and self._detected_with.get(key, fingerprint) == fingerprint:
+            return recorded
+        try:
+            accounts, total = await client.list_accounts()
+        except PermissionDenied as denied:
+            # As in `observe`: an unknown token and a refused one get the same answer; verifying tells which.
+            status = await client.verify_token()
+            if status.status != "active":
+                raise InvalidToken(f"the token is {status.status}", status=denied.status) from None
+            raise _not_detected(f"Cloudflare refused to list the accounts the token reaches: {denied}") from None
+        except InvalidToken:
+            raise  # a Terminal too, but the lifecycle says it as such
+        except (NotFound, Terminal) as refused:
+            # An account-owned token: Cloudflare lists accounts only for a user's token (400, code 1001).
+            raise _not_detected(
+                f"Cloudflare did not list the accounts the token reaches ({refused}); an account-owned token cannot"
+                " list them"
+            ) from None
+        if total != 1 or len(accounts) != 1:
+            named = ", ".join(f"{a.id} {a.name!r}" for a in accounts[:LISTED_ACCOUNTS])
+            more = ", ..." if total > LISTED_ACCOUNTS else ""
+            reach = "no account" if total == 0 else f"{total} accounts ({named}{more})"
+            raise _not_detected(f"the token reaches {reach}")
+        found = accounts[0].id
+        if not re.fullmatch(ACCOUNT_ID_PATTERN, found):
+            raise _not_detected(f"Cloudflare listed the account ID {found!r}, which is not 32 hexadecimal characters")
+        self._detected_with[key] = fingerprint
+        if found != recorded:
+            self.logger(key).info("detected the account the token reaches", extra={"id": found})
+        return found
+
+    def ready_state(self, obj: AnyAccount, observed: Account_) -> tuple[str, str]:
+        if obj.spec.account_id:
+            return self.ready_reason, self.ready_message
+        return self.ready_reason, "the token is valid and reaches one account, used as spec.accountID is unset"
 
     async def observe(self, link: AccountLink, obj: AnyAccount, object_id: str) -> Account_ | None:
         try:
@@ -69,6 +130,7 @@ class AccountTokenKind(ManagedKind[AnyAccount, AccountLink, Account_], Generic[A
 
     def record(self, link: AccountLink, obj: AnyAccount, observed: Account_) -> None:
         obj.status.account_name = observed.name
+        obj.status.account_id = link.account_id
         namespace, name, _ = token_location(obj)
         obj.status.protected_token_secret = SecretReference(name=name, namespace=namespace)
 
@@ -122,6 +184,21 @@ class AccountTokenKind(ManagedKind[AnyAccount, AccountLink, Account_], Generic[A
         except KubeError as exc:
             if not exc.not_found:
                 raise
+
+
+def _settled(obj: AnyAccount) -> bool:
+    """Whether the account's last reconcile ended Ready, for its current spec."""
+    ready = obj.status.condition(READY)
+    return ready is not None and ready.status == "True" and ready.observed_generation == obj.metadata.generation
+
+
+def _not_detected(why: str) -> NotReady:
+    # Looked at again every minute: a token's reach can change in Cloudflare, which sends kflare no event.
+    return NotReady(
+        Reason.ACCOUNT_NOT_DETECTED,
+        f"spec.accountID is unset and {why}; set spec.accountID to the account kflare should use",
+        requeue_after=RETRY_PARENT,
+    )
 
 
 class CloudflareAccountKind(AccountTokenKind[CloudflareAccount]):

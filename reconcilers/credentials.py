@@ -11,6 +11,7 @@ import contextlib
 from dataclasses import dataclass
 
 from app.api import Account, CloudflareAccount
+from app.api.account import effective_account_id
 from app.api.constants import Reason
 from app.api.refs import AccountReference
 from app.kube.client import JSON
@@ -166,7 +167,11 @@ async def _account_link(ctx: Context, key: str) -> AccountLink:
         users, adopters = account_policies(ctx, account)
     else:
         users = adopters = only_namespace(where)  # a team's own token: its namespace's, and only its
-    link = AccountLink(account.spec.account_id, ctx.cloudflare(token), users, adopters)
+    account_id = effective_account_id(account)
+    if account_id is None:
+        # Only an account being deleted gets here without one: it was never Ready, so nothing was made through it.
+        raise NotReady(Reason.ACCOUNT_NOT_READY, f"{kind} {name} has no account ID yet", requeue_after=RETRY_PARENT)
+    link = AccountLink(account_id, ctx.cloudflare(token), users, adopters)
     secret_namespace, secret_name, _ = token_location(account)
     secret = ctx.secrets.get((secret_namespace, secret_name))
     if secret is not None:
@@ -230,11 +235,9 @@ def zone_namespace(raw: JSON) -> str:
 
 
 def account_id_of(ctx: Context, account: str | None) -> str | None:
-    """The Cloudflare account ID the account `account` (its key) names (two may name one); None while it is not
-    known."""
+    """The Cloudflare account ID the account `account` (its key) names (two may name one): `effective_account_id` of
+    the cached account; None while it is not known."""
     if not account:
         return None
     kind, namespace, name = account_object(account)
-    raw = ctx.cached(kind, name, namespace or None)
-    value = ((raw or {}).get("spec") or {}).get("accountID")
-    return str(value) if value else None
+    return effective_account_id(ctx.cached(kind, name, namespace or None))

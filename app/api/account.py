@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -20,8 +21,10 @@ CloudflareID = Annotated[str, Field(min_length=32, max_length=32, pattern=ACCOUN
 class CloudflareAccountSpec(KflareModel):
     """The Cloudflare account and where its API token is stored."""
 
-    account_id: CloudflareID
-    """Cloudflare account ID (32 hexadecimal characters, shown in the dashboard's sidebar)."""
+    account_id: CloudflareID | None = None
+    """Cloudflare account ID (32 hexadecimal characters, shown in the dashboard's sidebar). Unset: the one account
+    the token reaches, detected and recorded in `status.accountID`; a token that reaches none or several leaves the
+    account not Ready with reason `AccountNotDetected`. Set, it always wins over what was detected."""
     token_secret_ref: TokenSecretReference
     """The Secret key holding the API token; the Secret may be in any namespace."""
     allowed_namespaces: NamespacePolicy | None = None
@@ -41,6 +44,9 @@ class CloudflareAccountStatus(Status):
     """The account's name in Cloudflare."""
     protected_token_secret: SecretReference | None = None
     """The token Secret kflare holds the token-protection finalizer on for this account."""
+    account_id: CloudflareID | None = None
+    """The Cloudflare account ID kflare last used: `spec.accountID`, or when that is unset the one account the token
+    reaches. Detected once, and again when the token changes, the spec changes or after a failed reconcile."""
 
 
 class CloudflareAccount(Resource[CloudflareAccountSpec, CloudflareAccountStatus]):
@@ -56,7 +62,7 @@ class CloudflareAccount(Resource[CloudflareAccountSpec, CloudflareAccountStatus]
         short_names=("cfaccount",),
         scope="Cluster",
         columns=(
-            PrinterColumn("Account ID", ".spec.accountID"),
+            PrinterColumn("Account ID", ".status.accountID"),
             PrinterColumn("Account Name", ".status.accountName"),
         ),
     )
@@ -65,8 +71,9 @@ class CloudflareAccount(Resource[CloudflareAccountSpec, CloudflareAccountStatus]
 class AccountSpec(KflareModel):
     """The Cloudflare account and the Secret of this namespace that holds the token."""
 
-    account_id: CloudflareID
-    """Cloudflare account ID (32 hexadecimal characters, shown in the dashboard's sidebar)."""
+    account_id: CloudflareID | None = None
+    """Cloudflare account ID (32 hexadecimal characters, shown in the dashboard's sidebar). Unset: the one account
+    the token reaches, detected and recorded in `status.accountID` (as for a CloudflareAccount)."""
     token_secret_ref: LocalTokenSecretReference
     """The key of a Secret in the Account's namespace holding the API token."""
 
@@ -83,7 +90,22 @@ class Account(Resource[AccountSpec, CloudflareAccountStatus]):
         plural="accounts",
         short_names=("cfnsaccount",),
         columns=(
-            PrinterColumn("Account ID", ".spec.accountID"),
+            PrinterColumn("Account ID", ".status.accountID"),
             PrinterColumn("Account Name", ".status.accountName"),
         ),
     )
+
+
+def effective_account_id(account: CloudflareAccount | Account | Mapping[str, Any] | None) -> str | None:
+    """The Cloudflare account ID an account resource (the model, or the object as the caches hold it) stands for:
+    `spec.accountID` when set, else the one kflare detected (`status.accountID`), else None while it is not known.
+    Everything that needs an account's ID reads it here, so a detected one is read from the status, never detected
+    again by each dependant."""
+    if account is None:
+        return None
+    if isinstance(account, CloudflareAccount | Account):
+        return account.spec.account_id or account.status.account_id
+    spec = account.get("spec") or {}
+    status = account.get("status") or {}
+    value = spec.get("accountID") or status.get("accountID")
+    return str(value) if value else None

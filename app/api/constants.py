@@ -53,6 +53,8 @@ class Reason(StrEnum):
     INVALID_TOKEN = "InvalidToken"
     ACCOUNT_NOT_FOUND = "AccountNotFound"
     ACCOUNT_NOT_READY = "AccountNotReady"
+    ACCOUNT_NOT_DETECTED = "AccountNotDetected"
+    """An account without `spec.accountID` whose token reaches no account, or several, or cannot list them."""
     SECRET_NOT_FOUND = "SecretNotFound"
     NAMESPACE_NOT_GRANTED = "NamespaceNotGranted"
     """A Secret or ConfigMap in a namespace whose Secrets the installation gives kflare no access to."""

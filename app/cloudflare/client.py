@@ -54,6 +54,7 @@ R = TypeVar("R")
 
 DNS_PER_PAGE = 1000
 ZONES_PER_PAGE = 50
+ACCOUNTS_PER_PAGE = 50
 KV_PER_PAGE = 1000
 R2_PER_PAGE = 1000
 D1_PER_PAGE = 10000
@@ -183,6 +184,16 @@ class CloudflareClient:
 
     async def get_account(self, account_id: str) -> Account:
         return await self.fetch("GET", f"/accounts/{segment(account_id)}", Account)
+
+    async def list_accounts(self, *, per_page: int = ACCOUNTS_PER_PAGE) -> tuple[list[Account], int]:
+        """The first page of the accounts the token reaches, and how many it reaches in all (`result_info`'s
+        `total_count`, else the page's length). One call: who asks wants to know whether there is exactly one."""
+        response = await self.request("GET", "/accounts", params={"page": 1, "per_page": per_page})
+        if not isinstance(response.result, list):
+            raise BadResponse("the result is not a list of accounts", method="GET", path="/accounts")
+        accounts = [self._parse(Account, item, "GET", "/accounts") for item in response.result]
+        total = (response.result_info or {}).get("total_count")
+        return accounts, total if isinstance(total, int) and total >= len(accounts) else len(accounts)
 
     # -- zones ------------------------------------------------------------------------------------------------
 

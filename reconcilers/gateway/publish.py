@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from app.api.account import effective_account_id
 from app.api.constants import Reason
 from app.api.tunnel import CATCH_ALL_404
 from reconcilers.credentials import account_key
@@ -165,8 +166,7 @@ AccountLookup = Callable[[str], JSON | None]
 
 
 def _account_id(accounts: AccountLookup, name: str) -> str | None:
-    raw = accounts(name) if name else None
-    return str(_spec(raw).get("accountID") or "") or None if raw is not None else None
+    return effective_account_id(accounts(name)) if name else None
 
 
 def tunnel_target(key: TunnelKey, tunnel: JSON, accounts: AccountLookup) -> TunnelTarget:

@@ -33,6 +33,8 @@ class Exchange:
     status: int
     response_type: str
     response_body: bytes
+    query: tuple[tuple[str, str], ...] = ()
+    """The request's query parameters, in the order sent."""
 
     def request_json(self) -> Any:
         return json.loads(self.request_body)
@@ -70,6 +72,7 @@ class Recorder(httpx.AsyncBaseTransport):
                     status=response.status_code,
                     response_type=response.headers.get("content-type", ""),
                     response_body=content,
+                    query=tuple(request.url.params.multi_items()),
                 )
             )
         return httpx.Response(

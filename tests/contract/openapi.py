@@ -246,6 +246,15 @@ class Operation:
         media = content.get(content_type.split(";")[0].strip().lower())
         return None if media is None else media.get("schema")
 
+    def query_parameters(self) -> dict[str, Mapping[str, Any]]:
+        """The schema of each query parameter the operation documents, by name."""
+        found: dict[str, Mapping[str, Any]] = {}
+        for declared in self.spec.get("parameters", []):
+            parameter = _component(declared, "parameters")
+            if parameter.get("in") == "query":
+                found[str(parameter["name"])] = parameter.get("schema", {})
+        return found
+
     def request_media_types(self) -> list[str]:
         body = self.spec.get("requestBody")
         return [] if body is None else list(_component(body, "requestBodies").get("content", {}))

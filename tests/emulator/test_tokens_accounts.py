@@ -144,6 +144,29 @@ def test_account_scope_and_permissions(fresh_emulator: EmulatorProcess) -> None:
         cf.accounts.create(name="not allowed")
 
 
+def test_account_list_holds_what_the_token_reaches_and_says_how_many(fresh_emulator: EmulatorProcess) -> None:
+    """What a client that wants the one account of a token reads: one page, and its total."""
+    fresh_emulator.seed({"accounts": [{"id": OTHER_ACCOUNT, "name": "someone else"}]})
+    every = fresh_emulator.client().accounts.list(per_page=50)
+    assert sorted(a.id for a in every.result) == sorted([fresh_emulator.account_id, OTHER_ACCOUNT])
+    assert every.result_info is not None
+    assert every.result_info.total_count == 2
+    for account in every.result:
+        conforms(account)
+
+    one = fresh_emulator.client(fresh_emulator.add_token(["*"], accounts=[OTHER_ACCOUNT])["value"])
+    page = one.accounts.list(per_page=50)
+    assert [(a.id, a.name) for a in page.result] == [(OTHER_ACCOUNT, "someone else")]
+    assert page.result_info is not None
+    assert page.result_info.total_count == 1
+
+    none = fresh_emulator.client(fresh_emulator.add_token(["*"], accounts=[])["value"])
+    empty = none.accounts.list(per_page=50)
+    assert empty.result == []
+    assert empty.result_info is not None
+    assert empty.result_info.total_count == 0
+
+
 def test_account_owned_tokens_cannot_list_accounts(fresh_emulator: EmulatorProcess) -> None:
     token = fresh_emulator.add_token(["*"], owner="account", account_id=fresh_emulator.account_id)
     cf = fresh_emulator.client(token["value"])

@@ -13,6 +13,7 @@ from app import __version__
 from app.cloudflare import (
     BudgetConfig,
     CloudflareClient,
+    CloudflareError,
     CloudflareSession,
     DNSBatchResult,
     HttpConfig,
@@ -76,6 +77,31 @@ async def test_verify_does_not_fall_back_on_a_permission_error(client: Cloudflar
 async def test_accounts(client: CloudflareClient, api: respx.MockRouter) -> None:
     api.get("/accounts/a1").respond(200, json=ok({"id": "a1", "name": "Example", "type": "standard"}))
     assert (await client.get_account("a1")).name == "Example"
+
+
+async def test_listing_accounts_is_one_page_with_the_total(client: CloudflareClient, api: respx.MockRouter) -> None:
+    page = [{"id": f"a{n}", "name": f"Example {n}"} for n in range(2)]
+    route = api.get("/accounts").respond(
+        200, json=ok(page, {"page": 1, "per_page": 2, "count": 2, "total_count": 7, "total_pages": 4})
+    )
+    accounts, total = await client.list_accounts(per_page=2)
+    assert ([a.id for a in accounts], total) == (["a0", "a1"], 7)
+    assert route.call_count == 1
+    assert dict(route.calls.last.request.url.params) == {"page": "1", "per_page": "2"}
+
+    api.get("/accounts").respond(200, json=ok(page[:1]))
+    assert (await client.list_accounts())[1] == 1  # no result_info: the page says how many
+
+
+async def test_listing_accounts_with_an_account_owned_token_is_refused(
+    client: CloudflareClient, api: respx.MockRouter
+) -> None:
+    api.get("/accounts").respond(
+        400, json=fail((1001, "List accounts endpoint does not support account owned tokens."))
+    )
+    with pytest.raises(CloudflareError) as refused:
+        await client.list_accounts()
+    assert refused.value.codes == (1001,)
 
 
 async def test_zone_calls(client: CloudflareClient, api: respx.MockRouter) -> None:
