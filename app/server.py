@@ -130,6 +130,7 @@ class Runtime:
             # Imported here: the class (and gRPC with Envoy's messages, under the xDS listener) costs a process that
             # runs no Gateway class about half a second of start and some MiB it would never use.
             from reconcilers.gateway.controller import GatewayOptions, register_gateway
+            from reconcilers.gateway.kinds import Classes
             from reconcilers.gateway.planes import PlaneSettings
 
             host, port = split_bind_address(s.gateway_data_plane_address) or ("127.0.0.1", 8080)
@@ -139,6 +140,9 @@ class Runtime:
                 tenancy_label=s.gateway_namespace_label,
                 origin=s.gateway_origin_url,
                 allow_external_name_services=s.gateway_allow_external_name_services,
+                classes=Classes(
+                    s.gateway_controller_name_set, s.namespace if s.gateway_tunnel_gateway_package else None
+                ),
                 tls_port=s.gateway_data_plane_tls_port or None,
                 tls_dir=s.gateway_origin_tls_dir,
                 server_name=s.gateway_origin_server_name,
@@ -435,6 +439,12 @@ class Process:
         # Reconciles first: their writes pass this process's own webhook (in `kflare dev`, or a single replica), and
         # a write after the listener closed would fail as "connection refused".
         await self.runtime.stop_reconciling()
+        delay = self.settings.shutdown_delay.total_seconds()
+        if delay > 0:
+            # The pod is leaving its Services' endpoints (and /readyz now fails); until every kube-proxy has
+            # followed, the API server may still send an admission review here, which must be answered, not refused.
+            log.info("answering for %.0f s more while the pod leaves its Services' endpoints", delay)
+            await asyncio.sleep(delay)
         for served in self.listeners:
             served.server.should_exit = True
         for task in self._background:

@@ -89,6 +89,12 @@ class Settings(BaseSettings):
         timedelta(0), description="check each resource against Cloudflare this long after it synced; 0s is off"
     )
     reconcile_timeout: Duration = Field(timedelta(minutes=5), description="bound on one reconcile; 0s is off")
+    shutdown_delay: Duration = Field(
+        timedelta(0),
+        description="after SIGTERM, how long the listeners (the webhook above all) keep answering once reconciling"
+        " has stopped and /readyz fails, while the pod leaves its Services' endpoints: a request the API server"
+        " sends meanwhile is answered rather than refused; the chart sets 5s",
+    )
     default_deletion_policy: DeletionPolicy = DeletionPolicy.DELETE
     default_account_namespaces: Literal["All", "None"] = Field(
         "All",
@@ -152,6 +158,17 @@ class Settings(BaseSettings):
     http_max_connections: int = Field(256, gt=0, description="open connections each listener accepts at most")
     gateway_enabled: bool = Field(
         False, description="serve the cloudflare-tunnel Gateway API class (its CRDs must exist)"
+    )
+    gateway_controller_names: str = Field(
+        "",
+        description="comma-separated controllerNames whose GatewayClasses the class serves besides its own"
+        " kflare.dev/gateway-controller",
+    )
+    gateway_tunnel_gateway_package: bool = Field(
+        False,
+        description="read cloudflare-tunnel-gateway-controller's kinds (group cf.k8s.lex.la: GatewayClassConfig,"
+        " GatewayConfig, ExternalBackend) as kflare's equivalents, and serve the GatewayClasses of its controllerName"
+        " cf.k8s.lex.la/tunnel-controller (docs/migrating-from-tunnel-gateway.md)",
     )
     gateway_xds_bind_address: str = Field(
         ":18000",
@@ -367,6 +384,16 @@ class Settings(BaseSettings):
         return host, self.webhook_port
 
     @property
+    def gateway_controller_name_set(self) -> frozenset[str]:
+        """The controllerNames the class answers to: its own, --gateway-controller-names, and with
+        --gateway-tunnel-gateway-package the package's."""
+        names = {n.strip() for n in self.gateway_controller_names.split(",") if n.strip()}
+        names.add(GATEWAY_CONTROLLER_NAME)
+        if self.gateway_tunnel_gateway_package:
+            names.add(PACKAGE_CONTROLLER_NAME)
+        return frozenset(names)
+
+    @property
     def gateway_default_parameters_key(self) -> tuple[str, str] | None:
         """--gateway-default-parameters as (namespace, name)."""
         if not self.gateway_default_parameters:
@@ -376,6 +403,9 @@ class Settings(BaseSettings):
 
 
 WEBHOOK_PORT = 9443
+GATEWAY_CONTROLLER_NAME = "kflare.dev/gateway-controller"
+PACKAGE_CONTROLLER_NAME = "cf.k8s.lex.la/tunnel-controller"
+"""As `reconcilers.gateway.kinds` has them (settings sit beside the reconcilers and import none of them)."""
 ALL_ADDRESSES = "0.0.0.0"  # noqa: S104 (a Pod listens on all its addresses)
 
 

@@ -136,6 +136,8 @@ class KindInfo:
     claim_label: str | None = None
     """The label by which a resource records the ID of the Cloudflare object it claims (created or adopted); only
     kflare may write it. None for a kind that claims nothing (CloudflareAccount names its account in its spec)."""
+    group: str = GROUP
+    """The API group: kflare's, but for the kinds of another project kflare reads (their CRDs keep their group)."""
 
     @property
     def singular_name(self) -> str:
@@ -147,7 +149,7 @@ class KindInfo:
 
     @property
     def crd_name(self) -> str:
-        return f"{self.plural}.{GROUP}"
+        return f"{self.plural}.{self.group}"
 
     @property
     def namespaced(self) -> bool:

@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from reconcilers.gateway import envoy, shapes
-from reconcilers.gateway.policies import BackendTLS, UpstreamTLS, backend_services
+from reconcilers.gateway.kinds import PACKAGE_GROUP
+from reconcilers.gateway.policies import SYSTEM_CA_FILE, BackendTLS, UpstreamTLS, backend_services
 from reconcilers.gateway.shapes import (
     JSON,
     BackendObjectReference,
@@ -29,6 +30,10 @@ from reconcilers.gateway.shapes import (
 )
 
 H2C = "kubernetes.io/h2c"
+EXTERNAL_BACKEND = "ExternalBackend"
+TLS_PORT = 443
+"""An ExternalName Service's port that is spoken to over TLS without a BackendTLSPolicy, as
+cloudflare-tunnel-gateway-controller infers it: the name is the SNI and the certificate must be for it."""
 UNRESOLVED = "kflare-unresolved"
 """The cluster with no endpoints an unresolved backend's share of a weighted split goes to (Envoy answers 503)."""
 EXTERNAL_NAMES_REFUSED = (
@@ -45,6 +50,8 @@ class Backend:
     weight: int
     problem: tuple[str, str] | None = None
     """(reason, message) when it does not resolve."""
+    path: str | None = None
+    """An ExternalBackend's base path, prepended to each request's path."""
 
 
 @dataclass
@@ -55,11 +62,15 @@ class Resolver:
     slices: list[EndpointSlice]
     grants: list[ReferenceGrant]
     tls: BackendTLS = field(default_factory=BackendTLS)
+    external_backends: list[JSON] | None = None
+    """cloudflare-tunnel-gateway-controller's ExternalBackends, when the class reads that package's kinds; None: it
+    does not, and a backendRef naming one is refused like any kind but Service."""
     clusters: dict[str, JSON] = field(default_factory=dict)
     assignments: dict[str, JSON] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._services = {shapes.key(s): s for s in self.services}
+        self._external_backends = {shapes.key(b): b for b in self.external_backends or []}
         self._slices: dict[ObjectKey, list[EndpointSlice]] = defaultdict(list)
         for item in self.slices:
             service = shapes.labels(item).get("kubernetes.io/service-name")
@@ -79,6 +90,8 @@ class Resolver:
         """The backend `ref` of a `kind` route in `route_ns` names; `external_names`: whether the route's Gateway
         follows ExternalName Services."""
         group, ref_kind, name = ref.get("group", ""), ref.get("kind", "Service"), ref["name"]
+        if group == PACKAGE_GROUP and ref_kind == EXTERNAL_BACKEND and self.external_backends is not None:
+            return self._external_backend(kind, route_ns, ref, weight, http2=http2)
         if group != "" or ref_kind != "Service":
             return Backend(
                 None, weight, ("InvalidKind", f"backendRef {ref_kind}.{group or 'core'} {name}: only Services")
@@ -118,6 +131,35 @@ class Resolver:
                 cluster, self._addresses(namespace, name, service_port.get("name"))
             )
         return Backend(cluster, weight)
+
+    def _external_backend(
+        self, kind: str, route_ns: str, ref: BackendObjectReference, weight: int, *, http2: bool
+    ) -> Backend:
+        """An ExternalBackend: its scheme, host and port (the backendRef's port is not read), and its base path."""
+        name = ref["name"]
+        namespace = ref.get("namespace") or route_ns
+        where = f"{EXTERNAL_BACKEND} {namespace}/{name}"
+        if namespace != route_ns and not shapes.reference_granted(
+            self.grants, kind, route_ns, EXTERNAL_BACKEND, namespace, name, PACKAGE_GROUP
+        ):
+            return Backend(None, weight, ("RefNotPermitted", f"{where}: no ReferenceGrant lets {route_ns} in"))
+        found = self._external_backends.get((namespace, name))
+        if found is None:
+            return Backend(None, weight, ("BackendNotFound", f"{where} not found"))
+        spec = found.get("spec") or {}
+        scheme, host, port = spec.get("scheme"), str(spec.get("host") or ""), spec.get("port")
+        if scheme not in ("http", "https") or not host or not isinstance(port, int):
+            return Backend(None, weight, ("BackendNotFound", f"{where} has no scheme, host and port"))
+        refused = self._external_refusal(kind, route_ns, host)
+        if refused is not None:
+            return Backend(None, weight, (refused[0], f"{where}: {refused[1]}"))
+        tls = implied_tls(host) if scheme == "https" else None
+        cluster = f"{namespace}/{name}/external/{scheme}:{host}:{port}" + ("/h2" if http2 else "")
+        if cluster not in self.clusters:
+            self.clusters[cluster] = _secured(
+                envoy.dns_cluster(cluster, host.strip("[]"), port, http2=http2), tls, http2
+            )
+        return Backend(cluster, weight, path=spec.get("path") or None)
 
     def _port_name(self, namespace: str, name: str, port: int | None) -> str | None:
         service = self._services.get((namespace, name))
@@ -161,6 +203,8 @@ class Resolver:
         if applied is not None and applied.policy.tls is None:
             return Backend(None, weight)
         tls = applied.policy.tls if applied is not None else None
+        if tls is None and port == TLS_PORT:
+            tls = implied_tls(host)
         cluster = f"{namespace}/{name}:{port}/dns" + _protocol_suffix(tls, h2)
         if cluster not in self.clusters:
             self.clusters[cluster] = _secured(envoy.dns_cluster(cluster, host, port, http2=h2), tls, h2)
@@ -222,6 +266,14 @@ class Resolver:
             clusters[UNRESOLVED] = envoy.eds_cluster(UNRESOLVED, http2=False)
             assignments[UNRESOLVED] = envoy.load_assignment(UNRESOLVED, [])
         return [clusters[n] for n in sorted(clusters)], [assignments[n] for n in sorted(assignments)]
+
+
+def implied_tls(host: str) -> UpstreamTLS:
+    """TLS to an origin outside the cluster that no BackendTLSPolicy describes (an ExternalName Service on 443, an
+    https ExternalBackend): the host as SNI, a certificate for it, from a CA of the system's trust store."""
+    bare = host.strip().strip("[]").rstrip(".").lower()
+    san = "IP_ADDRESS" if _address(bare) is not None else "DNS"
+    return UpstreamTLS(("", "implied"), bare, None, SYSTEM_CA_FILE, ((san, bare),))
 
 
 def _address(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

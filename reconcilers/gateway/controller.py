@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, cast
 
@@ -38,7 +38,9 @@ from reconcilers.gateway.kinds import (
     HTTP_ROUTES,
     LISTENER_SETS,
     ORIGIN_SERVER_NAME,
+    Classes,
 )
+from reconcilers.gateway.package import EXTERNAL_BACKENDS, GATEWAY_CONFIGS, PackageReconciler
 from reconcilers.gateway.planes import PARAMETERS, Plane, PlanePolicy, PlaneSettings
 from reconcilers.gateway.policies import config_map_refs
 from reconcilers.gateway.shapes import JSON, BackendTLSPolicy, Condition, GatewayClass, ObjectKey, Route
@@ -108,10 +110,17 @@ class GatewayOptions:
     allow_external_name_services: bool = False
     """Whether the routes of Gateways on the shared plane may send to ExternalName Services (a Gateway with a plane
     of its own asks its GatewayParameters)."""
+    classes: Classes = field(default_factory=Classes)
+    """The controllerNames answered to, and whether a class may name a GatewayClassConfig of the package."""
+
+    def __post_init__(self) -> None:
+        if self.planes is not None:
+            # The planes' choice and the translation's must agree on which classes are ours.
+            self.planes = replace(self.planes, classes=self.classes)
 
     @property
-    def plane_policy(self) -> PlanePolicy | None:
-        return self.planes.policy if self.planes is not None else None
+    def plane_policy(self) -> PlanePolicy:
+        return self.planes.policy if self.planes is not None else PlanePolicy(classes=self.classes)
 
     @property
     def origin_url(self) -> str:
@@ -177,12 +186,14 @@ def _stamp(status: Mapping[str, Any], old: JSON, now: str) -> JSON:
     return out
 
 
-def _stamped(current: list[JSON], ours: list[JSON], ref: str, now: str) -> list[JSON] | None:
+def _stamped(
+    current: list[JSON], ours: list[JSON], ref: str, now: str, names: frozenset[str] = frozenset({CONTROLLER_NAME})
+) -> list[JSON] | None:
     """A status list shared with other controllers (a route's parents, a policy's ancestors) with this controller's
-    entries replaced by `ours` (keyed by `ref`; each condition keeps its transition time while its status holds),
-    or None when ours are already what it holds."""
-    theirs = [e for e in current if e.get("controllerName") != CONTROLLER_NAME]
-    mine_before = [e for e in current if e.get("controllerName") == CONTROLLER_NAME]
+    entries (those of the controllerNames it answers to, `names`) replaced by `ours` (keyed by `ref`; each condition
+    keeps its transition time while its status holds), or None when ours are already what it holds."""
+    theirs = [e for e in current if e.get("controllerName") not in names]
+    mine_before = [e for e in current if e.get("controllerName") in names]
     stamped = []
     for entry in ours:
         prior: JSON = next((e for e in mine_before if _same_parent(e.get(ref) or {}, entry[ref])), {})
@@ -229,6 +240,8 @@ class GatewayClassReconciler:
         # The statuses read these objects' statuses too: the Tunnel's ID and readiness, each DNSRecord's Ready.
         inputs[TUNNELS] = Input(feeds, tunnel_status_state)
         inputs[DNS_RECORDS] = Input(feeds, record_status_state)
+        if self.options.classes.package_namespace is not None:
+            inputs.update({rt: feeds for rt in (GATEWAY_CONFIGS, EXTERNAL_BACKENDS)})
         return inputs
 
     async def _installed_bundle(self) -> Bundle:
@@ -255,13 +268,14 @@ class GatewayClassReconciler:
             bundle.channel,
             plane_policy=self.options.plane_policy,
             allow_external_name_services=self.options.allow_external_name_services,
+            classes=self.options.classes,
         )
 
     def cloudflare_statuses(self, world: World, result: Translation) -> None:
         """What the Cloudflare side and the data plane say, into the translation's statuses: a Gateway is not
         Programmed while its tunnel belongs to a TunnelConfiguration or Envoy refuses the configuration, and each
         accepted parent entry of a route publishing through a tunnel says what became of its DNS records."""
-        tunnel_of = publish.gateway_tunnels(world.classes, world.gateways, world.controller_name)
+        tunnel_of = publish.gateway_tunnels(world.classes, world.gateways, world.ours)
         tunnel_of.update({gkey: p.tunnel_key for gkey, p in world.planes.items() if isinstance(p, Plane)})
         views = {key: tunnel_view(self.ctx, key, result.hostnames) for key in sorted(set(tunnel_of.values()))}
         refusals: dict[str, str | None] = {}
@@ -426,7 +440,7 @@ class GatewayClassReconciler:
         if self._routes_current.get(key) == (version, ours):
             return True
         current = cast(list[JSON], (route.get("status") or {}).get("parents") or [])
-        entries = _stamped(current, cast(list[JSON], ours), "parentRef", now)
+        entries = _stamped(current, cast(list[JSON], ours), "parentRef", now, self.options.classes.names)
         if entries is None:
             if version:
                 self._routes_current[key] = (version, ours)
@@ -440,7 +454,7 @@ class GatewayClassReconciler:
         meta = policy["metadata"]
         ours = result.policy_ancestors.get((meta.get("namespace", ""), meta["name"]), [])
         current = cast(list[JSON], (policy.get("status") or {}).get("ancestors") or [])
-        entries = _stamped(current, cast(list[JSON], ours), "ancestorRef", now)
+        entries = _stamped(current, cast(list[JSON], ours), "ancestorRef", now, self.options.classes.names)
         if entries is None:
             return True
         return await self._write_status(BACKEND_TLS_POLICIES, policy, {"ancestors": entries})
@@ -468,10 +482,13 @@ def register_gateway(
             options.tls_origin,
             options.plane_policy,
             options.allow_external_name_services,
+            options.classes,
         ),
     )
     manager.register_aggregate(reconciler.publisher)
     if options.planes is not None:
         reconciler.planes = PlaneReconciler(ctx, options.planes, reconciler.publisher.release)
         manager.register_aggregate(reconciler.planes)
+    if options.classes.package_namespace is not None:
+        manager.register_aggregate(PackageReconciler(ctx, options.classes))
     return reconciler

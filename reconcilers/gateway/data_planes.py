@@ -78,7 +78,7 @@ def cached_choices(ctx: Context, policy: PlanePolicy) -> dict[ObjectKey, Choice]
     choices = choose(
         ctx.cached_all(GATEWAYS.kind),
         ctx.cached_all(PARAMETERS.kind),
-        our_classes(ctx.cached_all(GATEWAY_CLASSES.kind)),
+        our_classes(ctx.cached_all(GATEWAY_CLASSES.kind), policy.classes),
         policy,
         lambda namespace, name: ctx.cached(TUNNEL_KIND, name, namespace),
     )

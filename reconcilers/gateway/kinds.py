@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 from app.kube.client import ResourceType
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
@@ -31,3 +36,54 @@ ORIGIN_SERVER_NAME = "kflare-data-plane"
 
 TUNNEL_GROUP = "kflare.dev"
 TUNNEL_KIND = "Tunnel"
+
+PACKAGE_GROUP = "cf.k8s.lex.la"
+"""The API group of cloudflare-tunnel-gateway-controller's kinds, which the class reads as its own equivalents
+(`reconcilers.gateway.package`)."""
+PACKAGE_CONTROLLER_NAME = "cf.k8s.lex.la/tunnel-controller"
+"""That package's controllerName: its GatewayClasses, once kflare is told to answer to it."""
+CLASS_CONFIG_KIND = "GatewayClassConfig"
+DERIVED_PREFIX = "tunnel-gateway-"
+"""Of the CloudflareAccount and the Tunnel kflare derives from a GatewayClassConfig (`derived_name`)."""
+_NAME_MAX = 63
+
+
+def derived_name(config: str) -> str:
+    """The name of the CloudflareAccount and Tunnel derived from the GatewayClassConfig `config` (a DNS label: the
+    Tunnel's token Secret is named after it), shortened with a hash when long."""
+    name = f"{DERIVED_PREFIX}{config}"
+    if len(name) <= _NAME_MAX - len("-token"):
+        return name
+    digest = hashlib.sha256(config.encode()).hexdigest()[:8]
+    return f"{name[: _NAME_MAX - len('-token') - 9].rstrip('-.')}-{digest}"
+
+
+@dataclass(frozen=True)
+class Classes:
+    """Which GatewayClasses the class serves (by controllerName) and the Tunnel each publishes through."""
+
+    names: frozenset[str] = frozenset({CONTROLLER_NAME})
+    """The controllerNames answered to: kflare's own and those of `--gateway-controller-names`."""
+    package_namespace: str | None = None
+    """With the package's kinds read (`--gateway-tunnel-gateway-package`), the controller's namespace, where the
+    Tunnel derived from a GatewayClassConfig lives; None: a class naming one names nothing kflare reads."""
+
+    def ours(self, cls: Mapping[str, Any]) -> bool:
+        return str((cls.get("spec") or {}).get("controllerName") or "") in self.names
+
+    def controller_of(self, cls: Mapping[str, Any]) -> str:
+        """The controllerName this controller writes in the statuses of the class's routes and policies (the
+        class's own, as Gateway API says)."""
+        return str((cls.get("spec") or {}).get("controllerName") or CONTROLLER_NAME)
+
+    def tunnel(self, cls: Mapping[str, Any]) -> tuple[str, str] | None:
+        """The kflare Tunnel a class of this controller publishes through: the one its parametersRef names, or the
+        one derived from the GatewayClassConfig it names."""
+        if not self.ours(cls):
+            return None
+        ref = (cls.get("spec") or {}).get("parametersRef") or {}
+        if ref.get("kind") == TUNNEL_KIND and ref.get("namespace"):
+            return (str(ref["namespace"]), str(ref.get("name") or ""))
+        if self.package_namespace and ref.get("group") == PACKAGE_GROUP and ref.get("kind") == CLASS_CONFIG_KIND:
+            return (self.package_namespace, derived_name(str(ref.get("name") or "")))
+        return None

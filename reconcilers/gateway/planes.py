@@ -25,7 +25,7 @@ from app.api.gateway_parameters import GatewayParameters
 from app.api.tunnel import TOKEN_KEY
 from app.kube.client import JSON, ResourceType
 from reconcilers.gateway import shapes
-from reconcilers.gateway.kinds import CONTROLLER_NAME, GATEWAYS, TUNNEL_KIND
+from reconcilers.gateway.kinds import GATEWAYS, TUNNEL_KIND, Classes
 from reconcilers.gateway.shapes import ObjectKey
 
 PARAMETERS: Final = ResourceType(
@@ -125,6 +125,8 @@ class PlanePolicy:
     namespaces: frozenset[str] | None = None
     """The namespaces planes may run in (`--granted-namespaces`: the chart grants the plane's objects there only);
     None: every namespace."""
+    classes: Classes = field(default_factory=Classes)
+    """Which GatewayClasses are this controller's."""
 
 
 def _ours(gateway: Mapping[str, Any], classes: set[str]) -> bool:
@@ -206,8 +208,9 @@ def choose(
     return out
 
 
-def our_classes(classes: Iterable[Mapping[str, Any]], controller_name: str = CONTROLLER_NAME) -> set[str]:
-    return {shapes.name(c) for c in classes if (c.get("spec") or {}).get("controllerName") == controller_name}
+def our_classes(classes: Iterable[Mapping[str, Any]], served: Classes | None = None) -> set[str]:
+    served = served or Classes()
+    return {shapes.name(c) for c in classes if served.ours(c)}
 
 
 # ---- the objects ------------------------------------------------------------------------------------------------
@@ -238,10 +241,12 @@ class PlaneSettings:
     """The controller's xDS port, which the NetworkPolicy lets the plane reach."""
     namespaces: frozenset[str] | None = None
     """Where planes may run (`PlanePolicy.namespaces`)."""
+    classes: Classes = field(default_factory=Classes)
+    """Which GatewayClasses are this controller's (`GatewayOptions.classes`)."""
 
     @property
     def policy(self) -> PlanePolicy:
-        return PlanePolicy(self.cap, self.default_parameters, self.namespaces)
+        return PlanePolicy(self.cap, self.default_parameters, self.namespaces, self.classes)
 
 
 _SECURITY: Final = {

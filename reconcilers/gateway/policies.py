@@ -8,7 +8,7 @@ implement) fails closed: the backend is treated as having no endpoints, so its r
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from cryptography import x509
@@ -197,7 +197,7 @@ class BackendTLS:
         return Applied(contenders[0], tuple(contenders))
 
     def statuses(
-        self, ancestors: dict[ObjectKey, set[ObjectKey]], controller_name: str
+        self, ancestors: dict[ObjectKey, set[ObjectKey]], controller_of: Mapping[ObjectKey, str]
     ) -> dict[ObjectKey, list[PolicyAncestorStatus]]:
         """This controller's status.ancestors of every policy: one entry per Gateway of the class whose routes send
         to a backend the policy (or a policy it conflicts with) targets; none for a policy no such route uses."""
@@ -207,7 +207,7 @@ class BackendTLS:
             out[checked.key] = [
                 {
                     "ancestorRef": {"group": GATEWAY_GROUP, "kind": "Gateway", "namespace": ns, "name": name},
-                    "controllerName": controller_name,
+                    "controllerName": controller_of[(ns, name)],
                     "conditions": _conditions(checked),
                 }
                 for ns, name in gateways

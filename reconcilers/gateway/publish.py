@@ -26,6 +26,7 @@ from app.api.account import effective_account_id
 from app.api.constants import Reason
 from app.api.tunnel import CATCH_ALL_404
 from reconcilers.credentials import account_key
+from reconcilers.gateway.kinds import Classes
 from reconcilers.gateway.owners import ZoneIndex, holds_zone
 from reconcilers.gateway.shapes import JSON, Condition, RouteKey, condition
 from reconcilers.gateway.translate import Hostname
@@ -455,20 +456,16 @@ def dns_condition(
 # ---- what a reconcile reads ---------------------------------------------------------------------------------------
 
 
-def class_tunnel(cls: Mapping[str, Any], controller_name: str) -> TunnelKey | None:
-    """The Tunnel a GatewayClass of this controller names, if it names one."""
-    spec = _spec(cls)
-    ref = spec.get("parametersRef") or {}
-    if spec.get("controllerName") != controller_name or ref.get("kind") != "Tunnel" or not ref.get("namespace"):
-        return None
-    return (str(ref["namespace"]), str(ref.get("name") or ""))
+def class_tunnel(cls: Mapping[str, Any], classes: Classes) -> TunnelKey | None:
+    """The Tunnel a GatewayClass of this controller publishes through, if it names one."""
+    return classes.tunnel(cls)
 
 
 def gateway_tunnels(
-    classes: Iterable[Mapping[str, Any]], gateways: Iterable[Mapping[str, Any]], controller_name: str
+    classes: Iterable[Mapping[str, Any]], gateways: Iterable[Mapping[str, Any]], served: Classes
 ) -> dict[TunnelKey, TunnelKey]:
     """(namespace, name) of each Gateway -> the Tunnel its class publishes through."""
-    of_class = {str(_meta(c).get("name")): class_tunnel(c, controller_name) for c in classes}
+    of_class = {str(_meta(c).get("name")): class_tunnel(c, served) for c in classes}
     out = {}
     for gateway in gateways:
         tunnel = of_class.get(str(_spec(gateway).get("gatewayClassName") or ""))

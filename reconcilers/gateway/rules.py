@@ -493,7 +493,24 @@ def _action(
                 action.update(_prefix_rewrite(path.get("replacePrefixMatch", "/"), path_match, where))
             else:
                 raise Unsupported(f"{where}: URLRewrite path type {path['type']} is not supported")
+    based = [b.path for b, _ in live if b.path]
+    if based:
+        action["regex_rewrite"] = _base_path(based[0], len(live), bool(rewrite and rewrite.get("path")), where)
     return action
+
+
+def _base_path(base: str, backends: int, rewritten: bool, where: str) -> JSON:
+    """The rewrite prepending an ExternalBackend's base path to the request's path (Envoy rewrites the path alone,
+    its query string is kept). One rewrite per route: with another backend beside it, or a URLRewrite of the path,
+    which path a request gets could not be said."""
+    if backends > 1 or rewritten:
+        raise Unsupported(
+            f"{where}: an ExternalBackend with a path must be the rule's only backend, without a URLRewrite"
+        )
+    if "?" in base or "#" in base:
+        raise Unsupported(f"{where}: an ExternalBackend path with a query string ({base!r}) is not supported")
+    prefix = base.rstrip("/").replace("\\", "\\\\")
+    return {"pattern": {"regex": "^(.*)$"}, "substitution": f"{prefix}\\1"}
 
 
 # ---- a route --------------------------------------------------------------------------------------------------------

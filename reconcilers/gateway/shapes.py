@@ -485,10 +485,16 @@ def selector_matches(selector: LabelSelector, have: Mapping[str, str]) -> bool:
 
 
 def reference_granted(
-    grants: list[ReferenceGrant], from_kind: str, from_ns: str, to_kind: str, to_ns: str, to_name: str
+    grants: list[ReferenceGrant],
+    from_kind: str,
+    from_ns: str,
+    to_kind: str,
+    to_ns: str,
+    to_name: str,
+    to_group: str = "",
 ) -> bool:
     """Whether a ReferenceGrant in `to_ns` lets a `from_kind` (of the Gateway API group) in `from_ns` refer to the
-    core object `to_kind` `to_name` there."""
+    object `to_kind` `to_name` of `to_group` (core unless said) there."""
     for grant in grants:
         if ns(grant) != to_ns:
             continue
@@ -498,6 +504,6 @@ def reference_granted(
         ):
             continue
         for to in grant["spec"]["to"]:
-            if to.get("group", "") == "" and to["kind"] == to_kind and to.get("name") in (None, "", to_name):
+            if to.get("group", "") == to_group and to["kind"] == to_kind and to.get("name") in (None, "", to_name):
                 return True
     return False

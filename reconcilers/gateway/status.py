@@ -15,7 +15,15 @@ from cryptography.hazmat.primitives import serialization
 
 from reconcilers.gateway import shapes
 from reconcilers.gateway.features import SupportedFeature, supported_features
-from reconcilers.gateway.kinds import BUNDLE_VERSION, GATEWAY_GROUP, TUNNEL_GROUP, TUNNEL_KIND
+from reconcilers.gateway.kinds import (
+    BUNDLE_VERSION,
+    CLASS_CONFIG_KIND,
+    GATEWAY_GROUP,
+    PACKAGE_GROUP,
+    TUNNEL_GROUP,
+    TUNNEL_KIND,
+    Classes,
+)
 from reconcilers.gateway.shapes import Condition, Gateway, GatewayClass, ObjectKey, condition
 
 HTTP_ROUTE, GRPC_ROUTE = "HTTPRoute", "GRPCRoute"
@@ -169,13 +177,30 @@ def _minor(version: str | None) -> str | None:
 
 
 def class_status(
-    cls: GatewayClass, tunnels: TunnelLookup, installed_bundle: str | None, installed_channel: str | None = None
+    cls: GatewayClass,
+    tunnels: TunnelLookup,
+    installed_bundle: str | None,
+    installed_channel: str | None = None,
+    classes: Classes | None = None,
 ) -> tuple[ClassStatus, ServedClass | None]:
     """A class's status, and what serving it takes when it is accepted."""
+    classes = classes or Classes()
     observed = shapes.generation(cls)
     ref = cls["spec"].get("parametersRef")
     served: ServedClass | None = None
-    if ref is None:
+    derived = classes.tunnel(cls) if ref is not None and ref.get("kind") == CLASS_CONFIG_KIND else None
+    if derived is not None:
+        assert ref is not None
+        # The package's shape: the Tunnel is the one kflare derives from the GatewayClassConfig (`package`).
+        tunnel = tunnels(*derived)
+        where = f"{CLASS_CONFIG_KIND} {ref['name']} (kflare's Tunnel {derived[0]}/{derived[1]})"
+        if tunnel is None:
+            message = f"{where}: not derived yet; the GatewayClassConfig's own status says why"
+            accepted = condition("Accepted", False, "InvalidParameters", message, observed)
+        else:
+            accepted = condition("Accepted", True, "Accepted", where, observed)
+            served = ServedClass(tunnel, derived)
+    elif ref is None:
         accepted = condition(
             "Accepted",
             True,
@@ -189,7 +214,8 @@ def class_status(
             "Accepted",
             False,
             "InvalidParameters",
-            f"parametersRef must name a {TUNNEL_KIND}.{TUNNEL_GROUP} with its namespace",
+            f"parametersRef must name a {TUNNEL_KIND}.{TUNNEL_GROUP} with its namespace"
+            + (f", or a {CLASS_CONFIG_KIND}.{PACKAGE_GROUP}" if classes.package_namespace else ""),
             observed,
         )
     else:

@@ -21,7 +21,7 @@ from typing import Any, TypedDict, cast
 
 from reconcilers.gateway import envoy, shapes
 from reconcilers.gateway.backends import UNRESOLVED, Backend, Resolver
-from reconcilers.gateway.kinds import CLASS_NAME, CONTROLLER_NAME, GATEWAY_GROUP
+from reconcilers.gateway.kinds import CLASS_NAME, GATEWAY_GROUP, Classes
 from reconcilers.gateway.owners import Owners
 from reconcilers.gateway.planes import Choice, Plane, finalized
 from reconcilers.gateway.policies import BackendTLS, ConfigMapLookup
@@ -99,7 +99,11 @@ class World:
     planes: Mapping[ObjectKey, Choice] = field(default_factory=dict)
     """The Gateways that asked for a data plane of their own: the plane, or why they cannot have it
     (`planes.choose`)."""
-    controller_name: str = CONTROLLER_NAME
+    external_backends: list[JSON] | None = None
+    """cloudflare-tunnel-gateway-controller's ExternalBackends, when the package's kinds are read (None: they are
+    not, and a route naming one gets InvalidKind)."""
+    ours: Classes = field(default_factory=Classes)
+    """Which GatewayClasses are this controller's (by controllerName), and the Tunnel each names."""
     revision: Hashable | None = None
     resolver_revision: Hashable | None = None
     """What identifies the Services, ReferenceGrants, BackendTLSPolicies and CA ConfigMaps the routes resolve
@@ -163,7 +167,7 @@ class Translation:
 
 def certificate_refs(world: World) -> set[ObjectKey]:
     """The Secrets the listeners of the class's Gateways name as certificates (what `World.secret` is asked)."""
-    ours = {shapes.name(c) for c in world.classes if c["spec"]["controllerName"] == world.controller_name}
+    ours = {shapes.name(c) for c in world.classes if world.ours.ours(c)}
     out: set[ObjectKey] = set()
     for gateway in world.gateways:
         if gateway["spec"]["gatewayClassName"] not in ours:
@@ -593,7 +597,7 @@ def translate(world: World) -> Translation:
     installed bundle, which only the class's reconcile reads, so the tunnels' reconcile shares the translation."""
     if world.revision is None:
         return _translate(world)
-    memo_key = (world.revision, world.tenancy_label, world.controller_name, world.allow_external_name_services)
+    memo_key = (world.revision, world.tenancy_label, world.ours, world.allow_external_name_services)
     found = _memo.get(memo_key)
     if found is None:
         found = _translate(world)
@@ -635,9 +639,9 @@ def _class_statuses(world: World) -> tuple[dict[str, ClassStatus], dict[str, Ser
     status_of: dict[str, ClassStatus] = {}
     served: dict[str, ServedClass | None] = {}
     for cls in world.classes:
-        if cls["spec"]["controllerName"] == world.controller_name:
+        if world.ours.ours(cls):
             status_of[shapes.name(cls)], served[shapes.name(cls)] = class_status(
-                cls, world.tunnel, world.installed_bundle, world.installed_channel
+                cls, world.tunnel, world.installed_bundle, world.installed_channel, world.ours
             )
     return status_of, served
 
@@ -676,9 +680,14 @@ def _translate(world: World) -> Translation:
         if shapes.key(ls) in listener_sets
     }
     tls = BackendTLS(world.backend_tls_policies, world.config_map)
-    resolver = Resolver(world.services, world.slices, world.grants, tls)
+    resolver = Resolver(world.services, world.slices, world.grants, tls, world.external_backends)
     attachments = _routes(world, gateways, resolver, listener_sets)
     ancestors: dict[ObjectKey, set[ObjectKey]] = defaultdict(set)
+    # Gateway API: a route's (and a policy's) entry carries the controllerName of its Gateway's class.
+    controller_of_class = {shapes.name(c): world.ours.controller_of(c) for c in world.classes}
+    controller_of = {
+        gkey: controller_of_class.get(g.gateway["spec"]["gatewayClassName"], "") for gkey, g in gateways.items()
+    }
 
     vhosts: dict[str, dict[str, list[EnvoyRoute]]] = defaultdict(lambda: defaultdict(list))
     published: dict[str, tuple[bool, ObjectKey | None, set[RouteKey], list[bool]]] = {}
@@ -717,7 +726,7 @@ def _translate(world: World) -> Translation:
         route_parents.setdefault(rkey, []).append(
             {
                 "parentRef": attachment.parent,
-                "controllerName": world.controller_name,
+                "controllerName": controller_of[attachment.gateway],
                 "conditions": attachment.conditions,
             }
         )
@@ -739,7 +748,7 @@ def _translate(world: World) -> Translation:
             for name, (grpc, tunnel, routes, dns) in sorted(published.items())
         ],
         classes_in_use={gateway["spec"]["gatewayClassName"] for gateway in (g.gateway for g in gateways.values())},
-        policy_ancestors=tls.statuses(ancestors, world.controller_name),
+        policy_ancestors=tls.statuses(ancestors, controller_of),
         listener_set_status=listener_set_status_of,
     )
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from app.api.constants import DELETION_POLICY_ANNOTATION, DeletionPolicy
@@ -34,7 +34,6 @@ from reconcilers.gateway import publish
 from reconcilers.gateway.data_planes import cached_choices
 from reconcilers.gateway.kinds import (
     BACKEND_TLS_POLICIES,
-    CONTROLLER_NAME,
     ENDPOINT_SLICES,
     GATEWAY_CLASSES,
     GATEWAYS,
@@ -45,8 +44,10 @@ from reconcilers.gateway.kinds import (
     REFERENCE_GRANTS,
     SERVICES,
     TUNNEL_KIND,
+    Classes,
 )
 from reconcilers.gateway.owners import zones_revision
+from reconcilers.gateway.package import EXTERNAL_BACKENDS
 from reconcilers.gateway.planes import PARAMETERS, Choice, Plane, PlanePolicy
 from reconcilers.gateway.policies import config_map_refs
 from reconcilers.gateway.shapes import (
@@ -126,17 +127,20 @@ def cached_world(
     plane_policy: PlanePolicy | None = None,
     *,
     allow_external_name_services: bool = False,
+    classes: Classes | None = None,
 ) -> World:
     """The translation's input from the caches, with their revisions (the Tunnels' and GatewayParameters' too: the
     class reads them; of the Zones, what decides who owns a hostname). `plane_policy`: which Gateways get a data
     plane of their own (None: none does); `allow_external_name_services`: whether the shared plane follows
     ExternalName Services."""
     cached = ctx.cached_all
-    informers = [ctx.informer_of(rt.kind) for rt in (*WORLD_KINDS, TUNNELS, PARAMETERS)]
+    classes = classes or Classes()
+    package = (EXTERNAL_BACKENDS,) if classes.package_namespace is not None else ()
+    informers = [ctx.informer_of(rt.kind) for rt in (*WORLD_KINDS, TUNNELS, PARAMETERS, *package)]
     zones = cached(ZONES.kind)
     # Of the Zones, what decides who owns a hostname (a Zone's status changes leave the translation alone).
     revision = (*(i.revision for i in informers if i is not None), zones_revision(zones)) if all(informers) else None
-    resolved = [ctx.informer_of(rt.kind) for rt in (SERVICES, REFERENCE_GRANTS, BACKEND_TLS_POLICIES)]
+    resolved = [ctx.informer_of(rt.kind) for rt in (SERVICES, REFERENCE_GRANTS, BACKEND_TLS_POLICIES, *package)]
     resolver_base = tuple(i.revision for i in resolved if i is not None) if all(resolved) else None
     return World(
         classes=cast(list[GatewayClass], cached(GATEWAY_CLASSES.kind)),
@@ -155,7 +159,9 @@ def cached_world(
         tenancy_label=tenancy_label,
         zones=zones,
         allow_external_name_services=allow_external_name_services,
-        planes=cached_choices(ctx, plane_policy or PlanePolicy()),
+        planes=cached_choices(ctx, plane_policy or PlanePolicy(classes=classes)),
+        external_backends=cached(EXTERNAL_BACKENDS.kind) if package else None,
+        ours=classes,
         revision=revision,
         resolver_base=resolver_base,
     )
@@ -227,6 +233,8 @@ class TunnelOptions:
     """Which Gateways have a data plane (and tunnel) of their own; None: none does."""
     allow_external_name_services: bool = False
     """As the class's reconcile says it (`GatewayOptions`): both then share one translation per cache revision."""
+    classes: Classes = field(default_factory=Classes)
+    """Which GatewayClasses are this controller's, and the Tunnel each publishes through."""
 
 
 class TunnelPublisher:
@@ -246,11 +254,11 @@ class TunnelPublisher:
 
     def _class_tunnel(self, name: str) -> str | None:
         cls = self.ctx.cached(GATEWAY_CLASSES.kind, name)
-        key = None if cls is None else publish.class_tunnel(cls, CONTROLLER_NAME)
+        key = None if cls is None else publish.class_tunnel(cls, self.options.classes)
         return None if key is None else f"{key[0]}/{key[1]}"
 
     def _choices(self) -> dict[tuple[str, str], Choice]:
-        return cached_choices(self.ctx, self.options.plane_policy or PlanePolicy())
+        return cached_choices(self.ctx, self.options.plane_policy or PlanePolicy(classes=self.options.classes))
 
     def _gateway_tunnel(self, namespace: str, name: str) -> str | None:
         gateway = self.ctx.cached(GATEWAYS.kind, name, namespace)
@@ -271,7 +279,7 @@ class TunnelPublisher:
         named = {
             f"{k[0]}/{k[1]}"
             for c in self.ctx.cached_all(GATEWAY_CLASSES.kind)
-            if (k := publish.class_tunnel(c, CONTROLLER_NAME))
+            if (k := publish.class_tunnel(c, self.options.classes))
         } | self._plane_tunnels()
         for record in self.ctx.cached_all(DNS_RECORDS.kind):
             named.update(record_tunnel(record))
@@ -279,7 +287,7 @@ class TunnelPublisher:
 
     def inputs(self) -> Mapping[ResourceType, DocumentsOf | Input]:
         def of_class(raw: JSON) -> list[str]:
-            key = publish.class_tunnel(raw, CONTROLLER_NAME)
+            key = publish.class_tunnel(raw, self.options.classes)
             return [f"{key[0]}/{key[1]}"] if key else []
 
         def of_gateway(raw: JSON) -> list[str]:
@@ -341,7 +349,8 @@ class TunnelPublisher:
         namespace, _, name = key[1].partition("/")
         tunnel_key = (namespace, name)
         named = key[1] in self._plane_tunnels() or any(
-            publish.class_tunnel(c, CONTROLLER_NAME) == tunnel_key for c in self.ctx.cached_all(GATEWAY_CLASSES.kind)
+            publish.class_tunnel(c, self.options.classes) == tunnel_key
+            for c in self.ctx.cached_all(GATEWAY_CLASSES.kind)
         )
         hostnames: list[Hostname] = []
         if named:
@@ -351,6 +360,7 @@ class TunnelPublisher:
                 self.options.tenancy_label,
                 plane_policy=self.options.plane_policy,
                 allow_external_name_services=self.options.allow_external_name_services,
+                classes=self.options.classes,
             )
             read_referenced(self.ctx, world)
             hostnames = translate(world).hostnames

@@ -154,7 +154,8 @@ def crd_plurals() -> dict[str, str]:
     the claims are kflare's alone, neither admitted nor in any role but the controller's)."""
     configuration = {model.info.plural for model in (*CONFIGURATION_KINDS, *INTERNAL_KINDS)}
     found = {}
-    for path in sorted(CRD_DIR.glob("*.yaml")):
+    # kflare.dev's only: cloudflare-tunnel-gateway-controller's kinds are read, never admitted nor written.
+    for path in sorted(CRD_DIR.glob("kflare.dev_*.yaml")):
         doc = yaml.safe_load(path.read_text())
         if doc["spec"]["names"]["plural"] not in configuration:
             found[doc["spec"]["names"]["plural"]] = doc["spec"]["scope"]

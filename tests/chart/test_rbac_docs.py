@@ -28,6 +28,9 @@ CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "gateway without planes": {"gateway": {**GATEWAY, "dedicatedPlanes": {"perNamespace": 0}}},
     "rbac.namespaces": {"rbac": {"namespaces": ["team-a", "team-b"]}},
     "gateway and rbac.namespaces": {"gateway": GATEWAY, "rbac": {"namespaces": ["team-a"]}},
+    "gateway taking over cloudflare-tunnel-gateway-controller": {
+        "gateway": {**GATEWAY, "tunnelGatewayPackage": {"enabled": True, "crds": True}}
+    },
 }
 
 

@@ -177,12 +177,14 @@ def test_deployment_defaults(default: Rendered) -> None:
         "--webhook-configuration=kflare",
         "--drift-check-interval=0s",
         "--reconcile-timeout=5m",
+        "--shutdown-delay=5s",
         "--default-deletion-policy=delete",
         "--default-account-namespaces=All",
         "--log-level=info",
         "--log-format=json",
     ]
-    assert pod["terminationGracePeriodSeconds"] == 10
+    # The shutdown delay (5 s of answering after SIGTERM) and the stop after it fit in the grace period.
+    assert pod["terminationGracePeriodSeconds"] == 20
     assert pod["serviceAccountName"] == "kflare"
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Final, NoReturn
 
 import pytest
 
@@ -96,3 +96,12 @@ def gateway_release(
 ) -> Iterator[GatewayRelease]:
     """The chart with the Gateway class on and the data plane's defaults, for the Gateway and conformance tests."""
     yield from install(cluster, image, node_emulator, gateway_bins, tmp_path_factory.mktemp("gateway"))
+
+
+LAST: Final = ("test_gateway.py", "test_upgrade.py")
+"""Modules that run after every other, in this order: the Gateway module ends by taking every kflare resource down
+(the guide's uninstall sequence), and the upgrade module starts from an empty Cloudflare."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: LAST.index(item.path.name) + 1 if item.path.name in LAST else 0)

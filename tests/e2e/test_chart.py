@@ -13,6 +13,7 @@ import base64
 import json
 import ssl
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -355,6 +356,34 @@ def test_a_killed_leader_is_replaced_within_the_lease(installed: Installed, caps
             break
 
 
+@contextmanager
+def webhook_probe(installed: Installed) -> Iterator[list[str]]:
+    """A write the webhook refuses, tried (server-side dry run) one after another until the block ends; yields what
+    each attempt printed."""
+    bad = {
+        "apiVersion": "kflare.dev/v1alpha1",
+        "kind": "DNSRecord",
+        "metadata": {"name": "probe", "namespace": NAMESPACE},
+        "spec": {"zoneRef": {"name": "nowhere"}, "name": "probe.example.com", "type": "A", "content": "not-an-ip"},
+    }
+    text = yaml.safe_dump(bad)
+    answers: list[str] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        while not done.is_set():
+            out = installed.kubectl("create", "--dry-run=server", "-f", "-", input_text=text, check=False)
+            answers.append(out.strip())
+
+    worker = threading.Thread(target=probe, daemon=True)
+    worker.start()
+    try:
+        yield answers
+    finally:
+        done.set()
+        worker.join(timeout=120)
+
+
 def test_upgrade_then_uninstall_keep_the_crds_and_the_cloudflare_objects(installed: Installed) -> None:
     """An upgrade rolls the pods with the guide's values and keeps everything converged; deleting a resource under
     `defaultDeletionPolicy: retain` keeps its record; uninstalling keeps the CRDs, the resources and every
@@ -366,12 +395,18 @@ def test_upgrade_then_uninstall_keep_the_crds_and_the_cloudflare_objects(install
     values = installed.release.helm.values_args(
         {**overrides(installed.image, installed.emulator), "driftCheckInterval": "10m"}
     )
-    installed.release.upgrade(args=["-f", str(PRODUCTION), *values, "--wait", "--timeout=5m"])
-    for _ in deadline(240):
-        pods = installed.ready_pods()
-        names = {p["metadata"]["name"] for p in pods}
-        if len(pods) == 2 and not names & before and len(installed.pods()) == 2:
-            break
+    with webhook_probe(installed) as answers:
+        installed.release.upgrade(args=["-f", str(PRODUCTION), *values, "--wait", "--timeout=5m"])
+        for _ in deadline(240):
+            pods = installed.ready_pods()
+            names = {p["metadata"]["name"] for p in pods}
+            if len(pods) == 2 and not names & before and len(installed.pods()) == 2:
+                break
+    # Every write tried while the pods rolled was judged by the webhook (failurePolicy: Fail): none was refused
+    # because no replica answered.
+    unanswered = [a for a in answers if "denied the request" not in a]
+    assert len(answers) >= 20, f"only {len(answers)} probes during the upgrade"
+    assert not unanswered, f"{len(unanswered)} of {len(answers)} writes not answered by the webhook: {unanswered[:3]}"
     (container,) = installed.pods()[0]["spec"]["containers"]
     assert "--drift-check-interval=10m" in container["args"]
     assert installed.get("secret", f"{installed.fullname}-webhook-tls", "-n", NAMESPACE)["data"] == cert

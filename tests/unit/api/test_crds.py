@@ -21,6 +21,7 @@ from app.api.crds import (
     main_write,
     openapi_schema,
     render_crds,
+    render_package_crds,
     write_crds,
 )
 from app.api.meta import Status
@@ -29,6 +30,7 @@ from app.api.registry import CRD_KINDS
 from app.api.resource import Resource, ResourceClass
 from app.api.schema import SchemaError, structural_schema
 from app.api.storage import D1Database, KVNamespace, R2Bucket
+from app.api.tunnel_gateway_package import PACKAGE_KINDS
 from app.api.workers import WorkerRoute, WorkerScript
 from tests.unit.api.structural import structural_problems, unbounded
 
@@ -325,18 +327,38 @@ class TestRendering:
         first, second = render_crds(), render_crds()
         assert first == second
         assert list(first) == sorted(first)
-        assert set(first) == {crd_filename(m) for m in CRD_KINDS}
+        assert set(first) == {crd_filename(m) for m in (*CRD_KINDS, *PACKAGE_KINDS)}
+        # Plain manifests of kflare's kinds only: cloudflare-tunnel-gateway-controller's are apart.
+        assert set(render_crds(helm=False)) == {crd_filename(m) for m in CRD_KINDS}
+        assert set(render_package_crds()) == {crd_filename(m) for m in PACKAGE_KINDS}
 
     def test_helm_templates_are_plain_yaml_too(self) -> None:
+        plain = {**render_crds(helm=False), **render_package_crds()}
         for name, text in render_crds().items():
             lines = text.splitlines()
             assert lines[0] == HEADER
-            assert lines[1] == "#{{- if .Values.crds.enabled }}"
+            package = name.startswith("cf.k8s.lex.la_")
+            # The package's kinds are installed only when asked (a cluster moving from it has them already).
+            wanted = (
+                "#{{- if .Values.gateway.tunnelGatewayPackage.crds }}" if package else "#{{- if .Values.crds.enabled }}"
+            )
+            assert lines[1] == wanted
             assert lines[-1] == "#{{- end }}"
             template_lines = [line for line in lines if "{{" in line]
             assert all(line.lstrip().startswith("#{{") for line in template_lines), name
             assert any("crds.keep" in line for line in template_lines)
-            assert yaml.safe_load(text) == yaml.safe_load(render_crds(helm=False)[name])
+            assert yaml.safe_load(text) == yaml.safe_load(plain[name])
+
+    def test_the_packages_kinds_keep_their_group_and_names(self) -> None:
+        for model in PACKAGE_KINDS:
+            crd = yaml.safe_load(render_package_crds()[crd_filename(model)])
+            assert crd["metadata"]["name"] == f"{model.info.plural}.cf.k8s.lex.la"
+            assert crd["spec"]["group"] == "cf.k8s.lex.la"
+        schema = yaml.safe_load(render_package_crds()["cf.k8s.lex.la_gatewayclassconfigs.yaml"])
+        spec = schema["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        assert set(spec["properties"]) == {"cloudflareCredentialsSecretRef", "accountId", "tunnelID"}
+        assert sorted(spec["required"]) == ["cloudflareCredentialsSecretRef", "tunnelID"]
+        assert schema["spec"]["scope"] == "Cluster"
 
     def test_plain_manifests(self) -> None:
         for name, text in render_crds(helm=False).items():
