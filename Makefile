@@ -14,12 +14,19 @@ PYTEST_ARGS ?=
 # worker (`loadfile`), so a module's fixtures are set up once. `PYTEST_WORKERS=0` runs everything in one process.
 PYTEST_WORKERS ?= 2
 
-.PHONY: test check venv test-bins node-bins lint types layers pytest chaos e2e conformance clean dev
+.PHONY: test check venv test-bins node-bins lint types layers unit pytest chaos e2e conformance clean dev
 
 test: lint types layers pytest
 
-# The quick loop: lint, types, layers and the unit tests (no API server, no subprocesses).
-check: lint types layers
+# The quick loop: lint, types, layers and the unit tests (no API server), side by side (each target's output is
+# printed whole when it ends). Python writes its bytecode, and pytest its rewritten test modules, even where the
+# environment says not to (PYTHONDONTWRITEBYTECODE, as in the image): compiling every module again in each pytest
+# worker and each process a test starts costs more than the tests themselves.
+check unit: export PYTHONDONTWRITEBYTECODE :=
+check: venv
+	$(MAKE) --no-print-directory -j 4 --output-sync=target lint types layers unit
+
+unit: venv
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile tests/unit -q $(PYTEST_ARGS)
 
 venv: $(STAMP)

@@ -23,7 +23,7 @@ from app.kube.index import Ref
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
 from reconcilers.credentials import account_key, account_object, account_ref_key, ready_account
-from reconcilers.lifecycle import ManagedKind
+from reconcilers.managed_kind import ManagedKind
 
 Member = TypeVar("Member", bound=Resource[Any, Any])
 Listed = TypeVar("Listed")

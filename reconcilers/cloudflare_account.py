@@ -26,7 +26,8 @@ from app.kube.client import JSON, SECRETS, KubeError
 from app.kube.index import Ref
 from reconcilers.context import AccountLink, Context
 from reconcilers.credentials import read_token, token_location
-from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady
+from reconcilers.managed_kind import ManagedKind
+from reconcilers.waiting import RETRY_PARENT, NotReady
 
 SECRET = "Secret"
 ACCOUNT_KINDS = (CloudflareAccount.info.kind, Account.info.kind)

@@ -18,8 +18,8 @@ from app.kube.client import JSON
 from app.kube.informer import Key, key_of
 from app.kube.referenced import ReferencedObjects
 from reconcilers.context import AccountLink, Context
-from reconcilers.lifecycle import RETRY_PARENT, NotReady, can_serve
 from reconcilers.tenancy import account_policies, only_namespace, permits
+from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve
 
 """`Context.shared`'s key of the accounts' links, each with the cached account and Secret it was made from: every
 reconcile of a child asks for its account's link, and validating the account and checking the token each time

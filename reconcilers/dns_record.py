@@ -40,8 +40,9 @@ from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
 from reconcilers.credentials import account_key, ready_account, zone_namespace, zone_ref_key
 from reconcilers.dns_batch import Batches, ZoneBatcher
-from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady, can_serve
+from reconcilers.managed_kind import ManagedKind
 from reconcilers.tenancy import zone_grants
+from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve
 
 HOST_TYPES = frozenset({"CNAME", "MX", "NS", "PTR"})
 PRIORITY_TYPES = frozenset({"MX", "SRV", "URI"})

@@ -33,8 +33,8 @@ from reconcilers.account_members import AccountMemberBase, AccountScope, collect
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context, lists_key
 from reconcilers.credentials import account_id_of, account_key
-from reconcilers.lifecycle import RETRY_PARENT, NotReady
 from reconcilers.rulesets import LIST_NAME_INDEX, LISTS_INDEX
+from reconcilers.waiting import RETRY_PARENT, NotReady
 
 OPERATION_TIMEOUT = 120.0
 POLL_FIRST, POLL_MAX = 0.05, 2.0

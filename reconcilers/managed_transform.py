@@ -26,7 +26,8 @@ from app.kube.index import Ref
 from app.kube.informer import Indexer, key_of
 from reconcilers.claims import holder_of
 from reconcilers.credentials import ZoneLink, ready_zone, zone_ref_key, zones_of
-from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady
+from reconcilers.managed_kind import CLAIM_INDEX, ManagedKind
+from reconcilers.waiting import RETRY_PARENT, NotReady
 
 ZONE_INDEX = "zone"
 """ManagedTransforms by the Zone they reference (`namespace/name`)."""

@@ -18,7 +18,8 @@ from app.kube.client import NAMESPACES
 from app.kube.manager import Manager, Registration, Watch
 from reconcilers.claims import CLAIM_INDEXES, CLAIMS
 from reconcilers.context import Context
-from reconcilers.lifecycle import Lifecycle, ManagedKind
+from reconcilers.lifecycle import Lifecycle
+from reconcilers.managed_kind import ManagedKind
 from reconcilers.tenancy import GRANTS, grants_of
 
 Reconciler = type[ManagedKind[Any, Any, Any]]

@@ -6,27 +6,30 @@ from __future__ import annotations
 from typing import Any
 
 from app.api.base import KflareModel
-from app.api.rules import (
+from app.api.rules.cache import CacheRule, CacheRuleSpec
+from app.api.rules.configuration import (
     CONFIG_SETTINGS,
-    SKIP_PRODUCTS,
-    TRANSFORM_PHASES,
-    CacheRule,
-    CacheRuleSpec,
     ConfigurationRule,
     ConfigurationRuleSpec,
-    ManagedRuleset,
-    ManagedRulesetSpec,
     OriginRule,
     OriginRuleSpec,
+)
+from app.api.rules.security import (
+    SKIP_PRODUCTS,
+    ManagedRuleset,
+    ManagedRulesetSpec,
     RateLimitRule,
     RateLimitRuleSpec,
+    WAFCustomRule,
+    WAFCustomRuleSpec,
+)
+from app.api.rules.transform import (
+    TRANSFORM_PHASES,
     RedirectRule,
     RedirectRuleSpec,
     RewriteValue,
     TransformRule,
     TransformRuleSpec,
-    WAFCustomRule,
-    WAFCustomRuleSpec,
 )
 from app.cloudflare.models import Ruleset
 from app.kube.client import JSON

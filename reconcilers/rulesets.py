@@ -37,7 +37,7 @@ from typing import Any, ClassVar, TypeVar
 from app.api.constants import Reason
 from app.api.expressions import PHASES, lists_in
 from app.api.resource import Resource
-from app.api.rules import RuleMetadata, RuleSpec
+from app.api.rules.common import RuleMetadata, RuleSpec
 from app.cloudflare.client import CloudflareClient
 from app.cloudflare.errors import NotFound, Terminal
 from app.cloudflare.models import Ruleset, RulesetRule
@@ -47,7 +47,8 @@ from app.kube.informer import Indexer
 from app.kube.manager import IndexLink
 from reconcilers.context import ENTRYPOINT, AccountLink, Context, lists_key
 from reconcilers.credentials import ready_zone, zone_ids, zones_of
-from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady
+from reconcilers.managed_kind import ManagedKind
+from reconcilers.waiting import RETRY_PARENT, NotReady
 
 REF_PREFIX = "kflare-"
 LISTS_INDEX = "lists"

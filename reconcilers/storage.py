@@ -37,7 +37,8 @@ from app.kube.client import JSON
 from reconcilers.account_members import AccountMember, AccountScope, account_name, collection_name
 from reconcilers.claims import holder_of
 from reconcilers.credentials import account_id_of, account_ref_key
-from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, NotReady
+from reconcilers.managed_kind import CLAIM_INDEX
+from reconcilers.waiting import RETRY_PARENT, NotReady
 
 BUCKET_NOT_EMPTY_CODE = 10008
 

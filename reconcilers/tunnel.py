@@ -43,7 +43,7 @@ from app.kube.client import JSON, SECRETS, KubeError
 from app.kube.index import Ref
 from reconcilers.account_members import AccountMember, AccountScope, account_parents
 from reconcilers.credentials import must_read
-from reconcilers.lifecycle import RETRY_PARENT, NotReady
+from reconcilers.waiting import RETRY_PARENT, NotReady
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kflare"}
 TOKEN_DIGEST_ANNOTATION = "kflare.dev/token-digest"

@@ -33,9 +33,10 @@ from app.kube.index import Ref
 from reconcilers import tunnel_document
 from reconcilers.context import AccountLink
 from reconcilers.credentials import account_key, ready_account
-from reconcilers.lifecycle import RETRY_PARENT, ManagedKind, NotReady, can_serve
+from reconcilers.managed_kind import ManagedKind
 from reconcilers.tenancy import hostname_refusal
 from reconcilers.tunnel_document import RESET, normalise, says_something
+from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve
 
 __all__ = ["RESET", "TunnelConfigurationKind", "desired", "normalise", "says_something"]
 

@@ -1,6 +1,6 @@
-"""WorkerScript and WorkerRoute.
+"""WorkerScript: a Worker of an account (its routes are `reconcilers.worker_route`'s).
 
-WorkerScript: the Worker is uploaded whole, as Cloudflare's multipart form, only when what would be uploaded changes:
+The Worker is uploaded whole, as Cloudflare's multipart form, only when what would be uploaded changes:
 the SHA-256 of the code, the format, the compatibility date and flags and each binding's name, type and value (a
 Secret contributes its UID, resourceVersion and key, never its value; a KVNamespace its namespace ID, an R2Bucket
 its name and jurisdiction, a D1Database its UUID) is kept in `status.appliedHash`. It is also re-uploaded when the
@@ -13,10 +13,6 @@ A bound object must exist, share the Worker's CloudflareAccount and be Ready (wi
 An existing Worker of the name is `AlreadyExists` unless an adoption policy says otherwise; one another WorkerScript
 manages is never taken. Deleting deletes the Worker (Cloudflare deletes its routes with it) unless retained; routes
 do not hold a Worker's deletion.
-
-WorkerRoute: a pattern on a zone; `PatternOutsideZone` with no call when the host is not in the zone. One listing per
-zone. Found by pattern for adoption and recovery; a route another WorkerRoute claims is `PatternConflict`. Pattern and
-Worker are corrected in place (PUT); a route Cloudflare deleted with its Worker is created again.
 """
 
 from __future__ import annotations
@@ -26,31 +22,22 @@ import binascii
 import contextlib
 import hashlib
 import json
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.api.constants import Reason
-from app.api.workers import (
-    SCRIPT_SIZE_LIMIT,
-    WorkerRoute,
-    WorkerRouteMetadata,
-    WorkerScript,
-    WorkerScriptMetadata,
-    too_large,
-)
-from app.cloudflare.models import WorkerRoute as CloudflareRoute
+from app.api.workers import SCRIPT_SIZE_LIMIT, WorkerScript, WorkerScriptMetadata, too_large
 from app.cloudflare.models import WorkerScript as CloudflareScript
 from app.kube.client import JSON
 from app.kube.index import Ref
 from reconcilers.account_members import AccountMemberBase, AccountScope, account_name
 from reconcilers.claims import holder_of
-from reconcilers.collections import Collections
-from reconcilers.context import AccountLink, Context
-from reconcilers.credentials import account_id_of, account_object, account_ref_key, must_read, ready_zone
-from reconcilers.lifecycle import CLAIM_INDEX, RETRY_PARENT, ManagedKind, NotReady, can_serve
+from reconcilers.context import Context
+from reconcilers.credentials import account_id_of, account_object, account_ref_key, must_read
+from reconcilers.managed_kind import CLAIM_INDEX
 from reconcilers.tenancy import grants_of, reference_granted
+from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve
 
 ENTRY_MODULE = "worker.js"
 BOUND_KINDS = {
@@ -388,142 +375,3 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
         obj.status.cloudflare_metadata = WorkerScriptMetadata(etag=observed.etag, modified_on=observed.modified_on)
         if link.upload is not None:
             obj.status.applied_hash = link.upload.digest
-
-
-# ---- routes --------------------------------------------------------------------------------------------------
-
-
-def pattern_host(pattern: str) -> str:
-    host = pattern.split("/", 1)[0].lower()
-    return host.removeprefix("*.").removeprefix("*")
-
-
-def in_zone(pattern: str, zone: str) -> bool:
-    host, zone = pattern_host(pattern), zone.lower().rstrip(".")
-    return host == zone or host.endswith("." + zone)
-
-
-@dataclass(frozen=True)
-class RouteLink:
-    account: AccountLink
-    zone_id: str
-    script: str | None
-
-    @property
-    def collection(self) -> str:
-        return f"zone:{self.zone_id}"
-
-
-class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute]):
-    model = WorkerRoute
-    status_id = "route_id"
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        self.listings: Collections[CloudflareRoute] = Collections(id_of=lambda r: r.id, name_of=lambda r: r.pattern)
-
-    @classmethod
-    def parents_of(cls, raw: JSON) -> list[Ref]:
-        spec = raw.get("spec") or {}
-        namespace = raw["metadata"].get("namespace") or ""
-        refs = []
-        zone = (spec.get("zoneRef") or {}).get("name")
-        if zone:
-            refs.append(Ref("Zone", namespace, zone))
-        worker = (spec.get("workerScriptRef") or {}).get("name")
-        if worker:
-            refs.append(Ref("WorkerScript", namespace, worker))
-        return refs
-
-    @classmethod
-    def drift_group(cls, raw: JSON) -> str | None:
-        zone_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID")
-        return f"zone:{zone_id}" if zone_id else None
-
-    def open_drift_round(self, group: str) -> None:
-        self.listings.open_round(group)
-
-    async def connect(self, obj: WorkerRoute) -> RouteLink:
-        namespace = obj.namespace or ""
-        zone = await ready_zone(self.ctx, namespace, obj.spec.zone_ref.name)
-        zone_account, zone_id, domain = zone.account_ref, zone.zone_id, zone.zone_name
-        if obj.metadata.deleting:
-            return RouteLink(zone.account, zone_id, None)
-        if not in_zone(obj.spec.pattern, domain):
-            raise NotReady(
-                Reason.PATTERN_OUTSIDE_ZONE,
-                f"the host of pattern {obj.spec.pattern!r} is not {domain} or one of its subdomains",
-            )
-        script = None
-        if obj.spec.worker_script_ref is not None:
-            worker_name = obj.spec.worker_script_ref.name
-            worker = self.ctx.cached("WorkerScript", worker_name, namespace)
-            where = f"WorkerScript {namespace}/{worker_name}"
-            if worker is None:
-                raise NotReady(Reason.WORKER_SCRIPT_NOT_FOUND, f"{where} not found")
-            if account_name(worker) != zone_account:
-                raise NotReady(
-                    Reason.ACCOUNT_MISMATCH,
-                    f"{where} uses CloudflareAccount {account_name(worker)}, the Zone {zone_account}",
-                )
-            uploaded = ((worker.get("status") or {}).get("cloudflareMetadata") or {}).get("modifiedOn")
-            if not uploaded or not can_serve(worker):
-                raise NotReady(Reason.WORKER_SCRIPT_NOT_READY, f"{where} is not uploaded and Ready")
-            script = worker["spec"]["name"]
-        return RouteLink(zone.account, zone_id, script)
-
-    def _lister(self, link: RouteLink) -> AsyncIterator[CloudflareRoute]:
-        return link.account.client.list_worker_routes(link.zone_id)
-
-    def describe(self, observed: CloudflareRoute) -> str:
-        return f"route {observed.pattern} ({observed.id})"
-
-    async def observe(self, link: RouteLink, obj: WorkerRoute, object_id: str) -> CloudflareRoute | None:
-        # Missing from the listing: deleted with its Worker, most likely; one read makes sure before a new one.
-        return await self.listings.member(
-            link.collection,
-            lambda: self._lister(link),
-            object_id,
-            lambda: link.account.client.get_worker_route(link.zone_id, object_id),
-        )
-
-    async def find(self, link: RouteLink, obj: WorkerRoute) -> CloudflareRoute | None:
-        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
-        named = await self.listings.named(
-            link.collection, obj.spec.pattern, lambda: self._lister(link), newer_than=newer_than
-        )
-        return self.first_unclaimed(
-            named, obj, Reason.PATTERN_CONFLICT, lambda route: f"route {obj.spec.pattern} ({route.id})"
-        )
-
-    async def create(self, link: RouteLink, obj: WorkerRoute) -> CloudflareRoute:
-        created = await link.account.client.create_worker_route(link.zone_id, obj.spec.pattern, link.script)
-        self.listings.put(link.collection, created)
-        return created
-
-    def diff(self, link: RouteLink, obj: WorkerRoute, observed: CloudflareRoute) -> dict[str, Any]:
-        changes: dict[str, Any] = {}
-        if observed.pattern != obj.spec.pattern:
-            changes["pattern"] = obj.spec.pattern
-        if (observed.script or None) != link.script:
-            changes["script"] = link.script
-        return changes
-
-    async def update(
-        self, link: RouteLink, obj: WorkerRoute, observed: CloudflareRoute, changes: dict[str, Any]
-    ) -> CloudflareRoute:
-        updated = await link.account.client.update_worker_route(
-            link.zone_id, observed.id, obj.spec.pattern, link.script
-        )
-        self.listings.put(link.collection, updated)
-        return updated
-
-    async def delete(self, link: RouteLink, obj: WorkerRoute, object_id: str) -> None:
-        await link.account.client.delete_worker_route(link.zone_id, object_id)
-        self.listings.drop(link.collection, object_id)
-
-    def record(self, link: RouteLink, obj: WorkerRoute, observed: CloudflareRoute) -> None:
-        zone_id = link.zone_id
-        obj.status.cloudflare_metadata = WorkerRouteMetadata(
-            route_id=observed.id, zone_id=zone_id, script=observed.script or ""
-        )

@@ -27,9 +27,8 @@ token cannot reach), the permission, the object, and last the body's content.
 
 from __future__ import annotations
 
-import base64
 import copy
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -42,85 +41,14 @@ from app.emulator.auth import Family, Principal, authenticate
 from app.emulator.context import Emulator, emulator_of
 from app.emulator.envelope import JSON, CloudflareError, invalid_body, ok, parse_model, pointer_of, read_json
 from app.emulator.ids import is_id, new_id, now_iso, parse_iso
-from app.emulator.paging import PageSpec, Predicate, direction_of, page_of, require_id, sort_by
+from app.emulator.paging import Paging, Predicate, SinglePage, direction_of, require_id, sort_by
 from app.emulator.permissions import Level, register_resource
 from app.emulator.seed import SeedError
 from app.emulator.state import Obj, Store, Table
 
 Verb = Literal["list", "create", "get", "update", "patch", "delete"]
 ALL_VERBS: frozenset[Verb] = frozenset({"list", "create", "get", "update", "patch", "delete"})
-Render = Callable[[Obj], Any]
 M = TypeVar("M", bound=BaseModel)
-
-
-# Paging styles
-
-
-class Paging:
-    """How a list answers: the result and its ``result_info``."""
-
-    def respond(self, items: Sequence[Obj], query: QueryParams, render: Render) -> JSONResponse:
-        raise NotImplementedError
-
-
-@dataclass(frozen=True)
-class PageNumbers(Paging):
-    """``V4PagePaginationArray``: ``page`` and ``per_page`` in bounds (see :mod:`app.emulator.paging`)."""
-
-    spec: PageSpec
-
-    def respond(self, items: Sequence[Obj], query: QueryParams, render: Render) -> JSONResponse:
-        page, info = page_of(items, query, self.spec)
-        return ok([render(item) for item in page], result_info=info)
-
-
-@dataclass(frozen=True)
-class SinglePage(Paging):
-    """``SinglePage``: every item at once, without ``result_info``."""
-
-    def respond(self, items: Sequence[Obj], query: QueryParams, render: Render) -> JSONResponse:
-        return ok([render(item) for item in items])
-
-
-@dataclass(frozen=True)
-class Cursor(Paging):
-    """Opaque-cursor lists: ``cursor`` and a page size (``size_param``, clamped into bounds); ``result_info``
-    ``{count, cursor, per_page}`` with an empty cursor on the last page, which is where the SDK stops. ``wrap`` puts
-    the page under one key of an object result, as R2 does (``{"buckets": [...]}``)."""
-
-    default: int
-    minimum: int
-    maximum: int
-    size_param: str = "per_page"
-    wrap: str | None = None
-
-    def respond(self, items: Sequence[Obj], query: QueryParams, render: Render) -> JSONResponse:
-        raw_size = query.get(self.size_param)
-        try:
-            size = int(float(raw_size)) if raw_size else self.default
-        except ValueError:
-            raise invalid_body(f"{self.size_param} must be a number", pointer=f"/{self.size_param}") from None
-        size = min(self.maximum, max(self.minimum, size))
-        start = _decode_cursor(query.get("cursor") or "")
-        chunk = list(items[start : start + size])
-        more = start + size < len(items)
-        info: JSON = {"count": len(chunk), "cursor": _encode_cursor(start + size) if more else "", "per_page": size}
-        rendered = [render(item) for item in chunk]
-        return ok({self.wrap: rendered} if self.wrap else rendered, result_info=info)
-
-
-def _encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"offset:{offset}".encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> int:
-    if not cursor:
-        return 0
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        return max(0, int(text.removeprefix("offset:")))
-    except (ValueError, UnicodeDecodeError):
-        raise invalid_body("cursor is not a cursor this endpoint gave out", pointer="/cursor") from None
 
 
 # Uniqueness

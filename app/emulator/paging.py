@@ -16,14 +16,17 @@ Two filter syntaxes exist:
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from fastapi.responses import JSONResponse
 from starlette.datastructures import QueryParams
 
-from app.emulator.envelope import JSON, invalid_body, no_route
+from app.emulator.envelope import JSON, invalid_body, no_route, ok
+from app.emulator.state import Obj
 
 T = TypeVar("T")
 Predicate = Callable[[T], bool]
@@ -148,3 +151,75 @@ def require_id(value: str, path: str, is_valid: Callable[[str], bool]) -> None:
     """Refuse an ID that is not an ID the way Cloudflare's router does, before looking anything up."""
     if not is_valid(value):
         raise no_route(path)
+
+
+# Paging styles: how a list answers
+
+Render = Callable[[Obj], Any]
+
+
+class Paging:
+    """How a list answers: the result and its ``result_info``."""
+
+    def respond(self, items: Sequence[Obj], query: QueryParams, render: Render) -> JSONResponse:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class PageNumbers(Paging):
+    """``V4PagePaginationArray``: ``page`` and ``per_page`` in bounds (see the module's doc)."""
+
+    spec: PageSpec
+
+    def respond(self, items: Sequence[Obj], query: QueryParams, render: Render) -> JSONResponse:
+        page, info = page_of(items, query, self.spec)
+        return ok([render(item) for item in page], result_info=info)
+
+
+@dataclass(frozen=True)
+class SinglePage(Paging):
+    """``SinglePage``: every item at once, without ``result_info``."""
+
+    def respond(self, items: Sequence[Obj], query: QueryParams, render: Render) -> JSONResponse:
+        return ok([render(item) for item in items])
+
+
+@dataclass(frozen=True)
+class Cursor(Paging):
+    """Opaque-cursor lists: ``cursor`` and a page size (``size_param``, clamped into bounds); ``result_info``
+    ``{count, cursor, per_page}`` with an empty cursor on the last page, which is where the SDK stops. ``wrap`` puts
+    the page under one key of an object result, as R2 does (``{"buckets": [...]}``)."""
+
+    default: int
+    minimum: int
+    maximum: int
+    size_param: str = "per_page"
+    wrap: str | None = None
+
+    def respond(self, items: Sequence[Obj], query: QueryParams, render: Render) -> JSONResponse:
+        raw_size = query.get(self.size_param)
+        try:
+            size = int(float(raw_size)) if raw_size else self.default
+        except ValueError:
+            raise invalid_body(f"{self.size_param} must be a number", pointer=f"/{self.size_param}") from None
+        size = min(self.maximum, max(self.minimum, size))
+        start = _decode_cursor(query.get("cursor") or "")
+        chunk = list(items[start : start + size])
+        more = start + size < len(items)
+        info: JSON = {"count": len(chunk), "cursor": _encode_cursor(start + size) if more else "", "per_page": size}
+        rendered = [render(item) for item in chunk]
+        return ok({self.wrap: rendered} if self.wrap else rendered, result_info=info)
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"offset:{offset}".encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> int:
+    if not cursor:
+        return 0
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        return max(0, int(text.removeprefix("offset:")))
+    except (ValueError, UnicodeDecodeError):
+        raise invalid_body("cursor is not a cursor this endpoint gave out", pointer="/cursor") from None

@@ -7,8 +7,17 @@ Deleting the Gateway, or its parametersRef, takes the plane down in an order tha
 the finalizer `kflare.dev/data-plane` holds the Gateway while (1) the class's DNS records for its hostnames and its
 rules in the tunnel's ingress document go, (2) the Deployment and the rest go, so no cloudflared holds the tunnel,
 (3) the Tunnel resource goes (its own finalizer deletes or keeps the tunnel in Cloudflare, as the GatewayParameters'
-`tunnelDeletionPolicy` says). A Gateway refused its plane (its parameters went, or the cap was lowered) keeps the
-plane it has: the Gateway says why, and nothing is taken down under it.
+`tunnelDeletionPolicy` says; a GatewayConfig's plane's Tunnel always keeps it). A Gateway refused its plane (its
+parameters went, or the cap was lowered) keeps the plane it has: the Gateway says why, and nothing is taken down under
+it.
+
+A GatewayConfig's plane adopts the tunnel its connector token names (`tunnelTokenSecretRef`, in the Gateway's
+namespace, watched): the token is read only for the tunnel ID and account tag inside it, which are not secret, and is
+never logged nor copied. The tunnel's name, which adoption goes by, is read through the class's account until the
+Tunnel holds it. cloudflared runs with the token the adopted Tunnel writes to its own Secret, as in every plane,
+rather than with the user's Secret: it is then by construction the token of the tunnel whose ingress document kflare
+writes, even while the user's Secret names another tunnel than the one adopted (the Gateway is told, and nothing
+changes).
 """
 
 from __future__ import annotations
@@ -19,19 +28,24 @@ import contextlib
 import hashlib
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
+from app.api.tunnel_gateway_package import TUNNEL_ID_PATTERN
+from app.cloudflare.errors import CloudflareError
 from app.kube.client import JSON, KubeError, ResourceType
 from app.kube.controller import Outcome
 from app.kube.index import Ref
 from app.kube.informer import Key
 from app.kube.manager import SECRET_KIND, DocumentsOf, Input
 from reconcilers.context import Context
+from reconcilers.credentials import ready_account
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.gateway import envoy, publish, shapes
 from reconcilers.gateway.kinds import GATEWAY_CLASSES, GATEWAYS, TUNNEL_KIND
+from reconcilers.gateway.package import ACCOUNTS, GATEWAY_CONFIGS
 from reconcilers.gateway.planes import (
     FINALIZER,
     GATEWAY_LABEL,
@@ -43,7 +57,9 @@ from reconcilers.gateway.planes import (
     Plane,
     PlanePolicy,
     PlaneSettings,
+    adopting_tunnel_object,
     choose,
+    class_accounts,
     finalized,
     our_classes,
     owned_names,
@@ -53,6 +69,7 @@ from reconcilers.gateway.planes import (
     tunnel_object,
 )
 from reconcilers.gateway.shapes import ObjectKey
+from reconcilers.lifecycle import NotReady
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +80,7 @@ TEARDOWN_POLL: Final = 1.0
 SOURCE_RETRY: Final = 30.0
 SOURCE_WAIT: Final = 5.0
 """Seconds a reconcile waits for the watch of the chart's Secrets to list them (the first time only)."""
+ACCOUNT_TAG: Final = r"^[a-f0-9]{32}$"
 
 
 _choices_memo: dict[object, dict[ObjectKey, Choice]] = {}
@@ -71,16 +89,21 @@ _choices_memo: dict[object, dict[ObjectKey, Choice]] = {}
 def cached_choices(ctx: Context, policy: PlanePolicy) -> dict[ObjectKey, Choice]:
     """`choose` over what the caches hold, remembered per revision of the caches it reads (the tunnels' reconcile
     asks on every route's watch event)."""
-    informers = [ctx.informer_of(rt.kind) for rt in (GATEWAYS, PARAMETERS, GATEWAY_CLASSES, TUNNELS)]
+    package = policy.classes.package_namespace is not None
+    kinds = (GATEWAYS, PARAMETERS, GATEWAY_CLASSES, TUNNELS, *((GATEWAY_CONFIGS,) if package else ()))
+    informers = [ctx.informer_of(rt.kind) for rt in kinds]
     memo_key = (policy, *((id(i), i.revision) for i in informers if i is not None)) if all(informers) else None
     if memo_key is not None and (found := _choices_memo.get(memo_key)) is not None:
         return found
+    classes = ctx.cached_all(GATEWAY_CLASSES.kind)
     choices = choose(
         ctx.cached_all(GATEWAYS.kind),
         ctx.cached_all(PARAMETERS.kind),
-        our_classes(ctx.cached_all(GATEWAY_CLASSES.kind), policy.classes),
+        our_classes(classes, policy.classes),
         policy,
         lambda namespace, name: ctx.cached(TUNNEL_KIND, name, namespace),
+        ctx.cached_all(GATEWAY_CONFIGS.kind) if package else (),
+        class_accounts(classes, policy.classes),
     )
     if memo_key is not None:
         _choices_memo.clear()
@@ -102,6 +125,8 @@ class PlaneReconciler:
         self.ctx, self.settings, self.release = ctx, settings, release
         self._applied: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._term: object = None
+        self._said: dict[str, str] = {}
+        """Gateway -> why its GatewayConfig's tunnel was last not adopted (told once in an Event, not each retry)."""
         self.applies = 0
         """Objects applied since start (a test reads it: an idle reconcile applies nothing)."""
 
@@ -140,12 +165,37 @@ class PlaneReconciler:
             gateway = (meta.get("labels") or {}).get(GATEWAY_LABEL)
             return [f"{meta.get('namespace')}/{gateway}"] if gateway else []
 
-        return {
+        def tunnel_state(raw: JSON) -> object:
+            # The ID it holds too: a GatewayConfig's plane checks it is the one the token names.
+            held = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("tunnelID")
+            return repr(((raw.get("metadata") or {}).get("labels"), held))
+
+        inputs: dict[ResourceType, DocumentsOf | Input] = {
             GATEWAYS: Input(of_gateway, _gateway_state),
             PARAMETERS: of_parameters,
             GATEWAY_CLASSES: everywhere,
-            TUNNELS: Input(of_tunnel, lambda raw: repr((raw.get("metadata") or {}).get("labels"))),
+            TUNNELS: Input(of_tunnel, tunnel_state),
         }
+
+        def of_account(raw: JSON) -> list[str]:
+            # A GatewayConfig's plane waits for its class's account to be Ready to read its tunnel's name.
+            account = shapes.name(raw)
+            return [
+                f"{p.namespace}/{p.gateway[1]}"
+                for p in cached_choices(self.ctx, self.settings.policy).values()
+                if isinstance(p, Plane)
+                and p.token is not None
+                and (p.parameters.get("accountRef") or {}).get("name") == account
+            ]
+
+        def ready_state(raw: JSON) -> object:
+            conditions = (raw.get("status") or {}).get("conditions") or []
+            return repr([c.get("status") for c in conditions if c.get("type") == "Ready"])
+
+        if self.settings.classes.package_namespace is not None:
+            inputs[GATEWAY_CONFIGS] = in_namespace
+            inputs[ACCOUNTS] = Input(of_account, ready_state)
+        return inputs
 
     async def reconcile(self, key: Key) -> Outcome:
         term = self.ctx.informer_of(GATEWAYS.kind)
@@ -177,8 +227,17 @@ class PlaneReconciler:
                 "a Gateway's data plane cannot be made", extra={"gateway": _name(plane), "reason": str(missing)}
             )
             return Outcome(requeue_after=SOURCE_RETRY)
+        if plane.token is None:
+            tunnel = tunnel_object(plane, self.settings)
+        else:
+            adopting = await self._adopting(plane)
+            if isinstance(adopting, str):
+                await self._tell(gateway, plane, adopting)
+                return Outcome(requeue_after=SOURCE_RETRY)
+            tunnel = adopting
+            self._said.pop(_name(plane), None)
         failed = False
-        wanted = [(TUNNELS, tunnel_object(plane, self.settings)), *plane_objects(plane, self.settings, xds, origin)]
+        wanted = [(TUNNELS, tunnel), *plane_objects(plane, self.settings, xds, origin)]
         for rt, body in wanted:
             failed |= not await self._apply(rt, body, plane)
         return Outcome(retry=True) if failed else Outcome.done()
@@ -192,9 +251,11 @@ class PlaneReconciler:
             (self.settings.namespace, self.settings.xds_secret),
             (self.settings.namespace, self.settings.origin_secret),
         ]
+        # A GatewayConfig's token Secret too: a new token there may name another tunnel.
+        token = [(plane.namespace, plane.token[0])] if plane.token is not None else []
         secrets = self.ctx.secrets
-        secrets.reference(self.name, keys)
-        self.ctx.index.set_parents(Ref(self.name, "", _name(plane)), [Ref(SECRET_KIND, *k) for k in keys])
+        secrets.reference(self.name, [*keys, *token])
+        self.ctx.index.set_parents(Ref(self.name, "", _name(plane)), [Ref(SECRET_KIND, *k) for k in [*keys, *token]])
         out = []
         for key, wanted in zip(keys, (XDS_KEYS, ORIGIN_KEYS), strict=True):
             with contextlib.suppress(TimeoutError):
@@ -210,6 +271,61 @@ class PlaneReconciler:
                     raise LookupError(f"Secret {key[0]}/{key[1]} has no token")
                 out[-1]["bootstrap.json"] = _own_bootstrap(out[-1]["bootstrap.json"], master, plane.cluster)
         return out[0], out[1]
+
+    async def _adopting(self, plane: Plane) -> JSON | str:
+        """The Tunnel of a GatewayConfig's plane, adopting the tunnel its connector token names; or why it cannot be
+        written now (said without the token)."""
+        assert plane.token is not None
+        secret_name, key = plane.token
+        where = f"Secret {plane.namespace}/{secret_name}"
+        with contextlib.suppress(TimeoutError):
+            await self.ctx.secrets.wait_synced((plane.namespace, secret_name), SOURCE_WAIT)
+        secret = self.ctx.secrets.get((plane.namespace, secret_name))
+        if secret is None:
+            return f"{where} (the GatewayConfig's tunnelTokenSecretRef) not found"
+        found = connector_tunnel((secret.get("data") or {}).get(key))
+        if found is None:
+            return f"{where} holds no Cloudflare connector token under key {key}"
+        account_tag, tunnel_id = found
+        existing = self.ctx.cached(TUNNEL_KIND, plane.name, plane.namespace) or {}
+        held = ((existing.get("status") or {}).get("cloudflareMetadata") or {}).get("tunnelID")
+        if held and held != tunnel_id:
+            # Renaming the held tunnel to the other's name is what applying would do: it is left as it is.
+            return (
+                f"the Tunnel {plane.namespace}/{plane.name} holds tunnel {held} and the connector token in {where}"
+                f" names tunnel {tunnel_id}: delete that Tunnel (its tunnel stays in Cloudflare) to adopt the token's"
+            )
+        # Once held, the name is the Tunnel's; until then it is read again (a rename in Cloudflare meanwhile is seen).
+        name = str((existing.get("spec") or {}).get("name") or "") if held else ""
+        if not name:
+            account = str((plane.parameters.get("accountRef") or {}).get("name") or "")
+            try:
+                link = await ready_account(self.ctx, account, plane.namespace)
+            except NotReady as wait:
+                return f"CloudflareAccount {account} is not ready: {wait.message}"
+            if link.account_id != account_tag:
+                return (
+                    f"the connector token in {where} is of account {account_tag}, and CloudflareAccount {account}"
+                    f" (the class's) is account {link.account_id}"
+                )
+            try:
+                name = (await link.client.get_tunnel(link.account_id, tunnel_id)).name
+            except CloudflareError as exc:
+                return f"tunnel {tunnel_id} (of the connector token in {where}) not read: {exc}"
+        return adopting_tunnel_object(plane, name)
+
+    async def _tell(self, gateway: JSON, plane: Plane, why: str) -> None:
+        """Why a GatewayConfig's tunnel is not adopted: logged each time, told on the Gateway once."""
+        gateway_name = _name(plane)
+        log.warning(
+            "a GatewayConfig's tunnel not adopted",
+            extra={"kind": GATEWAYS.kind, "namespace": plane.namespace, "object_name": plane.gateway[1], "reason": why},
+        )
+        if self._said.get(gateway_name) == why:
+            return
+        self._said[gateway_name] = why
+        regarding = {**gateway, "apiVersion": GATEWAYS.api_version, "kind": GATEWAYS.kind}
+        await self.ctx.recorder.record(regarding, type_="Warning", reason="TunnelNotAdopted", note=why)
 
     async def _finalizer(self, gateway: JSON, finalizers: list[Any]) -> None:
         """Set the Gateway's finalizers, if it has not changed since it was read."""
@@ -279,6 +395,7 @@ class PlaneReconciler:
             if not exc.not_found:
                 return Outcome(retry=True)
         self.ctx.index.remove(Ref(self.name, "", where))
+        self._said.pop(where, None)
         for memo_key in [k for k in self._applied if k[1] == namespace and k[2].startswith(name)]:
             del self._applied[memo_key]
         log.info("a Gateway's data plane taken down", extra={"gateway": where})
@@ -331,6 +448,22 @@ def _decoded(value: Any) -> str:
         return base64.b64decode(str(value or ""), validate=True).decode().strip()
     except (binascii.Error, UnicodeDecodeError):
         return ""
+
+
+def connector_tunnel(encoded: Any) -> tuple[str, str] | None:
+    """The account tag and tunnel ID of a Cloudflare connector token (Secret data: base64 of the token, itself base64
+    of JSON `{"a": account tag, "t": tunnel ID, "s": secret}`); None when it is not one. The secret is not kept."""
+    token = _decoded(encoded)
+    try:
+        fields = json.loads(base64.b64decode(token + "=" * (-len(token) % 4), validate=True))
+    except (binascii.Error, ValueError):
+        return None
+    if not isinstance(fields, dict):
+        return None
+    account, tunnel = str(fields.get("a") or ""), str(fields.get("t") or "")
+    if not re.match(ACCOUNT_TAG, account) or not re.match(TUNNEL_ID_PATTERN, tunnel):
+        return None
+    return account, tunnel
 
 
 def _own_bootstrap(encoded: str, master: str, cluster: str) -> str:

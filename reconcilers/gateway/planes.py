@@ -2,6 +2,11 @@
 GatewayParameters gets its own Tunnel (a kflare Tunnel kflare creates in the Gateway's namespace), Envoy + cloudflared
 Deployment, PodDisruptionBudget and ServiceAccount, instead of the class's shared data plane.
 
+With the package's kinds read, a parametersRef may name a cloudflare-tunnel-gateway-controller GatewayConfig instead
+(same namespace): the plane is the same but for its Tunnel, which adopts the user's existing tunnel (the one its
+connector token names) under the account of the class's GatewayClassConfig and keeps it in Cloudflare whatever
+happens (`adopting_tunnel_object`): the tunnel is the user's, made outside kflare, so kflare never makes or deletes it.
+
 Which Gateways get one is a pure function of the caches (`choose`), read the same way by the translation (which
 serves such a Gateway's routes to its own plane and publishes its hostnames through its own tunnel) and by the
 reconcile here (which makes the plane's objects). A namespace holds at most `cap` dedicated planes, given to its
@@ -19,13 +24,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
+from pydantic import ValidationError
+
 from app.api.base import GROUP, VERSION
-from app.api.constants import DELETION_POLICY_ANNOTATION
+from app.api.constants import ADOPTION_POLICY_ANNOTATION, DELETION_POLICY_ANNOTATION, DeletionPolicy
 from app.api.gateway_parameters import GatewayParameters
 from app.api.tunnel import TOKEN_KEY
+from app.api.tunnel_gateway_package import TUNNEL_TOKEN_KEY, GatewayConfig, GatewayConfigSpec
 from app.kube.client import JSON, ResourceType
 from reconcilers.gateway import shapes
-from reconcilers.gateway.kinds import GATEWAYS, TUNNEL_KIND, Classes
+from reconcilers.gateway.kinds import CLASS_CONFIG_KIND, GATEWAYS, PACKAGE_GROUP, TUNNEL_KIND, Classes, derived_name
 from reconcilers.gateway.shapes import ObjectKey
 
 PARAMETERS: Final = ResourceType(
@@ -82,6 +90,10 @@ class Plane:
     """The GatewayParameters' spec."""
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    token: tuple[str, str] | None = None
+    """A GatewayConfig's plane: the Secret (in the Gateway's namespace) and key of the connector token naming the
+    tunnel its Tunnel adopts; `parameters` then holds what the GatewayConfig gives in a GatewayParameters' terms.
+    None: a GatewayParameters' plane, whose Tunnel kflare creates."""
 
     @property
     def namespace(self) -> str:
@@ -139,14 +151,23 @@ def choose(
     classes: set[str],
     cap: int | PlanePolicy,
     tunnel: Callable[[str, str], Mapping[str, Any] | None] = lambda namespace, name: None,
+    configs: Iterable[Mapping[str, Any]] = (),
+    accounts: Mapping[str, str] | None = None,
 ) -> dict[ObjectKey, Choice]:
     """Each Gateway of `classes` (the names of this controller's classes) that asks for a plane of its own: the
     plane, or why it cannot have it. Gateways being deleted have none (their plane is being taken down); a
     namespace's first `cap` asking Gateways, oldest first, get theirs. A Gateway that asks only through the
-    policy's default and cannot have its plane is left out: the shared plane serves it, as without a default."""
+    policy's default and cannot have its plane is left out: the shared plane serves it, as without a default.
+
+    With the package's kinds read (`policy.classes.package_namespace`), a Gateway may name a GatewayConfig of
+    `configs`; its plane's account is the one `accounts` gives its class (class name -> the CloudflareAccount derived
+    from the class's GatewayClassConfig)."""
     policy = cap if isinstance(cap, PlanePolicy) else PlanePolicy(cap)
     cap = policy.cap
     found = {shapes.key(p): p for p in parameters}
+    package = policy.classes.package_namespace is not None
+    found_configs = {shapes.key(c): c for c in configs} if package else {}
+    accounts = accounts or {}
     out: dict[ObjectKey, Choice] = {}
     per_namespace: dict[str, int] = {}
     for gateway in sorted(gateways, key=shapes.age_key):
@@ -156,20 +177,31 @@ def choose(
         if ref is None or not _ours(gateway, classes) or meta.get("deletionTimestamp"):
             continue
         gkey = shapes.key(gateway)
-        if ref.get("group") != GROUP or ref.get("kind") != GatewayParameters.info.kind:
-            out[gkey] = (
-                f"spec.infrastructure.parametersRef: {ref.get('kind')}.{ref.get('group') or 'core'} is not a"
-                f" parameters kind of this class; name a {GatewayParameters.info.kind}.{GROUP}"
-            )
-            continue
-        where = str(ref.get("namespace") or gkey[0])
-        params = found.get((where, str(ref.get("name") or "")))
-        if own is None and (params is None or cap <= 0 or per_namespace.get(gkey[0], 0) >= cap):
-            continue  # the default cannot give it a plane: the shared plane serves it
-        if params is None:
-            kind = GatewayParameters.info.kind
-            out[gkey] = f"spec.infrastructure.parametersRef: {kind} {where}/{ref.get('name')} not found"
-            continue
+        token: tuple[str, str] | None = None
+        if package and ref.get("group") == PACKAGE_GROUP and ref.get("kind") == GatewayConfig.info.kind:
+            # A LocalParametersReference: the GatewayConfig is in the Gateway's namespace.
+            made = _of_config(found_configs.get((gkey[0], str(ref.get("name") or ""))), gateway, ref, accounts)
+            if isinstance(made, str):
+                out[gkey] = made
+                continue
+            spec, token = made
+        else:
+            if ref.get("group") != GROUP or ref.get("kind") != GatewayParameters.info.kind:
+                also = f" or a {GatewayConfig.info.kind}.{PACKAGE_GROUP}" if package else ""
+                out[gkey] = (
+                    f"spec.infrastructure.parametersRef: {ref.get('kind')}.{ref.get('group') or 'core'} is not a"
+                    f" parameters kind of this class; name a {GatewayParameters.info.kind}.{GROUP}{also}"
+                )
+                continue
+            where = str(ref.get("namespace") or gkey[0])
+            params = found.get((where, str(ref.get("name") or "")))
+            if own is None and (params is None or cap <= 0 or per_namespace.get(gkey[0], 0) >= cap):
+                continue  # the default cannot give it a plane: the shared plane serves it
+            if params is None:
+                kind = GatewayParameters.info.kind
+                out[gkey] = f"spec.infrastructure.parametersRef: {kind} {where}/{ref.get('name')} not found"
+                continue
+            spec = cast(Mapping[str, Any], params.get("spec") or {})
         if policy.namespaces is not None and gkey[0] not in policy.namespaces:
             if own is not None:
                 out[gkey] = (
@@ -194,9 +226,10 @@ def choose(
         plane = Plane(
             gkey,
             str(meta.get("uid") or ""),
-            cast(Mapping[str, Any], params.get("spec") or {}),
+            spec,
             {str(k): str(v) for k, v in (infrastructure.get("labels") or {}).items()},
             {str(k): str(v) for k, v in (infrastructure.get("annotations") or {}).items()},
+            token,
         )
         existing = tunnel(*plane.tunnel_key)
         if existing is not None and shapes.labels(existing).get(GATEWAY_LABEL) != gkey[1]:
@@ -205,6 +238,57 @@ def choose(
             continue
         per_namespace[gkey[0]] = per_namespace.get(gkey[0], 0) + 1
         out[gkey] = plane
+    return out
+
+
+def _of_config(
+    config: Mapping[str, Any] | None, gateway: Mapping[str, Any], ref: Mapping[str, Any], accounts: Mapping[str, str]
+) -> tuple[Mapping[str, Any], tuple[str, str]] | str:
+    """A GatewayConfig's plane in a GatewayParameters' terms, and where its connector token is; or why the Gateway
+    cannot have it."""
+    where = f"{GatewayConfig.info.kind} {shapes.ns(gateway)}/{ref.get('name')}"
+    if config is None:
+        return f"spec.infrastructure.parametersRef: {where} not found"
+    raw = cast(Mapping[str, Any], config.get("spec") or {})
+    try:
+        spec = GatewayConfigSpec.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return f"{where} is not valid: spec.{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+    if spec.autoscaling is not None:
+        return f"{where} asks for autoscaling, which kflare does not do: give spec.replicas instead"
+    if spec.cloudflare_credentials_secret_ref is not None:
+        # Other credentials usually mean a tunnel in another account: the class's would not reach it, or act on
+        # another account than the one asked for.
+        return (
+            f"{where} gives cloudflareCredentialsSecretRef, which kflare does not read (the tunnel is adopted with the"
+            f" credentials of the class's {CLASS_CONFIG_KIND}): remove it when those reach the tunnel"
+        )
+    class_name = str((gateway.get("spec") or {}).get("gatewayClassName") or "")
+    account = accounts.get(class_name)
+    if account is None:
+        return (
+            f"{where}: a GatewayConfig's tunnel is adopted under the account of its class's {CLASS_CONFIG_KIND}, and"
+            f" GatewayClass {class_name} names none"
+        )
+    # Envoy's resources as the package gives them (a Kubernetes ResourceRequirements), and its default of 2 replicas.
+    parameters: dict[str, Any] = {"accountRef": {"name": account}, "replicas": spec.replicas or 2}
+    if raw.get("resources"):
+        parameters["resources"] = raw["resources"]
+    secret = spec.tunnel_token_secret_ref
+    return parameters, (secret.name, secret.key or TUNNEL_TOKEN_KEY)
+
+
+def class_accounts(classes: Iterable[Mapping[str, Any]], served: Classes) -> dict[str, str]:
+    """Of this controller's classes naming a GatewayClassConfig: class name -> the CloudflareAccount derived from it
+    (`reconcilers.gateway.package`), under which a GatewayConfig's plane adopts its tunnel."""
+    out: dict[str, str] = {}
+    if served.package_namespace is None:
+        return out
+    for cls in classes:
+        ref = (cls.get("spec") or {}).get("parametersRef") or {}
+        if served.ours(cls) and ref.get("group") == PACKAGE_GROUP and ref.get("kind") == CLASS_CONFIG_KIND:
+            out[shapes.name(cls)] = derived_name(str(ref.get("name") or ""))
     return out
 
 
@@ -313,6 +397,27 @@ def tunnel_object(plane: Plane, settings: PlaneSettings) -> JSON:
         "spec": {
             "name": f"{prefix}-{plane.namespace}-{plane.gateway[1]}"[:255],
             "accountRef": {k: str(v) for k, v in (spec.get("accountRef") or {}).items() if k in ("name", "kind") and v},
+            "credentialsSecretRef": {"name": f"{plane.name}-tunnel-token"},
+        },
+    }
+
+
+def adopting_tunnel_object(plane: Plane, tunnel_name: str) -> JSON:
+    """A GatewayConfig's plane's Tunnel: it adopts the user's tunnel, named `tunnel_name` in Cloudflare (adoption is by
+    name), and keeps it in Cloudflare when it goes. Its token Secret is the one cloudflared reads, as in any plane."""
+    meta = _meta(plane, plane.name)
+    meta["annotations"] = {
+        **meta.get("annotations", {}),
+        ADOPTION_POLICY_ANNOTATION: "adopt",
+        DELETION_POLICY_ANNOTATION: DeletionPolicy.RETAIN.value,
+    }
+    return {
+        "apiVersion": TUNNELS.api_version,
+        "kind": TUNNELS.kind,
+        "metadata": meta,
+        "spec": {
+            "name": tunnel_name,
+            "accountRef": {"name": str((plane.parameters.get("accountRef") or {}).get("name") or "")},
             "credentialsSecretRef": {"name": f"{plane.name}-tunnel-token"},
         },
     }

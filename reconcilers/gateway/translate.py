@@ -449,9 +449,10 @@ def _routes(
 
 def _follows_external_names(world: World, gateway: ObjectKey) -> bool:
     """Whether the routes of `gateway` may send to ExternalName Services: its own plane's GatewayParameters say
-    (`allowExternalNameServices`), else the controller's setting for the shared plane."""
+    (`allowExternalNameServices`), else (the shared plane, or a GatewayConfig's plane, which has no such field) the
+    controller's setting."""
     choice = world.planes.get(gateway)
-    if isinstance(choice, Plane):
+    if isinstance(choice, Plane) and choice.token is None:
         return choice.parameters.get("allowExternalNameServices") is True
     return world.allow_external_name_services
 
@@ -757,6 +758,13 @@ def _plane_tunnel(world: World, plane: Plane) -> TunnelState:
     found = world.tunnel(*plane.tunnel_key)
     if found is not None:
         return found
+    if plane.token is not None:
+        return TunnelState(
+            False,
+            f"the Tunnel {plane.namespace}/{plane.name} of the Gateway's own data plane is not made yet: it adopts the"
+            f" tunnel of the connector token in Secret {plane.namespace}/{plane.token[0]} (the Gateway's"
+            " TunnelNotAdopted events say what keeps it)",
+        )
     return TunnelState(
         False, f"the Tunnel {plane.namespace}/{plane.name} of the Gateway's own data plane is being made"
     )

@@ -47,7 +47,7 @@ from reconcilers.gateway.kinds import (
     Classes,
 )
 from reconcilers.gateway.owners import zones_revision
-from reconcilers.gateway.package import EXTERNAL_BACKENDS
+from reconcilers.gateway.package import EXTERNAL_BACKENDS, GATEWAY_CONFIGS
 from reconcilers.gateway.planes import PARAMETERS, Choice, Plane, PlanePolicy
 from reconcilers.gateway.policies import config_map_refs
 from reconcilers.gateway.shapes import (
@@ -136,7 +136,9 @@ def cached_world(
     cached = ctx.cached_all
     classes = classes or Classes()
     package = (EXTERNAL_BACKENDS,) if classes.package_namespace is not None else ()
-    informers = [ctx.informer_of(rt.kind) for rt in (*WORLD_KINDS, TUNNELS, PARAMETERS, *package)]
+    # GatewayConfigs decide which Gateways have a plane (and tunnel) of their own, as GatewayParameters do.
+    configs = (GATEWAY_CONFIGS,) if package else ()
+    informers = [ctx.informer_of(rt.kind) for rt in (*WORLD_KINDS, TUNNELS, PARAMETERS, *package, *configs)]
     zones = cached(ZONES.kind)
     # Of the Zones, what decides who owns a hostname (a Zone's status changes leave the translation alone).
     revision = (*(i.revision for i in informers if i is not None), zones_revision(zones)) if all(informers) else None
@@ -321,7 +323,7 @@ class TunnelPublisher:
             # A user's DNSRecord may take (or free) a hostname of any tunnel; one of the class's belongs to one.
             return record_tunnel(raw) or self.all_tunnels()
 
-        return {
+        inputs: dict[ResourceType, DocumentsOf | Input] = {
             GATEWAY_CLASSES: of_class,
             GATEWAYS: of_gateway,
             HTTP_ROUTES: of_route,
@@ -334,6 +336,9 @@ class TunnelPublisher:
             DNS_RECORDS: of_record,
             ACCOUNTS: everywhere,
         }
+        if self.options.classes.package_namespace is not None:
+            inputs[GATEWAY_CONFIGS] = everywhere
+        return inputs
 
     # ---- the reconcile -------------------------------------------------------------------------------------------
 

@@ -91,6 +91,15 @@ def test_the_class_names_the_tunnel(on: Rendered) -> None:
     }
 
 
+def test_the_class_description_fits_the_api_servers_bound(helm: Helm) -> None:
+    """The API server refuses a GatewayClass description over 64 bytes: long names (a migration's) are cut."""
+    long = {**ON["gateway"], "tunnel": {"name": "tunnel-gateway-cloudflare-tunnel"}}
+    rendered = helm.render({"gateway": long}, namespace="cozy-cloudflare-tunnel-gateway-controller")
+    description = rendered.one("GatewayClass", "cloudflare-tunnel")["spec"]["description"]
+    assert description.startswith("Published through the kflare Tunnel cozy-")
+    assert len(description.encode()) <= 64
+
+
 def test_cloudflared_reads_the_token_where_the_tunnel_writes_it(on: Rendered) -> None:
     """The Secret, key and namespace the Tunnel kind writes its token to (reconcilers/tunnel.py), not a second
     spelling of them: with `token` as the key, cloudflared never started."""

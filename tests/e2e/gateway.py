@@ -48,6 +48,8 @@ class GatewayRelease:
     release: Release
     emulator: EmulatorProcess
     echo_image: str
+    tunnel_name: str = TUNNEL
+    """The kflare Tunnel the class publishes through (the chart's gateway.tunnel.name), in the release's namespace."""
 
     def kubectl(self, *args: str, input_text: str | None = None, check: bool = True) -> str:
         done = self.cluster.kubectl(*args, input_text=input_text, check=check, timeout=120)
@@ -61,19 +63,20 @@ class GatewayRelease:
         self.kubectl("apply", "-f", "-", input_text="\n---\n".join(docs))
 
     def data_plane_pods(self) -> list[dict[str, Any]]:
-        selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=data-plane"
-        items: list[dict[str, Any]] = self.get("pods", "-n", NAMESPACE, "-l", selector)["items"]
+        selector = f"app.kubernetes.io/instance={self.release.name},app.kubernetes.io/component=data-plane"
+        items: list[dict[str, Any]] = self.get("pods", "-n", self.release.namespace, "-l", selector)["items"]
         return [p for p in items if not p["metadata"].get("deletionTimestamp")]
 
     def tunnel(self) -> dict[str, Any]:
-        tunnel: dict[str, Any] = self.get("tunnel", TUNNEL, "-n", NAMESPACE)
+        tunnel: dict[str, Any] = self.get("tunnel", self.tunnel_name, "-n", self.release.namespace)
         return tunnel
 
     def ingress_document(self) -> dict[str, Any]:
         """The tunnel's configuration as Cloudflare's API returns it: what the edge pushes to its connectors."""
         tunnel = self.tunnel()
         identity = tunnel_id(tunnel)
-        account = self.get("cloudflareaccount", tunnel["spec"]["accountRef"]["name"])["spec"]["accountID"]
+        found = self.get("cloudflareaccount", tunnel["spec"]["accountRef"]["name"])
+        account = found["spec"].get("accountID") or found["status"]["accountID"]  # given, or detected
         url = f"{self.emulator.base_url}/accounts/{account}/cfd_tunnel/{identity}/configurations"
         with httpx.Client(timeout=10, trust_env=False) as http:
             reply = http.get(url, headers={"Authorization": f"Bearer {DEV_TOKEN}"})
@@ -126,15 +129,17 @@ class GatewayRelease:
                     f"{name}/{status['name']}: ready={status.get('ready')} restarts={status.get('restartCount')}"
                     f" state={json.dumps(status.get('state'))}"
                 )
-                logs = self.kubectl("logs", name, "-n", NAMESPACE, "-c", status["name"], "--tail=20", check=False)
+                logs = self.kubectl(
+                    "logs", name, "-n", self.release.namespace, "-c", status["name"], "--tail=20", check=False
+                )
                 lines += [f"  {line}" for line in logs.splitlines()]
         # The controller serves the data plane its configuration: its warnings and errors say why Envoy has none.
-        selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=controller"
-        for pod in self.get("pods", "-n", NAMESPACE, "-l", selector)["items"]:
+        selector = f"app.kubernetes.io/instance={self.release.name},app.kubernetes.io/component=controller"
+        for pod in self.get("pods", "-n", self.release.namespace, "-l", selector)["items"]:
             name = pod["metadata"]["name"]
             for status in pod["status"].get("containerStatuses") or []:
                 lines.append(f"{name}: ready={status.get('ready')} restarts={status.get('restartCount')}")
-            logs = self.kubectl("logs", name, "-n", NAMESPACE, "--tail=400", check=False)
+            logs = self.kubectl("logs", name, "-n", self.release.namespace, "--tail=400", check=False)
             wanted = [line for line in logs.splitlines() if '"info"' not in line and '"debug"' not in line]
             lines += [f"{name}: {line}" for line in wanted][-25:]
         return "\n".join(lines) or "no data plane pod"

@@ -8,8 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app.emulator.collection import Cursor, Kind, PageNumbers, SinglePage
+from app.emulator.collection import Kind
 from app.emulator.kinds import KINDS
+from app.emulator.paging import Cursor, PageNumbers, SinglePage
 from tests.fixtures.emulator import EmulatorProcess
 
 # Kinds reached straight from an account or a zone (deeper ones are covered through their parents' tests).

@@ -3,7 +3,8 @@
 them) and the emulator, with an Envoy on its xDS listener. The package's shapes are applied as they are: a
 GatewayClass of its controllerName naming a GatewayClassConfig (a tunnel made outside kflare, the credentials Secret
 with `api-token` and `account-id`), a Gateway with an HTTPS listener on 443 and no tls block, a route with hostnames
-and a Service backend, an ExternalBackend with a base path, and an ExternalName Service on 443."""
+and a Service backend, an ExternalBackend with a base path, an ExternalName Service on 443, and a Gateway naming a
+GatewayConfig (a data plane of its own, running a tunnel the user made)."""
 
 from __future__ import annotations
 
@@ -21,16 +22,19 @@ import httpx
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from app.api.crds import render_package_crds
 from app.controlplane import ControlPlane, free_port
 from reconcilers.gateway import envoy
 from reconcilers.gateway.kinds import GATEWAY_GROUP, PACKAGE_CONTROLLER_NAME, derived_name
+from reconcilers.gateway.planes import plane_name
 from tests.fixtures.controller import SYSTEM_NAMESPACE, ControllerProcess, controller_process
 from tests.fixtures.emulator import EmulatorProcess
 from tests.fixtures.envoy import _Thread, echo_app, running_envoy
 from tests.helpers import crd_names, eventually
 from tests.integration.test_gateway_class import Gateways, parent_cond
+from tests.integration.test_gateway_planes import _source_secrets
 from tests.kinds import cf
 
 pytestmark = pytest.mark.integration
@@ -265,3 +269,225 @@ async def test_the_packages_manifests_are_served_as_they_are(
     await objects.delete_cluster_custom_object(PACKAGE, "v1alpha1", "gatewayclassconfigs", config_name)
     await gw.objects.delete_cluster_custom_object(GATEWAY_GROUP, "v1", "gatewayclasses", class_name)
     assert cf(emulator, "GET", f"/accounts/{emulator.account_id}/cfd_tunnel/{tunnel['id']}")["deleted_at"] is None
+
+
+def hand_made_tunnel(emulator: EmulatorProcess, name: str) -> tuple[dict[str, Any], str]:
+    """A tunnel made outside kflare, as a user makes one in the dashboard, and its connector token."""
+    secret = base64.b64encode(uuid.uuid4().bytes * 2).decode()
+    tunnel = cf(
+        emulator,
+        "POST",
+        f"/accounts/{emulator.account_id}/cfd_tunnel",
+        json={"name": name, "config_src": "cloudflare", "tunnel_secret": secret},
+    )
+    token = base64.b64encode(json.dumps({"a": emulator.account_id, "t": tunnel["id"], "s": secret}).encode()).decode()
+    return dict(tunnel), token
+
+
+async def test_a_gateway_config_gives_its_gateway_a_plane_running_the_users_tunnel(
+    package_plane: Plane, kube: ApiClient, namespace: str, emulator: EmulatorProcess
+) -> None:
+    """A Gateway naming a GatewayConfig gets a data plane of its own in its namespace (as a GatewayParameters would
+    give it) whose Tunnel adopts the tunnel of the connector token in the GatewayConfig's Secret, under the account
+    of the class's GatewayClassConfig; deleting the Gateway takes the plane down and leaves the tunnel in
+    Cloudflare."""
+    plane, gw, ns = package_plane, Gateways(kube), namespace
+    objects, core, apps = client.CustomObjectsApi(kube), client.CoreV1Api(kube), client.AppsV1Api(kube)
+    await _source_secrets(core)
+    shared, _ = hand_made_tunnel(emulator, f"shared-{ns}")
+    own, token = hand_made_tunnel(emulator, f"own-{ns}")
+    config_name = f"planes-{ns}"
+    secret = f"cloudflare-tunnel-credentials-{ns}"
+    await core.create_namespaced_secret(
+        SYSTEM_NAMESPACE, {"metadata": {"name": secret}, "stringData": {"api-token": emulator.token}}
+    )
+    await objects.create_cluster_custom_object(
+        PACKAGE,
+        "v1alpha1",
+        "gatewayclassconfigs",
+        {
+            "apiVersion": f"{PACKAGE}/v1alpha1",
+            "kind": "GatewayClassConfig",
+            "metadata": {"name": config_name},
+            "spec": {"cloudflareCredentialsSecretRef": {"name": secret}, "tunnelID": shared["id"]},
+        },
+    )
+    class_name = f"cloudflare-tunnel-{uuid.uuid4().hex[:6]}"
+    await gw.create(
+        "gatewayclasses",
+        {
+            "apiVersion": f"{GATEWAY_GROUP}/v1",
+            "kind": "GatewayClass",
+            "metadata": {"name": class_name},
+            "spec": {
+                "controllerName": PACKAGE_CONTROLLER_NAME,
+                "parametersRef": {"group": PACKAGE, "kind": "GatewayClassConfig", "name": config_name},
+            },
+        },
+    )
+    # The package's GatewayConfig as a user writes it: the Secret of the tunnel's connector token, and the plane's
+    # size. (The proxy image it names is the package's; kflare runs its own Envoy and cloudflared.)
+    await objects.create_namespaced_custom_object(
+        PACKAGE,
+        "v1alpha1",
+        ns,
+        "gatewayconfigs",
+        {
+            "apiVersion": f"{PACKAGE}/v1alpha1",
+            "kind": "GatewayConfig",
+            "metadata": {"name": "own"},
+            "spec": {
+                "tunnelTokenSecretRef": {"name": "own-tunnel"},
+                "replicas": 1,
+                "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+                "image": "ghcr.io/example/proxy:v1",
+            },
+        },
+    )
+    await gw.create(
+        "gateways",
+        {
+            "apiVersion": f"{GATEWAY_GROUP}/v1",
+            "kind": "Gateway",
+            "metadata": {"name": "edge"},
+            "spec": {
+                "gatewayClassName": class_name,
+                "listeners": [{"name": "https", "protocol": "HTTPS", "port": 443}],
+                "infrastructure": {
+                    "parametersRef": {"group": PACKAGE, "kind": "GatewayConfig", "name": "own"},
+                    "labels": {"team": "payments"},
+                },
+            },
+        },
+        ns,
+    )
+    await gw.backend(ns, "app", plane.backend_port)
+    app_host = f"own.{ns}.example.com"
+    await gw.create(
+        "httproutes",
+        {
+            "apiVersion": f"{GATEWAY_GROUP}/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "app"},
+            "spec": {
+                "parentRefs": [{"name": "edge"}],
+                "hostnames": [app_host],
+                "rules": [{"backendRefs": [{"name": "app", "port": 80}]}],
+            },
+        },
+        ns,
+    )
+    name = plane_name("edge")
+
+    # Until the token's Secret exists, the Gateway says what its plane waits for, and nothing is made.
+    async def waiting() -> dict[str, Any] | None:
+        conditions = ((await gw.get("gateways", "edge", ns)).get("status") or {}).get("conditions") or []
+        found = next((c for c in conditions if c["type"] == "Programmed"), None)
+        return found if found is not None and f"Secret {ns}/own-tunnel" in found["message"] else None
+
+    programmed = await eventually(waiting, what="the Gateway to say its plane waits for the token", timeout=30)
+    assert (programmed["status"], programmed["reason"]) == ("False", "Pending")
+
+    async def told() -> Any:
+        events = (await client.EventsV1Api(kube).list_namespaced_event(ns)).items
+        return [e for e in events if e.reason == "TunnelNotAdopted" and e.regarding.name == "edge"]
+
+    (event,) = await eventually(told, what="the Gateway's TunnelNotAdopted event", timeout=30)
+    assert event.type == "Warning"
+    assert f"Secret {ns}/own-tunnel (the GatewayConfig's tunnelTokenSecretRef) not found" in event.note
+    with pytest.raises(ApiException):
+        await apps.read_namespaced_deployment(name, ns)
+    await core.create_namespaced_secret(ns, {"metadata": {"name": "own-tunnel"}, "stringData": {"tunnel-token": token}})
+
+    # The plane's Tunnel adopts the user's tunnel, by the ID in the token, under the class's account, and keeps it.
+    async def adopted() -> dict[str, Any] | None:
+        found = await objects.get_namespaced_custom_object("kflare.dev", "v1alpha1", ns, "tunnels", name)
+        metadata = (found.get("status") or {}).get("cloudflareMetadata") or {}
+        return dict(found) if metadata.get("tunnelID") == own["id"] else None
+
+    tunnel = await eventually(adopted, what="the plane's Tunnel to adopt the user's tunnel", timeout=60)
+    assert tunnel["metadata"]["annotations"]["kflare.dev/adoption-policy"] == "adopt"
+    assert tunnel["metadata"]["annotations"]["kflare.dev/deletion-policy"] == "retain"
+    assert tunnel["spec"]["name"] == f"own-{ns}"
+    assert tunnel["spec"]["accountRef"] == {"name": derived_name(config_name)}
+    assert tunnel["metadata"]["labels"]["team"] == "payments"
+    gateway = await gw.get("gateways", "edge", ns)
+    assert tunnel["metadata"]["ownerReferences"][0]["uid"] == gateway["metadata"]["uid"]
+
+    # Its Deployment, of the GatewayConfig's replicas and resources; cloudflared runs the adopted Tunnel's token.
+    async def deployment() -> Any:
+        return await apps.read_namespaced_deployment(name, ns)
+
+    made = await eventually(deployment, what="the plane's Deployment", timeout=30)
+    assert made.spec.replicas == 1
+    envoy_container, cloudflared = made.spec.template.spec.containers
+    assert envoy_container.resources.requests == {"cpu": "50m", "memory": "64Mi"}
+    assert ["--service-cluster", f"kflare-gateway/{ns}/edge"] == envoy_container.args[4:6]
+    assert "ghcr.io/example/proxy:v1" not in (envoy_container.image, cloudflared.image)
+    assert cloudflared.env[0].value_from.secret_key_ref.name == f"{name}-tunnel-token"
+    written = await eventually(
+        lambda: core.read_namespaced_secret(f"{name}-tunnel-token", ns), what="the adopted Tunnel's token Secret"
+    )
+    assert written.data["TUNNEL_TOKEN"]
+    # Its bootstrap presents the plane's own xDS credential, as any plane's.
+    xds = await core.read_namespaced_secret(f"{name}-xds", ns)
+    (service,) = json.loads(base64.b64decode(xds.data["bootstrap.json"]))["dynamic_resources"]["ads_config"][
+        "grpc_services"
+    ]
+    (credential,) = [m["value"] for m in service["initial_metadata"] if m["key"] == envoy.TOKEN_HEADER]
+    assert credential == f"Bearer {envoy.plane_token('t', f'kflare-gateway/{ns}/edge')}"
+
+    # The route is in the user's tunnel's ingress document, not in the class's tunnel's.
+    def document(tunnel_id: str) -> list[dict[str, Any]]:
+        path = f"/accounts/{emulator.account_id}/cfd_tunnel/{tunnel_id}/configurations"
+        return list((cf(emulator, "GET", path)["config"] or {}).get("ingress") or [])
+
+    async def published() -> bool:
+        return document(own["id"]) == [{"hostname": app_host, "service": ORIGIN}, {"service": "http_status:404"}]
+
+    await eventually(published, what="the route in the user's tunnel's ingress document", timeout=60)
+    assert not any(rule.get("hostname") == app_host for rule in document(shared["id"]))
+
+    async def route_accepted() -> dict[str, Any] | None:
+        found = parent_cond(await gw.get("httproutes", "app", ns), "Accepted", PACKAGE_CONTROLLER_NAME)
+        return found if found is not None and found["status"] == "True" else None
+
+    await eventually(route_accepted, what="the route accepted on the Gateway with a plane of its own", timeout=30)
+
+    async def gateway_address() -> list[Any] | None:
+        addresses = ((await gw.get("gateways", "edge", ns)).get("status") or {}).get("addresses") or []
+        return addresses if addresses else None
+
+    addresses = await eventually(gateway_address, what="the Gateway's address", timeout=30)
+    assert addresses == [{"type": "Hostname", "value": f"{own['id']}.cfargotunnel.com"}]
+
+    # Deleting the Gateway takes its plane down and leaves the user's tunnel, and its Secret, as they were.
+    await gw.objects.delete_namespaced_custom_object(GATEWAY_GROUP, "v1", ns, "gateways", "edge")
+
+    async def gateway_gone() -> bool:
+        try:
+            await gw.get("gateways", "edge", ns)
+        except ApiException as exc:
+            return exc.status == 404
+        return False
+
+    await eventually(gateway_gone, what="the Gateway to be let go once its plane is down", timeout=60)
+    for read in (
+        apps.read_namespaced_deployment(name, ns),
+        client.PolicyV1Api(kube).read_namespaced_pod_disruption_budget(name, ns),
+        core.read_namespaced_service_account(name, ns),
+        core.read_namespaced_secret(f"{name}-xds", ns),
+        objects.get_namespaced_custom_object("kflare.dev", "v1alpha1", ns, "tunnels", name),
+    ):
+        with pytest.raises(ApiException) as gone:
+            await read
+        assert gone.value.status == 404
+    assert cf(emulator, "GET", f"/accounts/{emulator.account_id}/cfd_tunnel/{own['id']}")["deleted_at"] is None
+    assert document(own["id"]) == [{"service": "http_status:404"}]
+    assert (await core.read_namespaced_secret("own-tunnel", ns)).data["tunnel-token"]
+    # The connector token, and the tunnel secret inside it, are read for the tunnel's ID and never logged.
+    logged = plane.controller.log_path.read_text()
+    assert token not in logged
+    assert json.loads(base64.b64decode(token))["s"] not in logged
+    await gw.objects.delete_cluster_custom_object(GATEWAY_GROUP, "v1", "gatewayclasses", class_name)
+    await objects.delete_cluster_custom_object(PACKAGE, "v1alpha1", "gatewayclassconfigs", config_name)

@@ -8,7 +8,20 @@ kind's router.
 from __future__ import annotations
 
 from app.emulator.collection import Kind
-from app.emulator.kinds import accounts, d1, dns, kv, lists, managed_headers, r2, rulesets, tunnels, workers, zones
+from app.emulator.kinds import (
+    accounts,
+    d1,
+    dns,
+    kv,
+    lists,
+    managed_headers,
+    r2,
+    rulesets,
+    tunnels,
+    worker_routes,
+    workers,
+    zones,
+)
 
 KINDS: tuple[Kind, ...] = (
     accounts.KIND,
@@ -20,7 +33,7 @@ KINDS: tuple[Kind, ...] = (
     r2.OBJECTS,
     d1.KIND,
     workers.SCRIPTS,
-    workers.ROUTES,
+    worker_routes.ROUTES,
     lists.LISTS,
     lists.ITEMS,
     lists.OPERATIONS,

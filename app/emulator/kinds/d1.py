@@ -22,10 +22,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from app.emulator.collection import Ctx, Kind, PageNumbers, Unique
+from app.emulator.collection import Ctx, Kind, Unique
 from app.emulator.envelope import CloudflareError, invalid_body
 from app.emulator.ids import now_iso
-from app.emulator.paging import PageSpec, Predicate, sort_by
+from app.emulator.paging import PageNumbers, PageSpec, Predicate, sort_by
 from app.emulator.state import Obj, Store
 
 Hint = Literal["wnam", "enam", "weur", "eeur", "apac", "oc"]

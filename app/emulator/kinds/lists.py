@@ -43,10 +43,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import QueryParams
 
-from app.emulator.collection import Ctx, Kind, Paging, Render, SinglePage, Unique, route
+from app.emulator.collection import Ctx, Kind, Unique, route
 from app.emulator.envelope import JSON, CloudflareError, invalid_body, ok, parse_model, read_json
 from app.emulator.ids import new_id, now_iso
-from app.emulator.paging import sort_by
+from app.emulator.paging import Paging, Render, SinglePage, sort_by
 from app.emulator.state import Obj, Store
 
 RESOURCE = "lists"

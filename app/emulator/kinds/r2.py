@@ -33,10 +33,10 @@ from typing import Any, Literal
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app.emulator.collection import Ctx, Cursor, Kind, Unique, Verb
+from app.emulator.collection import Ctx, Kind, Unique, Verb
 from app.emulator.envelope import JSON, CloudflareError, pointer_of
 from app.emulator.ids import now_iso
-from app.emulator.paging import Predicate, direction_of, sort_by
+from app.emulator.paging import Cursor, Predicate, direction_of, sort_by
 from app.emulator.seed import SeedError
 from app.emulator.state import Obj, Store
 

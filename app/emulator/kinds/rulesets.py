@@ -50,98 +50,33 @@ rules as the API takes them plus their ``id``, ``version`` and ``last_updated``.
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, ValidationError
 
-from app.emulator.collection import Ctx, Cursor, Kind, SinglePage, parse_seed, route
-from app.emulator.envelope import JSON, CloudflareError, error, ok, pointer_of, read_json
+from app.emulator.collection import Ctx, Kind, parse_seed, route
+from app.emulator.envelope import JSON, CloudflareError, error, ok, read_json
 from app.emulator.ids import new_id, now_iso
-from app.emulator.kinds.lists import lists_named
-from app.emulator.kinds.zones import plan_of
-from app.emulator.paging import bool_param, sort_by
+from app.emulator.kinds.rule_checks import (
+    ACTIONS,
+    COUNT_GROUP,
+    MANAGED,
+    MANAGED_PHASE,
+    PHASES,
+    PLAN_RANK,
+    RULE_COUNTS,
+    check_lists,
+    check_rule,
+    refused,
+    zone_plan,
+)
+from app.emulator.kinds.ruleset_bodies import RulesetInput, RulesetSeed, parse_rule, parse_ruleset, place
+from app.emulator.paging import Cursor, SinglePage, bool_param, sort_by
 from app.emulator.state import Obj, Store
 
-PHASES = (
-    "ddos_l4",
-    "ddos_l7",
-    "http_config_settings",
-    "http_custom_errors",
-    "http_log_custom_fields",
-    "http_ratelimit",
-    "http_request_cache_settings",
-    "http_request_dynamic_redirect",
-    "http_request_firewall_custom",
-    "http_request_firewall_managed",
-    "http_request_late_transform",
-    "http_request_origin",
-    "http_request_redirect",
-    "http_request_sanitize",
-    "http_request_sbfm",
-    "http_request_transform",
-    "http_response_cache_settings",
-    "http_response_compression",
-    "http_response_firewall_managed",
-    "http_response_headers_transform",
-    "magic_transit",
-    "magic_transit_ids_managed",
-    "magic_transit_managed",
-    "magic_transit_ratelimit",
-)
-MANAGED_PHASE = "http_request_firewall_managed"
-FREE_MANAGED = "77454fe2d30c4220b5701f6fdfb893ba"
-# ID -> (name, the cheapest plan that may deploy it)
-MANAGED: dict[str, tuple[str, str]] = {
-    FREE_MANAGED: ("Cloudflare Free Managed Ruleset", "free"),
-    "efb7b8c949ac4650a09736fc376e9aee": ("Cloudflare Managed Ruleset", "pro"),
-    "4814384a9e5d4991b9815dcfc25d2f1f": ("Cloudflare OWASP Core Ruleset", "pro"),
-}
 _MANAGED_SINCE = "2024-01-01T00:00:00.000000Z"
-_RANK = {"free": 0, "pro": 1, "business": 2, "enterprise": 3}
-_CHALLENGES = ("challenge", "js_challenge", "managed_challenge")
-ACTIONS: dict[str, tuple[str, ...]] = {
-    "http_request_firewall_custom": ("block", *_CHALLENGES, "skip", "log"),
-    "http_ratelimit": ("block", *_CHALLENGES, "log"),
-    MANAGED_PHASE: ("execute", "skip"),
-    "http_request_transform": ("rewrite",),
-    "http_request_late_transform": ("rewrite",),
-    "http_response_headers_transform": ("rewrite",),
-    "http_request_dynamic_redirect": ("redirect",),
-    "http_request_cache_settings": ("set_cache_settings",),
-    "http_config_settings": ("set_config",),
-    "http_request_origin": ("route",),
-}
-_GROUP = {
-    "http_request_firewall_custom": "custom",
-    "http_ratelimit": "ratelimit",
-    "http_request_transform": "transform",
-    "http_request_late_transform": "transform",
-    "http_response_headers_transform": "transform",
-}
-_COUNTS = {
-    "free": {"custom": 5, "ratelimit": 1, "other": 10},
-    "pro": {"custom": 20, "ratelimit": 2, "other": 25},
-    "business": {"custom": 100, "ratelimit": 5, "other": 50},
-    "enterprise": {"custom": 1000, "ratelimit": 100, "other": 300},
-}
-_NO_REGEX_ON_FREE = frozenset(
-    {
-        "http_request_firewall_custom",
-        "http_request_transform",
-        "http_request_late_transform",
-        "http_response_headers_transform",
-        "http_request_dynamic_redirect",
-    }
-)
-_REGEX = re.compile(r"\bmatches\b|\s~\s|\bregex_replace\s*\(")
 _DEFINITION = ("action", "expression", "description", "enabled", "action_parameters", "ratelimit", "logging", "ref")
-
-
-def _refused(message: str, pointer: str | None = None) -> CloudflareError:
-    return CloudflareError(400, [error(20021, message, pointer=pointer)])
 
 
 def _not_found(what: str) -> CloudflareError:
@@ -150,193 +85,6 @@ def _not_found(what: str) -> CloudflareError:
 
 def _no_entrypoint(phase: str) -> CloudflareError:
     return CloudflareError.single(404, 10003, f"could not find entrypoint ruleset in the {phase} phase")
-
-
-class RuleInput(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    id: str | None = None
-    ref: str | None = None
-    action: str | None = None
-    expression: str | None = None
-    description: str = ""
-    enabled: bool = True
-    action_parameters: dict[str, Any] | None = None
-    ratelimit: dict[str, Any] | None = None
-    logging: dict[str, Any] | None = None
-    position: dict[str, Any] | None = None
-
-
-class RulesetInput(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    name: str | None = None
-    description: str | None = None
-    kind: Literal["managed", "custom", "root", "zone"] | None = None
-    phase: str | None = None
-    rules: list[dict[str, Any]] = []
-
-
-class RulesetSeed(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    zone_id: str | None = None
-    id: str | None = None
-    name: str = "default"
-    description: str = ""
-    kind: Literal["zone"] = "zone"
-    phase: str
-    version: str | None = None
-    last_updated: str | None = None
-    rules: list[dict[str, Any]] = []
-    history: list[dict[str, Any]] | None = None
-
-
-def _parse_rule(raw: Any) -> RuleInput:
-    try:
-        return RuleInput.model_validate(raw)
-    except ValidationError as exc:
-        message, pointer = pointer_of(exc)
-        raise _refused(message, pointer) from None
-
-
-def _plan(zone: Obj) -> str:
-    return str(plan_of(zone))
-
-
-def _check_rule(zone: Obj, phase: str, rule: Obj) -> None:
-    """Refuse what the phase or the zone's plan does not allow in one rule."""
-    plan = _plan(zone)
-    action, expression = rule.get("action"), rule.get("expression")
-    if not action:
-        raise _refused("action is required", "/action")
-    if not isinstance(expression, str) or not expression.strip():
-        raise _refused("expression is required", "/expression")
-    if len(expression) > 4096:
-        raise _refused("expression exceeds the maximum length of 4096 characters", "/expression")
-    allowed = ACTIONS.get(phase)
-    if allowed is not None and action not in allowed:
-        raise _refused(f"'{action}' is not a valid action for the {phase} phase", "/action")
-    if action == "log" and plan != "enterprise":
-        raise _refused("the log action is only available on Enterprise plans", "/action")
-    parameters: Obj = rule.get("action_parameters") or {}
-    if plan == "free" and phase in _NO_REGEX_ON_FREE:
-        texts = [expression, *(_strings(parameters))]
-        if any(_REGEX.search(text) for text in texts):
-            raise _refused("regular expressions are not available on the Free plan", "/expression")
-    if phase == "http_ratelimit":
-        _check_ratelimit(plan, rule)
-    if phase == MANAGED_PHASE and action == "execute":
-        target = parameters.get("id")
-        offered = MANAGED.get(str(target))
-        if offered is None or _RANK[plan] < _RANK[offered[1]]:
-            raise _refused(f"managed ruleset {target!r} is not available to this zone", "/action_parameters/id")
-    if phase == "http_config_settings" and plan == "free":
-        if parameters.get("polish", "off") != "off":
-            raise _refused("polish is not available on the Free plan", "/action_parameters/polish")
-        if parameters.get("ssl") == "origin_pull" or parameters.get("security_level") == "off":
-            raise _refused("this setting is not available on the Free plan", "/action_parameters")
-    if phase == "http_request_cache_settings" and "vary" in parameters:
-        _check_vary(parameters["vary"])
-    if phase == "http_request_dynamic_redirect" and "from_value" in parameters:
-        _check_from_value(parameters["from_value"])
-    if phase == "http_request_origin" and plan != "enterprise":
-        origin = parameters.get("origin") or {}
-        if set(parameters) - {"origin"} or set(origin) - {"port"}:
-            raise _refused("only the destination port can be overridden on this plan", "/action_parameters")
-
-
-_REDIRECT_CODES = (301, 302, 303, 307, 308)
-
-
-def _check_from_value(from_value: Any) -> None:
-    """Cloudflare's shape of a single redirect's `from_value`: a `target_url` with a value or an expression, and
-    beside it, both optional, the `status_code` and `preserve_query_string`."""
-    pointer = "/action_parameters/from_value"
-    if not isinstance(from_value, dict):
-        raise _refused("from_value must be an object", pointer)
-    target = from_value.get("target_url")
-    if not isinstance(target, dict) or not any(isinstance(target.get(k), str) for k in ("value", "expression")):
-        raise _refused("from_value.target_url needs a value or an expression", f"{pointer}/target_url")
-    code = from_value.get("status_code")
-    if code is not None and (isinstance(code, bool) or code not in _REDIRECT_CODES):
-        codes = ", ".join(map(str, _REDIRECT_CODES))
-        raise _refused(f"from_value.status_code must be one of {codes}", f"{pointer}/status_code")
-    keep = from_value.get("preserve_query_string")
-    if keep is not None and not isinstance(keep, bool):
-        raise _refused("from_value.preserve_query_string must be a boolean", f"{pointer}/preserve_query_string")
-
-
-_VARY_ACTIONS = ("bypass", "passthrough", "normalize")
-
-
-def _check_vary(vary: Any) -> None:
-    """Cloudflare's shape of a cache rule's `vary`: a required `default {action}`, and `headers` keyed by lowercase
-    request header, `languages` for accept-language only, `media_types` for accept only."""
-    pointer = "/action_parameters/vary"
-    if not isinstance(vary, dict) or not isinstance(vary.get("default"), dict):
-        raise _refused("vary.default is required", f"{pointer}/default")
-    if vary["default"].get("action") not in _VARY_ACTIONS:
-        raise _refused(f"vary.default.action must be one of {', '.join(_VARY_ACTIONS)}", f"{pointer}/default/action")
-    headers = vary.get("headers") or {}
-    if not isinstance(headers, dict):
-        raise _refused("vary.headers must be an object keyed by header name", f"{pointer}/headers")
-    for name, setting in headers.items():
-        where = f"{pointer}/headers/{name}"
-        if name != name.lower():
-            raise _refused(f"vary header {name!r} must be lowercase", where)
-        if not isinstance(setting, dict) or setting.get("action") not in _VARY_ACTIONS:
-            raise _refused(f"vary header {name!r} needs an action", f"{where}/action")
-        if "languages" in setting and name != "accept-language":
-            raise _refused("languages are only valid for the accept-language header", f"{where}/languages")
-        if "media_types" in setting and name != "accept":
-            raise _refused("media_types are only valid for the accept header", f"{where}/media_types")
-
-
-def _check_lists(store: Store, zone: Obj, rule: Obj) -> None:
-    """A rule may only name (``$name``) custom lists its zone's account holds."""
-    names = lists_named(str(rule.get("expression") or ""))
-    if not names:
-        return
-    held = {lst["name"] for lst in store.table("lists").under(zone["account"]["id"])}
-    missing = sorted(names - held)
-    if missing:
-        raise _refused(f"the expression uses the list ${missing[0]}, which the account does not have", "/expression")
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [text for item in value.values() for text in _strings(item)]
-    if isinstance(value, list):
-        return [text for item in value for text in _strings(item)]
-    return []
-
-
-def _check_ratelimit(plan: str, rule: Obj) -> None:
-    ratelimit = rule.get("ratelimit")
-    if not isinstance(ratelimit, dict):
-        raise _refused("ratelimit is required in the http_ratelimit phase", "/ratelimit")
-    characteristics = ratelimit.get("characteristics") or []
-    if "cf.colo.id" not in characteristics:
-        raise _refused("ratelimit.characteristics must include cf.colo.id", "/ratelimit/characteristics")
-    if not isinstance(ratelimit.get("period"), int):
-        raise _refused("ratelimit.period is required", "/ratelimit/period")
-    if plan == "free":
-        free = (
-            sorted(characteristics) == ["cf.colo.id", "ip.src"]
-            and ratelimit.get("period") == 10
-            and ratelimit.get("mitigation_timeout", 10) == 10
-            and not ratelimit.get("counting_expression")
-            and rule.get("action") == "block"
-        )
-        if not free:
-            raise _refused(
-                "on the Free plan a rate limiting rule counts by IP (cf.colo.id, ip.src) over 10 seconds, blocks for "
-                "10 seconds and has no counting expression",
-                "/ratelimit",
-            )
 
 
 class Rulesets(Kind):
@@ -395,7 +143,7 @@ class Rulesets(Kind):
     def _own(self, ctx: Ctx, ident: str) -> Obj:
         ruleset = self.reach(ctx, ident)
         if ruleset["kind"] == "managed":
-            raise _refused("managed rulesets cannot be changed", "/kind")
+            raise refused("managed rulesets cannot be changed", "/kind")
         return ruleset
 
     # Writing
@@ -405,17 +153,17 @@ class Rulesets(Kind):
         phase = ruleset["phase"]
         refs = [rule["ref"] for rule in inputs]
         if len(set(refs)) != len(refs):
-            raise _refused("rule refs must be unique within a ruleset", "/rules")
+            raise refused("rule refs must be unique within a ruleset", "/rules")
         ids = [rule["id"] for rule in inputs]
         if len(set(ids)) != len(ids):
-            raise _refused("rule ids must be unique within a ruleset", "/rules")
+            raise refused("rule ids must be unique within a ruleset", "/rules")
         for rule in inputs:
-            _check_rule(zone, phase, rule)
-            _check_lists(store, zone, rule)
+            check_rule(zone, phase, rule)
+            check_lists(store, zone, rule)
         if phase == MANAGED_PHASE:
             deployed = [r["action_parameters"]["id"] for r in inputs if r["action"] == "execute"]
             if len(set(deployed)) != len(deployed):
-                raise _refused("a managed ruleset can be deployed only once per zone", "/rules")
+                raise refused("a managed ruleset can be deployed only once per zone", "/rules")
         self._check_count(store, zone, ruleset, len(inputs))
         now = now_iso()
         version = str(int(ruleset.get("version") or "0") + 1)
@@ -427,22 +175,22 @@ class Rulesets(Kind):
         phase = ruleset["phase"]
         if phase not in ACTIONS or phase == MANAGED_PHASE:
             return
-        group = _GROUP.get(phase, "other")
+        group = COUNT_GROUP.get(phase, "other")
         if group == "transform":
             others = sum(
                 len(r["rules"])
                 for r in self.siblings(store, zone["id"])
-                if _GROUP.get(r["phase"]) == "transform" and r["id"] != ruleset["id"]
+                if COUNT_GROUP.get(r["phase"]) == "transform" and r["id"] != ruleset["id"]
             )
             count += others
-        allowed = _COUNTS[_plan(zone)]["other" if group == "transform" else group]
+        allowed = RULE_COUNTS[zone_plan(zone)]["other" if group == "transform" else group]
         if count > allowed:
             raise CloudflareError.single(
                 400, 20216, f"exceeded maximum number of rules in the {phase} phase: {allowed} on this zone's plan"
             )
 
     def make_rule(self, raw: Any, previous: Obj | None, *, keep_version: bool = False) -> Obj:
-        body = _parse_rule(raw)
+        body = parse_rule(raw)
         rule_id = previous["id"] if previous is not None else (body.id or new_id())
         rule: Obj = {
             "id": rule_id,
@@ -473,7 +221,7 @@ class Rulesets(Kind):
         rules = []
         for raw in raw_rules:
             if not isinstance(raw, dict):
-                raise _refused("a rule is an object", "/rules")
+                raise refused("a rule is an object", "/rules")
             previous = by_id.get(str(raw.get("id"))) or by_ref.get(str(raw.get("ref")))
             rules.append(self.make_rule(raw, previous))
         return rules
@@ -518,7 +266,7 @@ class Rulesets(Kind):
     def _phase(self, ctx: Ctx) -> str:
         phase = ctx.param("ruleset_phase")
         if phase not in PHASES:
-            raise _refused(f"'{phase}' is not a valid phase", "/phase")
+            raise refused(f"'{phase}' is not a valid phase", "/phase")
         return phase
 
     async def get_entrypoint(self, request: Request) -> JSONResponse:
@@ -534,7 +282,7 @@ class Rulesets(Kind):
         ctx = await self._ctx(request, "edit")
         assert ctx.parent is not None
         phase = self._phase(ctx)
-        body = _parse_body(raw)
+        body = parse_ruleset(raw)
         current = self.entrypoint(ctx.store, str(ctx.parent_key), phase) or _new_ruleset(body, phase)
         if body.description is not None:
             current = {**current, "description": body.description}
@@ -544,11 +292,11 @@ class Rulesets(Kind):
         raw = await read_json(request)
         ctx = await self._ctx(request, "edit")
         assert ctx.parent is not None
-        body = _parse_body(raw)
+        body = parse_ruleset(raw)
         if body.phase not in PHASES:
-            raise _refused(f"'{body.phase}' is not a valid phase", "/phase")
+            raise refused(f"'{body.phase}' is not a valid phase", "/phase")
         if body.kind != "zone":
-            raise _refused(f"'{body.kind}' is not a valid value for kind", "/kind")
+            raise refused(f"'{body.kind}' is not a valid value for kind", "/kind")
         if self.entrypoint(ctx.store, str(ctx.parent_key), body.phase) is not None:
             raise CloudflareError(
                 400,
@@ -569,11 +317,11 @@ class Rulesets(Kind):
         ctx = await self._ctx(request, "edit")
         assert ctx.parent is not None
         current = self._own(ctx, ctx.param("ruleset_id"))
-        body = _parse_body(raw)
+        body = parse_ruleset(raw)
         for field in ("name", "kind", "phase"):
             sent = getattr(body, field)
             if sent is not None and sent != current[field]:
-                raise _refused(f"the {field} of a ruleset cannot change", f"/{field}")
+                raise refused(f"the {field} of a ruleset cannot change", f"/{field}")
         if body.description is not None:
             current = {**current, "description": body.description}
         return self.save(ctx, self.compose(ctx.parent, current, self.replace_rules(current, body.rules), ctx.store))
@@ -589,11 +337,11 @@ class Rulesets(Kind):
         ctx = await self._ctx(request, "edit")
         assert ctx.parent is not None
         ruleset = self._own(ctx, ctx.param("ruleset_id"))
-        body = _parse_rule(raw)
+        body = parse_rule(raw)
         if body.ref is not None and any(rule["ref"] == body.ref for rule in ruleset["rules"]):
-            raise _refused(f"a rule with ref {body.ref!r} already exists in this ruleset", "/ref")
+            raise refused(f"a rule with ref {body.ref!r} already exists in this ruleset", "/ref")
         rule = self.make_rule(raw, None)
-        rules = _place(list(ruleset["rules"]), rule, body.position)
+        rules = place(list(ruleset["rules"]), rule, body.position)
         return self.save(ctx, self.compose(ctx.parent, ruleset, rules, ctx.store))
 
     async def edit_rule(self, request: Request) -> Response:
@@ -605,17 +353,17 @@ class Rulesets(Kind):
         previous = next((rule for rule in ruleset["rules"] if rule["id"] == rule_id), None)
         if previous is None:
             raise _not_found("rule")
-        body = _parse_rule(raw)
+        body = parse_rule(raw)
         only_moves = isinstance(raw, dict) and set(raw) <= {"position", "id"}
         rule = previous if only_moves else self.make_rule({**raw, "id": rule_id}, previous)
         if body.ref is not None and any(r["ref"] == body.ref and r["id"] != rule_id for r in ruleset["rules"]):
-            raise _refused(f"a rule with ref {body.ref!r} already exists in this ruleset", "/ref")
+            raise refused(f"a rule with ref {body.ref!r} already exists in this ruleset", "/ref")
         others = [r for r in ruleset["rules"] if r["id"] != rule_id]
         if body.position is None:
             index = next(i for i, r in enumerate(ruleset["rules"]) if r["id"] == rule_id)
             rules = [*others[:index], rule, *others[index:]]
         else:
-            rules = _place(others, rule, body.position)
+            rules = place(others, rule, body.position)
         return self.save(ctx, self.compose(ctx.parent, ruleset, rules, ctx.store))
 
     async def delete_rule(self, request: Request) -> Response:
@@ -670,10 +418,10 @@ class Rulesets(Kind):
         seed = parse_seed(RulesetSeed, entry, where)
         assert parent is not None
         if seed.phase not in PHASES:
-            raise _refused(f"'{seed.phase}' is not a valid phase", "/phase")
+            raise refused(f"'{seed.phase}' is not a valid phase", "/phase")
         existing = self.entrypoint(store, str(parent_key), seed.phase)
         if existing is not None and existing["id"] != (seed.id or existing["id"]):
-            raise _refused(f"zone {parent_key} already has an entry point in {seed.phase}", "/phase")
+            raise refused(f"zone {parent_key} already has an entry point in {seed.phase}", "/phase")
         fresh = _new_ruleset(RulesetInput(name=seed.name, description=seed.description), seed.phase)
         if seed.id is not None:
             fresh["id"] = seed.id
@@ -694,14 +442,6 @@ class Rulesets(Kind):
         return self.table(store).add(ruleset, parent_key)
 
 
-def _parse_body(raw: Any) -> RulesetInput:
-    try:
-        return RulesetInput.model_validate(raw)
-    except ValidationError as exc:
-        message, pointer = pointer_of(exc)
-        raise _refused(message, pointer) from None
-
-
 def _new_ruleset(body: RulesetInput, phase: str) -> Obj:
     return {
         "id": new_id(),
@@ -717,7 +457,7 @@ def _new_ruleset(body: RulesetInput, phase: str) -> Obj:
 
 
 def _offered(zone: Obj, since: str) -> bool:
-    return _RANK[_plan(zone)] >= _RANK[since]
+    return PLAN_RANK[zone_plan(zone)] >= PLAN_RANK[since]
 
 
 def _managed(ruleset_id: str) -> Obj:
@@ -732,30 +472,6 @@ def _managed(ruleset_id: str) -> Obj:
         "last_updated": _MANAGED_SINCE,
         "rules": [],
     }
-
-
-def _place(rules: list[Obj], rule: Obj, position: dict[str, Any] | None) -> list[Obj]:
-    """``rule`` put among ``rules`` where ``position`` says (the end without one)."""
-    if not position:
-        return [*rules, rule]
-    if len(position) != 1:
-        raise _refused("position takes exactly one of before, after and index", "/position")
-    ((where, value),) = position.items()
-    ids = [r["id"] for r in rules]
-    if where == "index":
-        if not isinstance(value, int) or value < 1:
-            raise _refused("position.index is a number from 1", "/position/index")
-        index = min(value - 1, len(rules))
-    elif where in ("before", "after") and isinstance(value, str):
-        if value == "":
-            index = 0 if where == "before" else len(rules)
-        elif value in ids:
-            index = ids.index(value) + (1 if where == "after" else 0)
-        else:
-            raise _refused(f"position.{where} names no rule of this ruleset", f"/position/{where}")
-    else:
-        raise _refused("position takes before, after or index", "/position")
-    return [*rules[:index], rule, *rules[index:]]
 
 
 KIND = Rulesets()

@@ -23,10 +23,7 @@ JSON; a ``secret_text`` binding sent without ``text`` keeps its value); ``DELETE
 400/10021 validation (no such module, no entry point, bad binding or compatibility date), 400/10027 code over 3 MiB
 (the Free size), 400/10001 a body that is not a form.
 
-Routes: ``{id, pattern, script?}`` under ``/zones/{zone_id}/workers/routes`` (list as one page, create, get, PUT,
-delete); no ``script`` makes an exclusion route. A pattern is ``host/path`` with optional wildcards, no scheme, and a
-host in the zone; one route per pattern per zone (10020, "A route with the same pattern already exists"). The script
-must exist in the zone's account. Reading needs ``workers_routes:read``, writing ``workers_routes:edit``.
+The routes of a zone that run a Worker are served by ``app.emulator.kinds.worker_routes``.
 
 Unverified: the codes for the Worker count limit (10037), an invalid name (10016), a pattern outside the zone
 (10022), a route not found (404/10007) and a duplicate pattern's status (409); that deleting a Worker deletes its
@@ -51,7 +48,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app.emulator.collection import Ctx, Kind, Unique, parse_seed, route
+from app.emulator.collection import Ctx, Kind, parse_seed, route
 from app.emulator.envelope import JSON, CloudflareError, invalid_body, ok, pointer_of, read_json
 from app.emulator.ids import new_id, now_iso
 from app.emulator.multipart import Part, is_multipart, parse_form
@@ -69,7 +66,7 @@ def _invalid(message: str) -> CloudflareError:
     return CloudflareError.single(400, 10021, message)
 
 
-def _script_not_found() -> CloudflareError:
+def script_not_found() -> CloudflareError:
     return CloudflareError.single(404, 10007, "workers.api.error.script_not_found")
 
 
@@ -164,7 +161,7 @@ class WorkerScripts(Kind):
         return f"{ctx.parent_key}/{ident}"
 
     def not_found(self) -> CloudflareError:
-        return _script_not_found()
+        return script_not_found()
 
     def over_limit(self, parent: Obj | None, limit: int) -> CloudflareError:
         return CloudflareError.single(400, 10037, f"You have exceeded the limit of {limit} Workers on your account.")
@@ -447,61 +444,4 @@ def _settings(script: Obj) -> Obj:
     return {"bindings": bindings, **{name: script[name] for name in _SHOWN_SETTINGS}}
 
 
-# Routes
-
-
-class RouteBody(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    pattern: str = Field(min_length=1)
-    script: str | None = None
-
-
-def _pattern_in_zone(pattern: str, zone_name: str) -> bool:
-    host = pattern.split("/", 1)[0].lower()
-    if "://" in pattern or ":" in host:
-        return False
-    bare = host.removeprefix("*.").removeprefix("*")
-    return bare == zone_name or bare.endswith("." + zone_name) or (host.startswith("*") and zone_name.endswith(bare))
-
-
-class WorkerRoutes(Kind):
-    name = "worker_routes"
-    parent = "zones"
-    parent_field = "zone_id"
-    path = "/zones/{zone_id}/workers/routes"
-    scope_param = "zone_id"
-    item_param = "route_id"
-    resource = "workers_routes"
-    verbs = frozenset({"list", "create", "get", "update", "delete"})
-    unique = (
-        Unique(
-            ("pattern",),
-            lambda _o: CloudflareError.single(409, 10020, "A route with the same pattern already exists"),
-        ),
-    )
-    create_body = update_body = RouteBody
-    stamps = ()
-    summary_fields = ("pattern", "script")
-
-    def not_found(self) -> CloudflareError:
-        return CloudflareError.single(404, 10007, "workers.api.error.route_not_found")
-
-    def build(self, store: Store, parent: Obj | None, body: BaseModel, previous: Obj | None, partial: bool) -> Obj:
-        assert isinstance(body, RouteBody)
-        assert parent is not None
-        pattern = body.pattern.strip()
-        if not _pattern_in_zone(pattern, parent["name"]):
-            raise CloudflareError.single(
-                400, 10022, f"Route pattern {pattern!r} must be a host of zone {parent['name']}."
-            )
-        if body.script and store.table("workers_scripts").get(f"{parent['account']['id']}/{body.script}") is None:
-            raise _script_not_found()
-        return {"id": previous["id"] if previous else self.new_id(), "pattern": pattern, "script": body.script or None}
-
-    def order(self, ctx: Ctx, items: Any) -> list[Obj]:
-        return sort_by(items, lambda r: (r["pattern"], r["id"]), "asc")
-
-
 SCRIPTS = WorkerScripts()
-ROUTES = WorkerRoutes()

@@ -34,10 +34,19 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
 from app.emulator.auth import Family
-from app.emulator.collection import Ctx, Kind, PageNumbers, check_stamp, parse_seed, route
+from app.emulator.collection import Ctx, Kind, check_stamp, parse_seed, route
 from app.emulator.envelope import JSON, CloudflareError, invalid_body, ok, parse_model, read_json
 from app.emulator.ids import is_id, new_id, now_iso
-from app.emulator.paging import PageSpec, Predicate, combine, direction_of, require_id, sort_by, value_filter
+from app.emulator.paging import (
+    PageNumbers,
+    PageSpec,
+    Predicate,
+    combine,
+    direction_of,
+    require_id,
+    sort_by,
+    value_filter,
+)
 from app.emulator.permissions import Token
 from app.emulator.seed import SeedError
 from app.emulator.state import Obj, Store

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.api.rules import CacheRule
+from app.api.rules.cache import CacheRule
 from app.api.validation import validate_object
 from reconcilers.rules import CacheRuleKind
 

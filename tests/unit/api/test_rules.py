@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from app.api.crds import crd
-from app.api.rules import RateLimitRule, RedirectRule
+from app.api.rules.security import RateLimitRule
+from app.api.rules.transform import RedirectRule
 from app.api.validation import validate_object
 from tests.unit.api import samples
 

@@ -11,7 +11,8 @@ import pytest
 from app.cli import build_parser, settings_from
 from reconcilers.gateway.backends import EXTERNAL_NAMES_REFUSED, UNRESOLVED, in_cluster
 from reconcilers.gateway.envoy import CARES_RESOLVER
-from reconcilers.gateway.planes import Plane, choose
+from reconcilers.gateway.kinds import CONTROLLER_NAME, Classes
+from reconcilers.gateway.planes import Plane, PlanePolicy, choose
 from reconcilers.gateway.translate import Translation, translate
 from tests.dataplane.world import CLASS_NAME, GATEWAY_GROUP, NS, backend, gateway, http_route, meta, world
 
@@ -152,6 +153,34 @@ def test_a_gateways_own_plane_follows_them_only_when_its_gateway_parameters_allo
     assert by_parent(result)["own"]["reason"] == "InvalidKind"
     assert not dns_clusters(result.planes[plane.cluster])
     assert route_entry(result.planes[plane.cluster])["direct_response"]["status"] == 500
+
+
+def test_a_gateway_configs_plane_follows_them_as_the_controller_says() -> None:
+    """A GatewayConfig has no such field (the package follows them): its Gateway's own plane follows the controller's
+    setting, as the shared plane of its class does."""
+    own = gateway("own")
+    own["metadata"] = meta("own", uid="uid-own")
+    own["spec"]["infrastructure"] = {
+        "parametersRef": {"group": "cf.k8s.lex.la", "kind": "GatewayConfig", "name": "own"}
+    }
+    config = {"kind": "GatewayConfig", "metadata": meta("own"), "spec": {"tunnelTokenSecretRef": {"name": "t"}}}
+    route = http_route("r", ["a.example.com"], [{"backendRefs": [backend("far", port=443)]}], parents=[{"name": "own"}])
+    policy = PlanePolicy(1, classes=Classes(frozenset({CONTROLLER_NAME}), "kflare-system"))
+    choices = choose([own], [], {CLASS_NAME}, policy, configs=[config], accounts={CLASS_NAME: "acct"})
+    plane = choices[(NS, "own")]
+    assert isinstance(plane, Plane)
+    for allowed in (True, False):
+        w = world(
+            [route],
+            {},
+            gateways=[own],
+            planes=choices,
+            services=[external("example.org")],
+            allow_external_name_services=allowed,
+        )
+        result = translate(w)
+        assert by_parent(result)["own"]["status"] == ("True" if allowed else "False")
+        assert bool(dns_clusters(result.planes[plane.cluster])) is allowed
 
 
 def test_a_translation_and_a_routes_build_remembered_are_those_of_the_same_allowance() -> None:

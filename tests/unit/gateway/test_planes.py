@@ -4,20 +4,26 @@ the translation splits the configuration between the shared plane and each Gatew
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import json
 from typing import Any
 
+from reconcilers.gateway.data_planes import connector_tunnel
+from reconcilers.gateway.kinds import CONTROLLER_NAME, Classes
 from reconcilers.gateway.planes import (
     Plane,
     PlanePolicy,
     PlaneSettings,
+    adopting_tunnel_object,
     choose,
+    class_accounts,
     plane_name,
     plane_objects,
     tunnel_object,
 )
 from reconcilers.gateway.translate import TunnelState, translate
-from tests.dataplane.world import CLASS_NAME, NS, backend, gateway, http_route, meta, world
+from tests.dataplane.world import CLASS_NAME, NS, backend, gateway, gateway_class, http_route, meta, world
 
 OWN = {"group": "kflare.dev", "kind": "GatewayParameters", "name": "own"}
 PARAMS = {
@@ -205,3 +211,119 @@ def test_a_planes_network_policy_lets_in_only_metrics_and_out_only_what_it_needs
     assert [p["port"] for rule in spec["ingress"] for p in rule["ports"]] == [9902, 2000]
     xds = next(rule for rule in spec["egress"] if {"port": 18123, "protocol": "TCP"} in rule.get("ports", []))
     assert xds["to"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kflare-system"}}}]
+
+
+# ---- a GatewayConfig of cloudflare-tunnel-gateway-controller -------------------------------------------------------
+
+PACKAGE_CLASSES = Classes(frozenset({CONTROLLER_NAME}), "kflare-system")
+CONFIG_REF = {"group": "cf.k8s.lex.la", "kind": "GatewayConfig", "name": "own"}
+CONFIG = {
+    "kind": "GatewayConfig",
+    "metadata": meta("own"),
+    "spec": {
+        "tunnelTokenSecretRef": {"name": "tunnel-token"},
+        "replicas": 1,
+        "resources": {"requests": {"cpu": "50m"}},
+        "image": "ghcr.io/example/proxy:v1",
+        "authTokenSecretRef": {"name": "proxy-auth"},
+    },
+}
+ACCOUNTS = {CLASS_NAME: "tunnel-gateway-cloudflare-tunnel"}
+
+
+def configured(config: dict[str, Any] = CONFIG, cap: int = 3, **policy: Any) -> Any:
+    return choose(
+        [asking("edge", ref=CONFIG_REF)],
+        [],
+        {CLASS_NAME},
+        PlanePolicy(cap, classes=PACKAGE_CLASSES, **policy),
+        configs=[config],
+        accounts=ACCOUNTS,
+    )[(NS, "edge")]
+
+
+def test_a_gateway_config_gives_a_plane_that_adopts_the_tunnel_of_its_token() -> None:
+    plane = configured()
+    assert isinstance(plane, Plane)
+    assert plane.token == ("tunnel-token", "tunnel-token")
+    assert plane.parameters == {
+        "accountRef": {"name": "tunnel-gateway-cloudflare-tunnel"},
+        "replicas": 1,
+        "resources": {"requests": {"cpu": "50m"}},
+    }
+    objects = plane_objects(
+        plane, SETTINGS, {k: "" for k in ("bootstrap.json", "ca.crt", "client.crt", "client.key")}, {}
+    )
+    deployment = next(body for _, body in objects if body["kind"] == "Deployment")
+    envoy, cloudflared = deployment["spec"]["template"]["spec"]["containers"]
+    assert (deployment["spec"]["replicas"], envoy["resources"]) == (1, {"requests": {"cpu": "50m"}})
+    assert envoy["image"] == SETTINGS.envoy_image  # the package's proxy image is not run
+    # cloudflared runs the token the adopted Tunnel writes, as in every plane.
+    assert cloudflared["env"][0]["valueFrom"]["secretKeyRef"]["name"] == "kflare-gw-edge-tunnel-token"
+    tunnel = adopting_tunnel_object(plane, "made-by-hand")
+    assert tunnel["spec"] == {
+        "name": "made-by-hand",
+        "accountRef": {"name": "tunnel-gateway-cloudflare-tunnel"},
+        "credentialsSecretRef": {"name": "kflare-gw-edge-tunnel-token"},
+    }
+    annotations = tunnel["metadata"]["annotations"]
+    assert (annotations["kflare.dev/adoption-policy"], annotations["kflare.dev/deletion-policy"]) == ("adopt", "retain")
+    assert tunnel["metadata"]["ownerReferences"][0]["uid"] == "uid-edge"
+    # Unset replicas are the package's default.
+    bare = {**CONFIG, "spec": {"tunnelTokenSecretRef": {"name": "t", "key": "token"}}}
+    plane = configured(bare)
+    assert isinstance(plane, Plane)
+    assert (plane.parameters["replicas"], plane.token) == (2, ("t", "token"))
+
+
+def test_a_gateway_config_follows_the_cap_and_the_granted_namespaces() -> None:
+    assert isinstance(configured(cap=1), Plane)
+    assert "--gateway-planes-per-namespace=0" in str(configured(cap=0))
+    assert "runs no data planes in namespace" in str(configured(namespaces=frozenset({"elsewhere"})))
+    both = choose(
+        [asking("first", ref=CONFIG_REF), asking("second", "2026-02-01T00:00:00Z")],
+        [PARAMS],
+        {CLASS_NAME},
+        PlanePolicy(1, classes=PACKAGE_CLASSES),
+        configs=[CONFIG],
+        accounts=ACCOUNTS,
+    )
+    assert isinstance(both[(NS, "first")], Plane)
+    assert "already has 1 Gateway(s)" in str(both[(NS, "second")])
+
+
+def test_a_gateway_config_kflare_cannot_serve_is_refused_saying_why() -> None:
+    assert str(configured({**CONFIG, "metadata": meta("other")})).endswith(f"GatewayConfig {NS}/own not found")
+    scaled = {**CONFIG, "spec": {**CONFIG["spec"], "autoscaling": {"maxReplicas": 3, "targetInflightPerPod": 10}}}
+    assert "give spec.replicas instead" in str(configured(scaled))
+    credentials = {**CONFIG, "spec": {**CONFIG["spec"], "cloudflareCredentialsSecretRef": {"name": "other"}}}
+    assert "cloudflareCredentialsSecretRef, which kflare does not read" in str(configured(credentials))
+    invalid = {**CONFIG, "spec": {"replicas": 1}}
+    assert "is not valid: spec.tunnelTokenSecretRef" in str(configured(invalid))
+    # A class naming no GatewayClassConfig has no account to adopt the tunnel under.
+    orphan = choose(
+        [asking("edge", ref=CONFIG_REF)], [], {CLASS_NAME}, PlanePolicy(3, classes=PACKAGE_CLASSES), configs=[CONFIG]
+    )[(NS, "edge")]
+    assert f"GatewayClass {CLASS_NAME} names none" in str(orphan)
+    # Without the package's kinds read, a GatewayConfig is no parameters kind of the class.
+    unread = choose([asking("edge", ref=CONFIG_REF)], [], {CLASS_NAME}, 3, configs=[CONFIG], accounts=ACCOUNTS)
+    assert "GatewayConfig.cf.k8s.lex.la is not a parameters kind of this class" in str(unread[(NS, "edge")])
+
+
+def test_the_class_account_is_the_one_derived_from_its_gateway_class_config() -> None:
+    config_ref = {"group": "cf.k8s.lex.la", "kind": "GatewayClassConfig", "name": "cloudflare-tunnel"}
+    classes = [gateway_class(parameters=config_ref), gateway_class("kflare", {"kind": "Tunnel", "name": "t"})]
+    assert class_accounts(classes, PACKAGE_CLASSES) == ACCOUNTS
+    assert class_accounts(classes, Classes()) == {}
+
+
+def test_a_connector_token_gives_its_account_and_tunnel_and_nothing_else() -> None:
+    fields = {"a": "a" * 32, "t": "6ff42ae2-765d-4adf-8112-31c55c1551ef", "s": "c2VjcmV0"}
+    token = base64.b64encode(json.dumps(fields).encode()).decode()
+    assert connector_tunnel(base64.b64encode(token.encode()).decode()) == (fields["a"], fields["t"])
+    unpadded = token.rstrip("=")
+    assert connector_tunnel(base64.b64encode(f"{unpadded}\n".encode()).decode()) == (fields["a"], fields["t"])
+    for wrong in (None, "", "not base64!", base64.b64encode(b"not a token").decode()):
+        assert connector_tunnel(wrong) is None
+    not_an_id = base64.b64encode(json.dumps({**fields, "t": "../x"}).encode()).decode()
+    assert connector_tunnel(base64.b64encode(not_an_id.encode()).decode()) is None

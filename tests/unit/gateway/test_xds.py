@@ -13,7 +13,8 @@ import pytest
 from envoy.config.route.v3 import route_components_pb2, route_pb2
 from google.protobuf import json_format
 
-from app.xds import VIRTUAL_HOST, Encoder, TokenFile
+from app.xds import TokenFile
+from app.xds_encoding import VIRTUAL_HOST, Encoder
 from reconcilers.gateway import envoy, snapshot
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.gateway.translate import translate

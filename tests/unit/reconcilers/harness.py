@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import copy
 import datetime as dt
+import json
 import socket
 import ssl
 import threading
@@ -24,6 +25,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+from fastapi import FastAPI
 
 from app.api.base import GROUP, VERSION
 from app.cloudflare.http import HttpConfig
@@ -37,7 +39,8 @@ from reconcilers import registry
 from reconcilers.claims import CLAIM_INDEXES, CLAIMS
 from reconcilers.context import Context
 from reconcilers.dns_record import DNSRecordKind
-from reconcilers.lifecycle import Lifecycle, ManagedKind
+from reconcilers.lifecycle import Lifecycle
+from reconcilers.managed_kind import ManagedKind
 from reconcilers.tenancy import GRANTS
 from reconcilers.writer import merge_patch
 from tests.fixtures.driver import Driver, is_ready, token_data
@@ -224,13 +227,39 @@ def emulator_state(zones: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+_IDLE_APPS: dict[str, list[FastAPI]] = {}
+"""Emulator apps of closed `Cloudflare`s, by the state they were booted with. Building an app (its routes, and
+their matching on the first calls) costs more than most cases' reconciles; `reset` puts one back to exactly the
+objects its state seeds, with no calls, faults or spent limits."""
+
+
+def _state_key(state: dict[str, Any] | None) -> str | None:
+    try:
+        return json.dumps(state, sort_keys=True)
+    except (TypeError, ValueError):
+        return None  # not plain JSON: this state gets an app of its own
+
+
+def _emulator_app(key: str | None, state: dict[str, Any] | None) -> FastAPI:
+    """An emulator booted with `state`: an idle app booted with the same one, reset, else a new one."""
+    idle = _IDLE_APPS.get(key, []) if key is not None else []
+    if not idle:
+        return create_app(state)
+    app = idle.pop()
+    assert isinstance(app, EmulatorApp)
+    app.emulator.reset()
+    return app
+
+
 class Cloudflare:
     """The emulator in process and a session whose clients reach it: behind httpx's ASGI transport, or `served` on
     a loopback port (where the Samples' synchronous calls reach it too)."""
 
     def __init__(self, state: dict[str, Any] | None = None, *, served: EmulatorServer | None = None) -> None:
+        self._key: str | None = None
         if served is None:
-            self.app = create_app(state)
+            self._key = _state_key(state)
+            self.app = _emulator_app(self._key, state)
             transport = httpx.ASGITransport(app=self.app)
             self.session = CloudflareSession(HttpConfig(base_url="http://emulator/client/v4"), transport=transport)
             self.http = httpx.AsyncClient(transport=transport, base_url="http://emulator/client/v4")
@@ -257,6 +286,9 @@ class Cloudflare:
     async def aclose(self) -> None:
         await self.http.aclose()
         await self.session.aclose()
+        if self._key is not None:  # the next Cloudflare of the same state takes the app (and resets it)
+            _IDLE_APPS.setdefault(self._key, []).append(self.app)
+            self._key = None
 
 
 class SkippingClock:

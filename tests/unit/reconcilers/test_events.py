@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 
 from app.api.dnsrecord import DNSRecord
-from reconcilers.lifecycle import WAIT_GRACE, new_and_waiting_for_a_parent
+from reconcilers.waiting import WAIT_GRACE, new_and_waiting_for_a_parent
 from reconcilers.writer import worth_an_event
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.api.rules import PHASE_REDIRECT
+from app.api.rules.common import PHASE_REDIRECT
 from tests.unit.reconcilers.test_rulesets import NS, ZONE_ID, World, ours
 
 REDIRECT = f"/zones/{ZONE_ID}/rulesets/phases/{PHASE_REDIRECT}/entrypoint"

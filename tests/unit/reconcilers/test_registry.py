@@ -7,7 +7,7 @@ import pytest
 
 from app.api.registry import CLAIM_LABELS
 from app.api.registry import KINDS as MODELS
-from reconcilers.lifecycle import ManagedKind
+from reconcilers.managed_kind import ManagedKind
 from reconcilers.registry import KINDS, reconciler_of
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from app.api.rules import PHASE_CUSTOM
+from app.api.rules.common import PHASE_CUSTOM
 from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.ip_list import IPListKind
 from reconcilers.registry import KINDS as REGISTERED

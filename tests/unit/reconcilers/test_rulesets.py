@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from app.api import CloudflareAccount, Zone
-from app.api.rules import PHASE_CUSTOM, PHASE_MANAGED, RULE_KINDS
+from app.api.rules import RULE_KINDS
+from app.api.rules.common import PHASE_CUSTOM, PHASE_MANAGED
 from reconcilers.registry import reconciler_of
 from reconcilers.rulesets import moves, ref_for
 from tests.unit.reconcilers.harness import (

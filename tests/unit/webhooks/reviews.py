@@ -3,14 +3,38 @@
 from __future__ import annotations
 
 import copy
+import functools
 import uuid
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from app.api import GROUP, KINDS, VERSION, ResourceClass
 from app.api.docs import examples_of
 from tests.unit.api import samples
 
-SAMPLES: dict[str, str] = {model.info.kind: examples_of(model.info.kind)[0] for model in KINDS}
+
+@functools.cache
+def _first_example(kind: str) -> str:
+    return examples_of(kind)[0]
+
+
+class _Samples(Mapping[str, str]):
+    """Every kind, each read from `examples/` when first asked for rather than all of them at collection (reading
+    them takes half a second, in every pytest worker)."""
+
+    def __getitem__(self, kind: str) -> str:
+        if kind not in {model.info.kind for model in KINDS}:
+            raise KeyError(kind)
+        return _first_example(kind)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([model.info.kind for model in KINDS])
+
+    def __len__(self) -> int:
+        return len(KINDS)
+
+
+SAMPLES: Mapping[str, str] = _Samples()
 """A valid manifest of every kind: the first of its samples in `examples/`."""
 
 

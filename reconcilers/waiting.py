@@ -1,0 +1,55 @@
+"""Waiting on parents and credentials: the error that says what is missing, and whether a parent can serve."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from app.api.constants import Reason
+from app.api.resource import Resource
+from app.kube.client import JSON
+from reconcilers.writer import waits_for_a_parent
+
+RETRY_PARENT = 60.0  # how soon to look again when a parent or credential is missing (the Go controller's minute)
+
+
+class NotReady(Exception):
+    """A parent or credential is missing or not ready; the resource waits with this reason."""
+
+    def __init__(
+        self, reason: str, message: str, *, requeue_after: float | None = None, parent_gone: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.requeue_after = requeue_after
+        self.parent_gone = parent_gone
+
+
+def can_serve(raw: JSON) -> bool:
+    """Whether a parent can serve its children: Ready, or not Ready only because its last look at Cloudflare failed
+    for a passing reason (a 5xx, a timeout, a 429). Children then keep going, and keep their state: a parent's
+    transient error never cascades into status writes and Events on everything below it."""
+    for condition in (raw.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return bool(condition.get("status") == "True" or condition.get("reason") == Reason.API_ERROR)
+    return False
+
+
+WAIT_GRACE = 10.0
+"""Seconds a new resource may wait for its parent before it says so in its status (see
+`new_and_waiting_for_a_parent`)."""
+
+
+def new_and_waiting_for_a_parent(obj: Resource[Any, Any], reason: str, now: dt.datetime | None = None) -> float | None:
+    """Seconds to hold back the status of a resource that has none yet and waits for its parent (a DNSRecord applied
+    with its Zone): in a bulk apply the parent is Ready within seconds, and writing the wait first would cost one
+    status write per object for nothing. None: write it now (the resource has a status, or has waited long enough,
+    or waits for something else)."""
+    created = obj.metadata.creation_timestamp
+    if not waits_for_a_parent(reason) or created is None or obj.status.condition() is not None:
+        return None
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=dt.UTC)
+    age = ((now or dt.datetime.now(dt.UTC)) - created).total_seconds()
+    return WAIT_GRACE - age if 0 <= age < WAIT_GRACE else None
