@@ -1,6 +1,7 @@
-"""The serving certificate the controller makes and keeps itself, so that the chart carries no generated material
-and renders the same bytes every time (Argo CD renders charts with `helm template`, where a chart that generates a
-certificate makes a new one on every sync).
+"""The certificates the controller makes and keeps itself before its listeners start, so that the chart carries no
+generated material and renders the same bytes every time (Argo CD renders charts with `helm template`, where a chart
+that generates a certificate makes a new one on every sync): the serving certificate (below) and, with the Gateway
+class, its xDS and origin material (`kept_gateway_material`, reconcilers/gateway/material.py).
 
 With `--webhook-cert-secret`, the webhook and metrics listeners' certificate lives in that Secret of the
 controller's namespace (`ca.crt`, `ca.key`, `tls.crt`, `tls.key`):
@@ -27,7 +28,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -35,7 +36,11 @@ from cryptography.hazmat.primitives import serialization
 from app.kube.client import KubeClient, KubeError, ResourceType
 from app.kube.kept import keep_secret
 from app.pki import CertificateAuthority, names_of, not_after
+from app.settings import Settings, split_bind_address
 from app.tls import self_signed
+
+if TYPE_CHECKING:
+    from reconcilers.gateway.material import GatewayMaterial
 
 log = logging.getLogger(__name__)
 
@@ -203,3 +208,56 @@ class ServingCertificate:
             except Exception as exc:  # a transient API error must not end the loop that renews the certificate
                 self.failing = True
                 log.warning("could not check the webhook's serving certificate: %s", exc)
+
+
+async def kept_certificate(settings: Settings) -> ServingCertificate | None:
+    """With --webhook-cert-secret: the serving certificate, made or read and written into --webhook-cert-dir before
+    the listeners load it."""
+    if not settings.webhook_cert_secret:
+        return None
+    if settings.webhook_cert_dir is None:
+        raise ValueError("--webhook-cert-secret needs --webhook-cert-dir, where the listeners read the certificate")
+    names = [n.strip() for n in settings.webhook_cert_names.split(",") if n.strip()]
+    if not names:
+        raise ValueError("--webhook-cert-secret needs --webhook-cert-names, the names the certificate is for")
+    kube = await KubeClient.connect(settings.kubeconfig)
+    kept = ServingCertificate(
+        kube,
+        settings.namespace,
+        settings.webhook_cert_secret,
+        names,
+        settings.webhook_cert_dir,
+        settings.webhook_configuration,
+    )
+    try:
+        await kept.start()
+    except BaseException:
+        await kube.close()
+        raise
+    return kept
+
+
+async def kept_gateway_material(settings: Settings) -> GatewayMaterial | None:
+    """With --gateway-xds-host: the Gateway class's xDS and origin material, made or read, and the xDS listener's
+    part written into --gateway-xds-cert-dir before the listener loads it."""
+    if not (settings.gateway_enabled and settings.gateway_xds_host and settings.gateway_xds_cert_dir):
+        return None
+    from reconcilers.gateway.material import GatewayMaterial  # see Runtime.start: only with the Gateway class
+
+    kube = await KubeClient.connect(settings.kubeconfig)
+    kept = GatewayMaterial(
+        kube,
+        settings.namespace,
+        settings.gateway_plane_xds_secret,
+        settings.gateway_plane_origin_secret,
+        settings.gateway_xds_host,
+        (split_bind_address(settings.gateway_xds_bind_address) or ("", 18000))[1],
+        settings.gateway_origin_server_name,
+        settings.gateway_xds_cert_dir,
+    )
+    try:
+        await kept.start()
+    except BaseException:
+        await kube.close()
+        raise
+    return kept

@@ -12,7 +12,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
 import uvicorn
 from fastapi import FastAPI, Response
@@ -20,7 +20,7 @@ from fastapi import FastAPI, Response
 from app.api.base import GROUP, VERSION
 from app.api.registry import kind_for
 from app.api.tenancy import NamespacePolicy
-from app.certificates import ServingCertificate
+from app.certificates import kept_certificate, kept_gateway_material
 from app.cloudflare.budget import BudgetConfig
 from app.cloudflare.http import HttpConfig, user_agent
 from app.cloudflare.session import CloudflareSession
@@ -38,9 +38,6 @@ from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.registry import register_all
 from webhooks import create_app as webhook_app
 from webhooks.access import Cluster
-
-if TYPE_CHECKING:
-    from reconcilers.gateway.material import GatewayMaterial
 
 log = logging.getLogger(__name__)
 
@@ -451,59 +448,6 @@ class Process:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
         await self.runtime.close()
-
-
-async def kept_certificate(settings: Settings) -> ServingCertificate | None:
-    """With --webhook-cert-secret: the serving certificate, made or read and written into --webhook-cert-dir before
-    the listeners load it."""
-    if not settings.webhook_cert_secret:
-        return None
-    if settings.webhook_cert_dir is None:
-        raise ValueError("--webhook-cert-secret needs --webhook-cert-dir, where the listeners read the certificate")
-    names = [n.strip() for n in settings.webhook_cert_names.split(",") if n.strip()]
-    if not names:
-        raise ValueError("--webhook-cert-secret needs --webhook-cert-names, the names the certificate is for")
-    kube = await KubeClient.connect(settings.kubeconfig)
-    kept = ServingCertificate(
-        kube,
-        settings.namespace,
-        settings.webhook_cert_secret,
-        names,
-        settings.webhook_cert_dir,
-        settings.webhook_configuration,
-    )
-    try:
-        await kept.start()
-    except BaseException:
-        await kube.close()
-        raise
-    return kept
-
-
-async def kept_gateway_material(settings: Settings) -> GatewayMaterial | None:
-    """With --gateway-xds-host: the Gateway class's xDS and origin material, made or read, and the xDS listener's
-    part written into --gateway-xds-cert-dir before the listener loads it."""
-    if not (settings.gateway_enabled and settings.gateway_xds_host and settings.gateway_xds_cert_dir):
-        return None
-    from reconcilers.gateway.material import GatewayMaterial  # see Runtime.start: only with the Gateway class
-
-    kube = await KubeClient.connect(settings.kubeconfig)
-    kept = GatewayMaterial(
-        kube,
-        settings.namespace,
-        settings.gateway_plane_xds_secret,
-        settings.gateway_plane_origin_secret,
-        settings.gateway_xds_host,
-        (split_bind_address(settings.gateway_xds_bind_address) or ("", 18000))[1],
-        settings.gateway_origin_server_name,
-        settings.gateway_xds_cert_dir,
-    )
-    try:
-        await kept.start()
-    except BaseException:
-        await kube.close()
-        raise
-    return kept
 
 
 async def serve(settings: Settings) -> int:

@@ -384,7 +384,9 @@ def webhook_probe(installed: Installed) -> Iterator[list[str]]:
         worker.join(timeout=120)
 
 
-def test_upgrade_then_uninstall_keep_the_crds_and_the_cloudflare_objects(installed: Installed) -> None:
+def test_upgrade_then_uninstall_keep_the_crds_and_the_cloudflare_objects(
+    installed: Installed, capsys: pytest.CaptureFixture[str]
+) -> None:
     """An upgrade rolls the pods with the guide's values and keeps everything converged; deleting a resource under
     `defaultDeletionPolicy: retain` keeps its record; uninstalling keeps the CRDs, the resources and every
     Cloudflare object."""
@@ -407,6 +409,8 @@ def test_upgrade_then_uninstall_keep_the_crds_and_the_cloudflare_objects(install
     unanswered = [a for a in answers if "denied the request" not in a]
     assert len(answers) >= 20, f"only {len(answers)} probes during the upgrade"
     assert not unanswered, f"{len(unanswered)} of {len(answers)} writes not answered by the webhook: {unanswered[:3]}"
+    with capsys.disabled():
+        print(f"\nupgrade: {len(answers)} writes tried while the pods rolled, all judged by the webhook")
     (container,) = installed.pods()[0]["spec"]["containers"]
     assert "--drift-check-interval=10m" in container["args"]
     assert installed.get("secret", f"{installed.fullname}-webhook-tls", "-n", NAMESPACE)["data"] == cert

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import functools
+
 from app.api.docs import DEFAULT_DIRECTORY, HEADER, render_docs
 from app.api.registry import KINDS
 
 
+@functools.cache
+def _rendered() -> tuple[tuple[str, str], ...]:
+    return tuple(render_docs().items())
+
+
+def rendered() -> dict[str, str]:
+    """`render_docs()`, rendered once for both tests (it reads every example: most of a second)."""
+    return dict(_rendered())
+
+
 def test_checked_in_api_reference_is_fresh() -> None:
-    expected = render_docs()
+    expected = rendered()
     on_disk = {
         path.name: path.read_text(encoding="utf-8")
         for path in sorted(DEFAULT_DIRECTORY.glob("*.md"))
@@ -21,7 +33,7 @@ def test_checked_in_api_reference_is_fresh() -> None:
 
 
 def test_every_kind_has_a_page_with_an_example() -> None:
-    pages = render_docs()
+    pages = rendered()
     for model in KINDS:
         text = pages[f"{model.info.plural}.md"]
         assert f"# {model.info.kind}\n" in text

@@ -21,6 +21,8 @@ def test_version_command_prints_the_package_version() -> None:
 
 def test_a_leaked_task_fails_the_test(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    # The one plugin the run needs, not every installed one (their imports take longer than the run).
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makeconftest("from tests.conftest import _no_leaked_tasks  # noqa: F401\n")
     pytester.makepyfile(
         """
@@ -35,7 +37,14 @@ def test_a_leaked_task_fails_the_test(pytester: pytest.Pytester, monkeypatch: py
         """
     )
     result = pytester.runpytest_subprocess(
-        "-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function", "-p", "no:cacheprovider"
+        "-p",
+        "pytest_asyncio.plugin",
+        "-o",
+        "asyncio_mode=auto",
+        "-o",
+        "asyncio_default_fixture_loop_scope=function",
+        "-p",
+        "no:cacheprovider",
     )
     result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(["*leaked 1 asyncio task(s)*forgotten-timer*"])

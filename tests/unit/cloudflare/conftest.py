@@ -6,7 +6,7 @@ import pytest
 import respx
 
 from app.cloudflare import BudgetConfig, CloudflareClient, CloudflareSession, HttpConfig, Timeouts
-from tests.unit.cloudflare.helpers import BASE, TOKEN, FakeClock
+from tests.unit.cloudflare.helpers import BASE, TLS, TOKEN, FakeClock
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def api() -> Iterator[respx.MockRouter]:
 
 @pytest.fixture
 async def session(clock: FakeClock) -> AsyncIterator[CloudflareSession]:
-    config = HttpConfig(base_url=BASE, timeouts=Timeouts(request=5.0))
+    config = HttpConfig(base_url=BASE, timeouts=Timeouts(request=5.0), verify=TLS)
     async with CloudflareSession(config, BudgetConfig(), clock=clock) as session:
         yield session
 
