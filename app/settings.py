@@ -239,8 +239,8 @@ class Settings(BaseSettings):
         ge=0,
         le=1000,
         description="Gateways per namespace that may have a data plane (tunnel, Envoy and cloudflared) of their own"
-        " (spec.infrastructure.parametersRef naming a GatewayParameters); the oldest get theirs, the others are"
-        " refused; 0 is none",
+        " (spec.infrastructure.parametersRef naming a GatewayParameters, or with --gateway-tunnel-gateway-package a"
+        " GatewayConfig: the two counted together); the oldest get theirs, the others are refused; 0 is none",
     )
     gateway_default_parameters: str | None = Field(
         None,

@@ -18,13 +18,12 @@ from dataclasses import dataclass, field
 from reconcilers.gateway import envoy, shapes
 from reconcilers.gateway.kinds import PACKAGE_GROUP
 from reconcilers.gateway.policies import SYSTEM_CA_FILE, BackendTLS, UpstreamTLS, backend_services
+from reconcilers.gateway.route_shapes import BackendObjectReference, Route
 from reconcilers.gateway.shapes import (
     JSON,
-    BackendObjectReference,
     EndpointSlice,
     ObjectKey,
     ReferenceGrant,
-    Route,
     Service,
     ServiceSpec,
 )

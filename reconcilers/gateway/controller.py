@@ -23,7 +23,21 @@ from app.kube.index import Ref
 from app.kube.informer import Key
 from app.kube.manager import CONFIGMAP_KIND, SECRET_KIND, DocumentsOf, Input, Manager
 from reconcilers.context import Context
-from reconcilers.gateway import envoy, publish, shapes
+from reconcilers.gateway import envoy, publish, publish_status, shapes
+from reconcilers.gateway.caches import (
+    ACCOUNTS,
+    DNS_RECORDS,
+    TUNNEL_CONFIGURATIONS,
+    TUNNELS,
+    WORLD_KINDS,
+    ZONES,
+    cached_tunnel,
+    cached_world,
+    read_referenced,
+    record_status_state,
+    tunnel_status_state,
+    tunnel_view,
+)
 from reconcilers.gateway.data_planes import PlaneReconciler
 from reconcilers.gateway.kinds import (
     BACKEND_TLS_POLICIES,
@@ -43,7 +57,8 @@ from reconcilers.gateway.kinds import (
 from reconcilers.gateway.package import EXTERNAL_BACKENDS, GATEWAY_CONFIGS, PackageReconciler
 from reconcilers.gateway.planes import PARAMETERS, Plane, PlanePolicy, PlaneSettings
 from reconcilers.gateway.policies import config_map_refs
-from reconcilers.gateway.shapes import JSON, BackendTLSPolicy, Condition, GatewayClass, ObjectKey, Route
+from reconcilers.gateway.route_shapes import Route
+from reconcilers.gateway.shapes import JSON, BackendTLSPolicy, Condition, GatewayClass, ObjectKey
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.gateway.status import TunnelState
 from reconcilers.gateway.translate import (
@@ -54,22 +69,7 @@ from reconcilers.gateway.translate import (
     publishes_dns,
     translate,
 )
-from reconcilers.gateway.tunnels import (
-    ACCOUNTS,
-    DNS_RECORDS,
-    TUNNEL_CONFIGURATIONS,
-    TUNNELS,
-    WORLD_KINDS,
-    ZONES,
-    TunnelOptions,
-    TunnelPublisher,
-    cached_tunnel,
-    cached_world,
-    read_referenced,
-    record_status_state,
-    tunnel_status_state,
-    tunnel_view,
-)
+from reconcilers.gateway.tunnels import TunnelOptions, TunnelPublisher
 
 log = logging.getLogger(__name__)
 
@@ -290,10 +290,14 @@ class GatewayClassReconciler:
                 continue
             view = views.get(tunnel_of[gkey]) if gkey in tunnel_of else None
             if view is not None and view.conflict is not None:
-                message = publish.conflict_message(tunnel_of[gkey], view.conflict)
-                programmed.update({"status": "False", "reason": publish.TUNNEL_ALREADY_CONFIGURED, "message": message})
+                message = publish_status.conflict_message(tunnel_of[gkey], view.conflict)
+                programmed.update(
+                    {"status": "False", "reason": publish_status.TUNNEL_ALREADY_CONFIGURED, "message": message}
+                )
             elif refusal is not None:
-                programmed.update({"status": "False", "reason": publish.CONFIGURATION_REFUSED, "message": refusal})
+                programmed.update(
+                    {"status": "False", "reason": publish_status.CONFIGURATION_REFUSED, "message": refusal}
+                )
         records = {
             (str(r["metadata"].get("namespace")), str(r["metadata"]["name"])): r
             for r in self.ctx.cached_all(DNS_RECORDS.kind)
@@ -314,12 +318,12 @@ class GatewayClassReconciler:
                 generation = accepted["observedGeneration"]
                 found: Condition | None
                 if plans and view.target is not None and not dns_of.get(gkey, True):
-                    found = publish.dns_disabled_condition(f"{gkey[0]}/{gkey[1]}", generation)
+                    found = publish_status.dns_disabled_condition(f"{gkey[0]}/{gkey[1]}", generation)
                 else:
-                    found = publish.dns_condition(plans, records, view.target, generation, view.conflict)
+                    found = publish_status.dns_condition(plans, records, view.target, generation, view.conflict)
                 if found is not None:
                     entry["conditions"].append(found)
-                covered = publish.certificate_condition(
+                covered = publish_status.certificate_condition(
                     ((p.hostname, p.domain) for p in plans if p.zone is not None), generation
                 )
                 if covered is not None:

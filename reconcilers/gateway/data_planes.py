@@ -1,4 +1,5 @@
-"""The reconcile of each Gateway's own data plane (see `reconcilers.gateway.planes` for what one is made of).
+"""The reconcile of each Gateway's own data plane (`reconcilers.gateway.planes` says which Gateways have one, and
+`reconcilers.gateway.plane_manifests` what one is made of).
 
 The objects are written by server-side apply, only when what kflare would write differs from what it last wrote (an
 idle reconcile makes no request), and never over an object of the same name that is not this Gateway's.
@@ -44,29 +45,31 @@ from reconcilers.context import Context
 from reconcilers.credentials import ready_account
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.gateway import envoy, publish, shapes
+from reconcilers.gateway.gateway_configs import class_accounts
 from reconcilers.gateway.kinds import GATEWAY_CLASSES, GATEWAYS, TUNNEL_KIND
 from reconcilers.gateway.package import ACCOUNTS, GATEWAY_CONFIGS
+from reconcilers.gateway.plane_manifests import (
+    ORIGIN_KEYS,
+    TUNNELS,
+    XDS_KEYS,
+    adopting_tunnel_object,
+    owned_names,
+    plane_objects,
+    tunnel_object,
+)
 from reconcilers.gateway.planes import (
     FINALIZER,
     GATEWAY_LABEL,
-    ORIGIN_KEYS,
     PARAMETERS,
-    TUNNELS,
-    XDS_KEYS,
     Choice,
     Plane,
     PlanePolicy,
     PlaneSettings,
-    adopting_tunnel_object,
     choose,
-    class_accounts,
     finalized,
     our_classes,
-    owned_names,
     parameters_ref,
     plane_name,
-    plane_objects,
-    tunnel_object,
 )
 from reconcilers.gateway.shapes import ObjectKey
 from reconcilers.lifecycle import NotReady

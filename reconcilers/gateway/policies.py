@@ -15,15 +15,14 @@ from cryptography import x509
 
 from reconcilers.gateway import shapes
 from reconcilers.gateway.kinds import GATEWAY_GROUP
+from reconcilers.gateway.route_shapes import BackendObjectReference, Route
 from reconcilers.gateway.shapes import (
     JSON,
-    BackendObjectReference,
     BackendTLSPolicy,
     Condition,
     ConfigMap,
     ObjectKey,
     PolicyAncestorStatus,
-    Route,
     condition,
 )
 

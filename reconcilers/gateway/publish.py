@@ -1,5 +1,6 @@
 """The Cloudflare side of the class, as pure functions of the caches: a tunnel's ingress document, the DNSRecords its
-hostnames get, and what a route's and a Gateway's statuses say of them.
+hostnames get, and what a route's and a Gateway's statuses say of them (`reconcilers.gateway.publish_status`, whose
+conditions and reasons this module names too).
 
 The ingress document of a tunnel has one rule per hostname published through it (exact hostnames first, then
 wildcards from the narrowest), every one pointing at the data plane (gRPC hostnames as HTTP/2 origins), then the
@@ -23,12 +24,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.api.account import effective_account_id
-from app.api.constants import Reason
 from app.api.tunnel import CATCH_ALL_404
 from reconcilers.credentials import account_key
 from reconcilers.gateway.kinds import Classes
 from reconcilers.gateway.owners import ZoneIndex, holds_zone
-from reconcilers.gateway.shapes import JSON, Condition, RouteKey, condition
+from reconcilers.gateway.publish_status import (
+    ALREADY_EXISTS,
+    CERTIFICATE_CONDITION,
+    CONFIGURATION_REFUSED,
+    COVERED,
+    DISABLED,
+    DNS_CONDITION,
+    PENDING,
+    PUBLISHED,
+    TOO_DEEP,
+    TUNNEL_ALREADY_CONFIGURED,
+    ZONE_NOT_MANAGED,
+    certificate_condition,
+    conflict_message,
+    dns_condition,
+    dns_disabled_condition,
+)
+from reconcilers.gateway.shapes import JSON, RouteKey
 from reconcilers.gateway.translate import Hostname
 
 TUNNEL_LABEL = "kflare.dev/gateway-tunnel"
@@ -37,24 +54,6 @@ ROUTES_ANNOTATION = "kflare.dev/gateway-routes"
 HOSTNAME_ANNOTATION = "kflare.dev/gateway-hostname"
 TUNNEL_ANNOTATION = "kflare.dev/gateway-tunnel"
 """`namespace/name` of the Tunnel whose class made a DNSRecord (the label of that key holds it as a label value)."""
-
-DNS_CONDITION = "DNSPublished"
-"""The condition of a route's parent entry that says what became of its hostnames' DNS records."""
-DISABLED = "Disabled"
-"""`DNSPublished` of a route on a Gateway that says `kflare.dev/dns-publishing: disabled`."""
-CERTIFICATE_CONDITION = "UniversalSSL"
-"""The condition of a route's parent entry that says whether Cloudflare's Universal SSL certificate (the zone's apex
-and one label below it) covers its hostnames in kflare Zones."""
-COVERED = "Covered"
-TOO_DEEP = "BeyondUniversalSSL"
-PUBLISHED = "Published"
-PENDING = "Pending"
-ZONE_NOT_MANAGED = "ZoneNotManaged"
-ALREADY_EXISTS = Reason.ALREADY_EXISTS.value
-TUNNEL_ALREADY_CONFIGURED = Reason.TUNNEL_ALREADY_CONFIGURED.value
-"""Programmed=False of a Gateway whose tunnel a TunnelConfiguration configures: the class writes nothing to it."""
-CONFIGURATION_REFUSED = "ConfigurationRefused"
-"""Programmed=False of a Gateway while the data plane refuses its configuration."""
 
 TunnelKey = tuple[str, str]
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -206,14 +205,6 @@ def configured_by(tunnel: TunnelKey, configurations: Iterable[JSON]) -> str | No
     return f"{tunnel[0]}/{found[0][1]}" if found else None
 
 
-def conflict_message(tunnel: TunnelKey, configuration: str) -> str:
-    return (
-        f"TunnelConfiguration {configuration} configures Tunnel {tunnel[0]}/{tunnel[1]}: a tunnel has one ingress "
-        "document, so this class writes nothing to it (no ingress rules, no DNS records) until that "
-        "TunnelConfiguration is gone or the class names another Tunnel"
-    )
-
-
 # ---- DNS records ---------------------------------------------------------------------------------------------------
 
 
@@ -338,34 +329,6 @@ def plan_records(
     return plans
 
 
-def dns_disabled_condition(gateway: str, generation: int) -> Condition:
-    """`DNSPublished` of a route's entry for a Gateway that publishes no DNS."""
-    message = (
-        f"Gateway {gateway} says kflare.dev/dns-publishing: disabled: its hostnames are in the tunnel's ingress "
-        "only, and their DNS is yours to point at the tunnel"
-    )
-    return condition(DNS_CONDITION, False, DISABLED, message, generation)
-
-
-def certificate_condition(hostnames: Iterable[tuple[str, str]], generation: int) -> Condition | None:
-    """`UniversalSSL` of a route's entry from its (hostname, zone domain) pairs in kflare Zones; None when there are
-    none. Universal SSL covers the apex and `*.<apex>`: a hostname two labels or more below the zone gets Cloudflare's
-    certificate error until an Advanced Certificate (or Total TLS) covers it."""
-    pairs = sorted(set(hostnames))
-    if not pairs:
-        return None
-    deep = [host for host, domain in pairs if host.count(".") - domain.count(".") > 1]
-    if not deep:
-        return condition(
-            CERTIFICATE_CONDITION, True, COVERED, "the zone's Universal SSL certificate covers them", generation
-        )
-    message = (
-        f"more than one label below their zone, which Universal SSL (the apex and *.<apex>) does not cover: "
-        f"{', '.join(deep)}; visitors get a certificate error until an Advanced Certificate or Total TLS covers them"
-    )
-    return condition(CERTIFICATE_CONDITION, False, TOO_DEEP, message, generation)
-
-
 def record_changes(current: JSON, wanted: JSON) -> JSON | None:
     """The merge patch that makes a DNSRecord of the class what it should be; None when it is."""
     patch: JSON = {}
@@ -380,77 +343,6 @@ def record_changes(current: JSON, wanted: JSON) -> JSON | None:
     if spec_diff:
         patch["spec"] = spec_diff
     return patch or None
-
-
-def _ready(record: JSON) -> JSON | None:
-    return next((c for c in (record.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
-
-
-def dns_condition(
-    plans: list[RecordPlan],
-    records: Mapping[tuple[str, str], JSON],
-    tunnel: TunnelTarget | None,
-    generation: int,
-    conflict: str | None = None,
-) -> Condition | None:
-    """The route's `DNSPublished` condition for the hostnames it publishes through one tunnel; None when it
-    publishes none (or the class has no tunnel)."""
-    if not plans or tunnel is None:
-        return None
-    if conflict is not None:
-        return condition(
-            DNS_CONDITION, False, TUNNEL_ALREADY_CONFIGURED, conflict_message(tunnel.key, conflict), generation
-        )
-    target = tunnel.cname or "the tunnel"
-    taken, failing, waiting, done, elsewhere = [], [], [], [], []
-    for plan in sorted(plans, key=lambda p: p.hostname):
-        if plan.zone is None:
-            elsewhere.append(plan.hostname)
-            continue
-        if plan.taken_by is not None:
-            taken.append(f"{plan.hostname}: DNSRecord {plan.taken_by} already publishes it, and is not overwritten")
-            continue
-        record = records.get((plan.namespace, plan.name))
-        ready = _ready(record) if record is not None else None
-        where = f"DNSRecord {plan.namespace}/{plan.name}"
-        if ready is not None and ready.get("reason") == ALREADY_EXISTS:
-            taken.append(
-                f"{plan.hostname}: zone {plan.domain} already has a record of that name that kflare does not own "
-                f"({where}); it is not overwritten"
-            )
-        elif ready is not None and ready.get("status") == "True":
-            done.append(f"{plan.hostname} ({where})")
-        elif ready is not None and ready.get("status") == "False" and ready.get("reason") not in (None, PENDING):
-            failing.append(f"{plan.hostname}: {where} is not Ready: {ready.get('message') or ready.get('reason')}")
-        else:
-            waiting.append(f"{plan.hostname} ({where})")
-    note = ""
-    if elsewhere:
-        note = (
-            f"; in no kflare Zone of the tunnel's account, so published in the tunnel's ingress only (their DNS is "
-            f"yours to point at {target}): {', '.join(elsewhere)}"
-        )
-    if taken:
-        return condition(DNS_CONDITION, False, ALREADY_EXISTS, "; ".join(taken) + note, generation)
-    if failing:
-        return condition(DNS_CONDITION, False, PENDING, "; ".join(failing) + note, generation)
-    if waiting:
-        return condition(DNS_CONDITION, False, PENDING, "waiting for " + ", ".join(waiting) + note, generation)
-    if done:
-        return condition(
-            DNS_CONDITION, True, PUBLISHED, f"proxied CNAME to {target}: {', '.join(done)}{note}", generation
-        )
-    # Unknown, not False: nothing is wrong, kflare just cannot tell whether the DNS elsewhere points at the tunnel.
-    unknown = condition(
-        DNS_CONDITION,
-        False,
-        ZONE_NOT_MANAGED,
-        f"in no kflare Zone of the tunnel's account: {', '.join(elsewhere)} published in the tunnel's "
-        f"ingress only; their DNS is managed elsewhere (a proxied CNAME to {target} makes them reachable)",
-        generation,
-    )
-    unknown["status"] = "Unknown"
-    return unknown
 
 
 # ---- what a reconcile reads ---------------------------------------------------------------------------------------
@@ -501,3 +393,23 @@ def tunnel_view(
     target = tunnel_target(key, tunnel, accounts)
     plans = plan_records(target, mine, zones, records, accounts)
     return TunnelView(target, configured_by(key, configurations), mine, plans)
+
+
+# The conditions and reasons of `publish_status`, named here with the rest of the Cloudflare side.
+__all__ = [
+    "ALREADY_EXISTS",
+    "CERTIFICATE_CONDITION",
+    "CONFIGURATION_REFUSED",
+    "COVERED",
+    "DISABLED",
+    "DNS_CONDITION",
+    "PENDING",
+    "PUBLISHED",
+    "TOO_DEEP",
+    "TUNNEL_ALREADY_CONFIGURED",
+    "ZONE_NOT_MANAGED",
+    "certificate_condition",
+    "conflict_message",
+    "dns_condition",
+    "dns_disabled_condition",
+]

@@ -1,5 +1,6 @@
 """The Gateway API objects (and the core objects beside them) as the translation reads them: typed shapes of the
-JSON the caches hold, with the handful of accessors every part of the translation shares.
+JSON the caches hold, with the handful of accessors every part of the translation shares. A route's own shapes (its
+rules, matches and filters) are `reconcilers.gateway.route_shapes`.
 
 The shapes follow the v1.6 standard channel. Keys the API server always fills (a Gateway's spec, a listener's name,
 port and protocol) are `Required`; the rest may be absent in objects made by hand (tests, `kflare dev`), so readers
@@ -30,7 +31,7 @@ class ObjectMeta(TypedDict, total=False):
     finalizers: list[str]
 
 
-class _Object(TypedDict, total=False):
+class KubeObject(TypedDict, total=False):
     """What every object has: its metadata."""
 
     metadata: Required[ObjectMeta]
@@ -72,7 +73,7 @@ class GatewayClassSpec(TypedDict, total=False):
     description: str
 
 
-class GatewayClass(_Object, total=False):
+class GatewayClass(KubeObject, total=False):
     spec: Required[GatewayClassSpec]
     status: JSON
 
@@ -126,7 +127,7 @@ class GatewaySpec(TypedDict, total=False):
     allowedListeners: AllowedListeners
 
 
-class Gateway(_Object, total=False):
+class Gateway(KubeObject, total=False):
     spec: Required[GatewaySpec]
     status: JSON
 
@@ -143,12 +144,12 @@ class ListenerSetSpec(TypedDict, total=False):
     listeners: list[Listener]
 
 
-class ListenerSet(_Object, total=False):
+class ListenerSet(KubeObject, total=False):
     spec: Required[ListenerSetSpec]
     status: JSON
 
 
-# ---- routes ---------------------------------------------------------------------------------------------------------
+# ---- references ------------------------------------------------------------------------------------------------------
 
 
 class ParentReference(TypedDict, total=False):
@@ -158,134 +159,6 @@ class ParentReference(TypedDict, total=False):
     name: Required[str]
     sectionName: str
     port: int
-
-
-class HTTPHeader(TypedDict):
-    name: str
-    value: str
-
-
-class HeaderMatch(TypedDict, total=False):
-    type: str
-    name: Required[str]
-    value: str
-
-
-QueryParamMatch = HeaderMatch
-
-
-class PathMatch(TypedDict, total=False):
-    type: str
-    value: str
-
-
-class HTTPRouteMatch(TypedDict, total=False):
-    path: PathMatch
-    headers: list[HeaderMatch]
-    queryParams: list[QueryParamMatch]
-    method: str
-
-
-class GRPCMethodMatch(TypedDict, total=False):
-    type: str
-    service: str
-    method: str
-
-
-class GRPCRouteMatch(TypedDict, total=False):
-    method: GRPCMethodMatch
-    headers: list[HeaderMatch]
-
-
-class HeaderModifier(TypedDict, total=False):
-    set: list[HTTPHeader]
-    add: list[HTTPHeader]
-    remove: list[str]
-
-
-class BackendObjectReference(TypedDict, total=False):
-    group: str
-    kind: str
-    name: Required[str]
-    namespace: str
-    port: int
-
-
-class Fraction(TypedDict, total=False):
-    numerator: Required[int]
-    denominator: int
-
-
-class RequestMirror(TypedDict, total=False):
-    backendRef: Required[BackendObjectReference]
-    percent: int
-    fraction: Fraction
-
-
-class PathModifier(TypedDict, total=False):
-    type: Required[str]
-    replaceFullPath: str
-    replacePrefixMatch: str
-
-
-class RequestRedirect(TypedDict, total=False):
-    scheme: str
-    hostname: str
-    path: PathModifier
-    port: int
-    statusCode: int
-
-
-class URLRewrite(TypedDict, total=False):
-    hostname: str
-    path: PathModifier
-
-
-class RouteFilter(TypedDict, total=False):
-    type: Required[str]
-    requestHeaderModifier: HeaderModifier
-    responseHeaderModifier: HeaderModifier
-    requestRedirect: RequestRedirect
-    urlRewrite: URLRewrite
-    requestMirror: RequestMirror
-    extensionRef: JSON
-    cors: JSON
-
-
-class BackendRef(BackendObjectReference, total=False):
-    weight: int
-    filters: list[RouteFilter]
-
-
-class Timeouts(TypedDict, total=False):
-    request: str
-    backendRequest: str
-
-
-class RouteRule(TypedDict, total=False):
-    """A rule of an HTTPRoute or a GRPCRoute: a GRPCRoute's rule has no timeouts, and its matches are
-    `GRPCRouteMatch`es (the rule builder reads them as such)."""
-
-    name: str
-    matches: list[HTTPRouteMatch] | list[GRPCRouteMatch]
-    filters: list[RouteFilter]
-    backendRefs: list[BackendRef]
-    timeouts: Timeouts
-    retry: JSON
-    sessionPersistence: JSON
-
-
-class RouteSpec(TypedDict, total=False):
-    parentRefs: list[ParentReference]
-    hostnames: list[str]
-    rules: list[RouteRule]
-
-
-class Route(_Object, total=False):
-    """An HTTPRoute or a GRPCRoute."""
-
-    spec: Required[RouteSpec]
-    status: JSON
 
 
 class ReferenceGrantFrom(TypedDict):
@@ -353,7 +226,7 @@ class PolicyStatus(TypedDict, total=False):
     ancestors: list[PolicyAncestorStatus]
 
 
-class BackendTLSPolicy(_Object, total=False):
+class BackendTLSPolicy(KubeObject, total=False):
     spec: Required[BackendTLSPolicySpec]
     status: PolicyStatus
 
@@ -375,7 +248,7 @@ class ServiceSpec(TypedDict, total=False):
     externalName: str
 
 
-class Service(_Object, total=False):
+class Service(KubeObject, total=False):
     spec: ServiceSpec
 
 
@@ -394,51 +267,51 @@ class EndpointPort(TypedDict, total=False):
     protocol: str
 
 
-class EndpointSlice(_Object, total=False):
+class EndpointSlice(KubeObject, total=False):
     addressType: str
     ports: list[EndpointPort] | None
     endpoints: list[Endpoint] | None
 
 
-class Secret(_Object, total=False):
+class Secret(KubeObject, total=False):
     type: str
     data: dict[str, str]
 
 
-class ConfigMap(_Object, total=False):
+class ConfigMap(KubeObject, total=False):
     data: dict[str, str]
     binaryData: dict[str, str]
 
 
-Namespace = _Object
+Namespace = KubeObject
 
 
 # ---- accessors ------------------------------------------------------------------------------------------------------
 
 
-def ns(obj: _Object | Mapping[str, Any]) -> str:
-    return cast(_Object, obj)["metadata"].get("namespace", "")
+def ns(obj: KubeObject | Mapping[str, Any]) -> str:
+    return cast(KubeObject, obj)["metadata"].get("namespace", "")
 
 
-def name(obj: _Object | Mapping[str, Any]) -> str:
-    return cast(_Object, obj)["metadata"]["name"]
+def name(obj: KubeObject | Mapping[str, Any]) -> str:
+    return cast(KubeObject, obj)["metadata"]["name"]
 
 
-def key(obj: _Object | Mapping[str, Any]) -> ObjectKey:
+def key(obj: KubeObject | Mapping[str, Any]) -> ObjectKey:
     return (ns(obj), name(obj))
 
 
-def generation(obj: _Object | Mapping[str, Any]) -> int:
-    return cast(_Object, obj)["metadata"].get("generation", 0)
+def generation(obj: KubeObject | Mapping[str, Any]) -> int:
+    return cast(KubeObject, obj)["metadata"].get("generation", 0)
 
 
-def age_key(obj: _Object | Mapping[str, Any]) -> tuple[str, str, str]:
+def age_key(obj: KubeObject | Mapping[str, Any]) -> tuple[str, str, str]:
     """Oldest first, then by namespace and name: the order the spec breaks ties by."""
-    return (cast(_Object, obj)["metadata"].get("creationTimestamp", ""), ns(obj), name(obj))
+    return (cast(KubeObject, obj)["metadata"].get("creationTimestamp", ""), ns(obj), name(obj))
 
 
-def labels(obj: _Object | Mapping[str, Any]) -> dict[str, str]:
-    return cast(_Object, obj)["metadata"].get("labels", {})
+def labels(obj: KubeObject | Mapping[str, Any]) -> dict[str, str]:
+    return cast(KubeObject, obj)["metadata"].get("labels", {})
 
 
 def condition(type_: str, ok: bool, reason: str, message: str, observed: int) -> Condition:

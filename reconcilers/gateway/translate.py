@@ -25,7 +25,9 @@ from reconcilers.gateway.kinds import CLASS_NAME, GATEWAY_GROUP, Classes
 from reconcilers.gateway.owners import Owners
 from reconcilers.gateway.planes import Choice, Plane, finalized
 from reconcilers.gateway.policies import BackendTLS, ConfigMapLookup
-from reconcilers.gateway.rules import BuiltRoute, EnvoyRoute, Unsupported, build_route, for_scheme, regex_error
+from reconcilers.gateway.route_matches import Unsupported, regex_error
+from reconcilers.gateway.route_shapes import Route
+from reconcilers.gateway.rules import BuiltRoute, EnvoyRoute, build_route, for_scheme
 from reconcilers.gateway.shapes import (
     JSON,
     BackendTLSPolicy,
@@ -39,7 +41,6 @@ from reconcilers.gateway.shapes import (
     ParentReference,
     PolicyAncestorStatus,
     ReferenceGrant,
-    Route,
     RouteKey,
     Secret,
     Service,

@@ -385,14 +385,14 @@ async def test_a_gateway_config_gives_its_gateway_a_plane_running_the_users_tunn
         found = next((c for c in conditions if c["type"] == "Programmed"), None)
         return found if found is not None and f"Secret {ns}/own-tunnel" in found["message"] else None
 
-    programmed = await eventually(waiting, what="the Gateway to say its plane waits for the token", timeout=30)
+    programmed = await eventually(waiting, what="the Gateway to say its plane waits for the token", timeout=90)
     assert (programmed["status"], programmed["reason"]) == ("False", "Pending")
 
     async def told() -> Any:
         events = (await client.EventsV1Api(kube).list_namespaced_event(ns)).items
         return [e for e in events if e.reason == "TunnelNotAdopted" and e.regarding.name == "edge"]
 
-    (event,) = await eventually(told, what="the Gateway's TunnelNotAdopted event", timeout=30)
+    (event,) = await eventually(told, what="the Gateway's TunnelNotAdopted event", timeout=90)
     assert event.type == "Warning"
     assert f"Secret {ns}/own-tunnel (the GatewayConfig's tunnelTokenSecretRef) not found" in event.note
     with pytest.raises(ApiException):
@@ -405,7 +405,7 @@ async def test_a_gateway_config_gives_its_gateway_a_plane_running_the_users_tunn
         metadata = (found.get("status") or {}).get("cloudflareMetadata") or {}
         return dict(found) if metadata.get("tunnelID") == own["id"] else None
 
-    tunnel = await eventually(adopted, what="the plane's Tunnel to adopt the user's tunnel", timeout=60)
+    tunnel = await eventually(adopted, what="the plane's Tunnel to adopt the user's tunnel", timeout=90)
     assert tunnel["metadata"]["annotations"]["kflare.dev/adoption-policy"] == "adopt"
     assert tunnel["metadata"]["annotations"]["kflare.dev/deletion-policy"] == "retain"
     assert tunnel["spec"]["name"] == f"own-{ns}"
@@ -418,7 +418,7 @@ async def test_a_gateway_config_gives_its_gateway_a_plane_running_the_users_tunn
     async def deployment() -> Any:
         return await apps.read_namespaced_deployment(name, ns)
 
-    made = await eventually(deployment, what="the plane's Deployment", timeout=30)
+    made = await eventually(deployment, what="the plane's Deployment", timeout=90)
     assert made.spec.replicas == 1
     envoy_container, cloudflared = made.spec.template.spec.containers
     assert envoy_container.resources.requests == {"cpu": "50m", "memory": "64Mi"}
@@ -445,20 +445,20 @@ async def test_a_gateway_config_gives_its_gateway_a_plane_running_the_users_tunn
     async def published() -> bool:
         return document(own["id"]) == [{"hostname": app_host, "service": ORIGIN}, {"service": "http_status:404"}]
 
-    await eventually(published, what="the route in the user's tunnel's ingress document", timeout=60)
+    await eventually(published, what="the route in the user's tunnel's ingress document", timeout=90)
     assert not any(rule.get("hostname") == app_host for rule in document(shared["id"]))
 
     async def route_accepted() -> dict[str, Any] | None:
         found = parent_cond(await gw.get("httproutes", "app", ns), "Accepted", PACKAGE_CONTROLLER_NAME)
         return found if found is not None and found["status"] == "True" else None
 
-    await eventually(route_accepted, what="the route accepted on the Gateway with a plane of its own", timeout=30)
+    await eventually(route_accepted, what="the route accepted on the Gateway with a plane of its own", timeout=90)
 
     async def gateway_address() -> list[Any] | None:
         addresses = ((await gw.get("gateways", "edge", ns)).get("status") or {}).get("addresses") or []
         return addresses if addresses else None
 
-    addresses = await eventually(gateway_address, what="the Gateway's address", timeout=30)
+    addresses = await eventually(gateway_address, what="the Gateway's address", timeout=90)
     assert addresses == [{"type": "Hostname", "value": f"{own['id']}.cfargotunnel.com"}]
 
     # Deleting the Gateway takes its plane down and leaves the user's tunnel, and its Secret, as they were.
@@ -471,7 +471,7 @@ async def test_a_gateway_config_gives_its_gateway_a_plane_running_the_users_tunn
             return exc.status == 404
         return False
 
-    await eventually(gateway_gone, what="the Gateway to be let go once its plane is down", timeout=60)
+    await eventually(gateway_gone, what="the Gateway to be let go once its plane is down", timeout=90)
     for read in (
         apps.read_namespaced_deployment(name, ns),
         client.PolicyV1Api(kube).read_namespaced_pod_disruption_budget(name, ns),

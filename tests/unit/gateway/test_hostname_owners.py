@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from reconcilers.gateway import publish
+from reconcilers.gateway.caches import DNS_RECORDS
 from reconcilers.gateway.translate import Translation, TunnelState, World, translate
-from reconcilers.gateway.tunnels import DNS_RECORDS, TunnelOptions, TunnelPublisher
+from reconcilers.gateway.tunnels import TunnelOptions, TunnelPublisher
 from tests.dataplane.world import NS, backend, gateway_class, http_route, world
 
 TUNNEL = ("infra", "edge-tunnel")

@@ -10,18 +10,10 @@ import json
 from typing import Any
 
 from reconcilers.gateway.data_planes import connector_tunnel
+from reconcilers.gateway.gateway_configs import class_accounts
 from reconcilers.gateway.kinds import CONTROLLER_NAME, Classes
-from reconcilers.gateway.planes import (
-    Plane,
-    PlanePolicy,
-    PlaneSettings,
-    adopting_tunnel_object,
-    choose,
-    class_accounts,
-    plane_name,
-    plane_objects,
-    tunnel_object,
-)
+from reconcilers.gateway.plane_manifests import adopting_tunnel_object, plane_objects, tunnel_object
+from reconcilers.gateway.planes import Plane, PlanePolicy, PlaneSettings, choose, plane_name
 from reconcilers.gateway.translate import TunnelState, translate
 from tests.dataplane.world import CLASS_NAME, NS, backend, gateway, gateway_class, http_route, meta, world
 

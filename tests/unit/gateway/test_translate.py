@@ -504,7 +504,7 @@ def test_a_service_whose_slices_hold_no_ports_or_endpoints_yet_has_no_healthy_ba
 def test_the_tunnels_and_the_class_translate_the_same_certificates() -> None:
     """The tunnels' reconcile reads the certificate Secrets the class's reconcile watches (read_referenced): a
     route on an HTTPS listener whose certificate exists is published, exactly as the class serves it."""
-    from reconcilers.gateway.tunnels import read_referenced
+    from reconcilers.gateway.caches import read_referenced
 
     class Referenced:
         def __init__(self, objects: dict[tuple[str, str], Any]) -> None:

@@ -1,0 +1,220 @@
+"""What the Gateway class reads of the manager's caches: the translation's input (`cached_world`, with the Secrets and
+ConfigMaps it names: `read_referenced`), what of a Tunnel and of a DNSRecord its watches follow, and a tunnel as the
+class publishes through it (`tunnel_view`). The class's reconcile (`reconcilers.gateway.controller`) and the
+tunnels' (`reconcilers.gateway.tunnels`) read them alike, so both translate the same inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import cast
+
+from app.kube.client import JSON
+from reconcilers.cloudflare_account import CloudflareAccountKind
+from reconcilers.context import Context
+from reconcilers.credentials import account_object
+from reconcilers.dns_record import DNSRecordKind
+from reconcilers.gateway import publish
+from reconcilers.gateway.data_planes import cached_choices
+from reconcilers.gateway.kinds import (
+    BACKEND_TLS_POLICIES,
+    ENDPOINT_SLICES,
+    GATEWAY_CLASSES,
+    GATEWAYS,
+    GRPC_ROUTES,
+    HTTP_ROUTES,
+    LISTENER_SETS,
+    NAMESPACES,
+    REFERENCE_GRANTS,
+    SERVICES,
+    TUNNEL_KIND,
+    Classes,
+)
+from reconcilers.gateway.owners import zones_revision
+from reconcilers.gateway.package import EXTERNAL_BACKENDS, GATEWAY_CONFIGS
+from reconcilers.gateway.planes import PARAMETERS, PlanePolicy
+from reconcilers.gateway.policies import config_map_refs
+from reconcilers.gateway.route_shapes import Route
+from reconcilers.gateway.shapes import (
+    BackendTLSPolicy,
+    ConfigMap,
+    EndpointSlice,
+    Gateway,
+    GatewayClass,
+    ListenerSet,
+    Namespace,
+    ReferenceGrant,
+    Secret,
+    Service,
+)
+from reconcilers.gateway.status import TunnelLookup, TunnelState
+from reconcilers.gateway.translate import Hostname, World, certificate_refs
+from reconcilers.tunnel import TunnelKind
+from reconcilers.tunnel_configuration import TunnelConfigurationKind
+from reconcilers.zone import ZoneKind
+
+TUNNELS = TunnelKind.resource_type()
+TUNNEL_CONFIGURATIONS = TunnelConfigurationKind.resource_type()
+ZONES = ZoneKind.resource_type()
+DNS_RECORDS = DNSRecordKind.resource_type()
+ACCOUNTS = CloudflareAccountKind.resource_type()
+
+
+def tunnel_state(raw: JSON) -> TunnelState:
+    """What the class reads of a kflare Tunnel: Ready, and the ID its CNAME target is made of."""
+    status = raw.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    tunnel_id = (status.get("cloudflareMetadata") or {}).get("tunnelID")
+    return TunnelState(
+        ready=bool(ready and ready.get("status") == "True"),
+        message=str((ready or {}).get("message") or "Tunnel not ready"),
+        address=f"{tunnel_id}.cfargotunnel.com" if tunnel_id else None,
+    )
+
+
+def cached_tunnel(ctx: Context) -> TunnelLookup:
+    def lookup(namespace: str, name: str) -> TunnelState | None:
+        raw = ctx.cached(TUNNEL_KIND, name, namespace)
+        return None if raw is None else tunnel_state(raw)
+
+    return lookup
+
+
+WORLD_KINDS = (
+    # What the translation reads (besides the Tunnels its classes name).
+    GATEWAY_CLASSES,
+    GATEWAYS,
+    HTTP_ROUTES,
+    GRPC_ROUTES,
+    REFERENCE_GRANTS,
+    SERVICES,
+    ENDPOINT_SLICES,
+    NAMESPACES,
+    BACKEND_TLS_POLICIES,
+    LISTENER_SETS,
+)
+
+
+def cached_world(
+    ctx: Context,
+    tunnels: TunnelLookup,
+    tenancy_label: str | None,
+    installed_bundle: str | None = None,
+    installed_channel: str | None = None,
+    plane_policy: PlanePolicy | None = None,
+    *,
+    allow_external_name_services: bool = False,
+    classes: Classes | None = None,
+) -> World:
+    """The translation's input from the caches, with their revisions (the Tunnels' and GatewayParameters' too: the
+    class reads them; of the Zones, what decides who owns a hostname). `plane_policy`: which Gateways get a data
+    plane of their own (None: none does); `allow_external_name_services`: whether the shared plane follows
+    ExternalName Services."""
+    cached = ctx.cached_all
+    classes = classes or Classes()
+    package = (EXTERNAL_BACKENDS,) if classes.package_namespace is not None else ()
+    # GatewayConfigs decide which Gateways have a plane (and tunnel) of their own, as GatewayParameters do.
+    configs = (GATEWAY_CONFIGS,) if package else ()
+    informers = [ctx.informer_of(rt.kind) for rt in (*WORLD_KINDS, TUNNELS, PARAMETERS, *package, *configs)]
+    zones = cached(ZONES.kind)
+    # Of the Zones, what decides who owns a hostname (a Zone's status changes leave the translation alone).
+    revision = (*(i.revision for i in informers if i is not None), zones_revision(zones)) if all(informers) else None
+    resolved = [ctx.informer_of(rt.kind) for rt in (SERVICES, REFERENCE_GRANTS, BACKEND_TLS_POLICIES, *package)]
+    resolver_base = tuple(i.revision for i in resolved if i is not None) if all(resolved) else None
+    return World(
+        classes=cast(list[GatewayClass], cached(GATEWAY_CLASSES.kind)),
+        gateways=cast(list[Gateway], cached(GATEWAYS.kind)),
+        http_routes=cast(list[Route], cached(HTTP_ROUTES.kind)),
+        grpc_routes=cast(list[Route], cached(GRPC_ROUTES.kind)),
+        grants=cast(list[ReferenceGrant], cached(REFERENCE_GRANTS.kind)),
+        services=cast(list[Service], cached(SERVICES.kind)),
+        slices=cast(list[EndpointSlice], cached(ENDPOINT_SLICES.kind)),
+        namespaces=cast(list[Namespace], cached(NAMESPACES.kind)),
+        backend_tls_policies=cast(list[BackendTLSPolicy], cached(BACKEND_TLS_POLICIES.kind)),
+        listener_sets=cast(list[ListenerSet], cached(LISTENER_SETS.kind)),
+        tunnel=tunnels,
+        installed_bundle=installed_bundle,
+        installed_channel=installed_channel,
+        tenancy_label=tenancy_label,
+        zones=zones,
+        allow_external_name_services=allow_external_name_services,
+        planes=cached_choices(ctx, plane_policy or PlanePolicy(classes=classes)),
+        external_backends=cached(EXTERNAL_BACKENDS.kind) if package else None,
+        ours=classes,
+        revision=revision,
+        resolver_base=resolver_base,
+    )
+
+
+def read_referenced(ctx: Context, world: World) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """Let the translation read the Secrets its listeners name as certificates and the ConfigMaps its
+    BackendTLSPolicies name as CAs, as the watches of them hold them (the class's reconcile keeps those watches),
+    with their revisions folded into the world's: the class's reconcile and the tunnels' then translate the same
+    inputs, and share one translation per revision. Returns the keys of both."""
+    keys = certificate_refs(world)
+    ca_keys = config_map_refs(world.backend_tls_policies)
+    secrets, configmaps = ctx.secrets, ctx.configmaps
+    world.secret = lambda namespace, name: cast(Secret | None, secrets.get((namespace, name)))
+    if configmaps is not None:
+        world.config_map = lambda namespace, name: cast(ConfigMap | None, configmaps.get((namespace, name)))
+    if world.revision is not None:
+        world.revision = (
+            world.revision,
+            secrets.revision(keys),
+            configmaps.revision(ca_keys) if configmaps is not None else (),
+        )
+    if world.resolver_base is not None and configmaps is not None:
+        # What the routes' builds read: a new cache (a new term) or a change of any of them builds every route again.
+        world.resolver_revision = (world.resolver_base, configmaps.revision(ca_keys))
+    return keys, ca_keys
+
+
+def tunnel_status_state(raw: JSON) -> object:
+    """What of a Tunnel the class reads: its spec, its ID and whether it is Ready (not the rest of its status)."""
+    status = raw.get("status") or {}
+    ready = [(c.get("status"), c.get("message")) for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    meta = raw.get("metadata") or {}
+    return repr(
+        (
+            raw.get("spec"),
+            (status.get("cloudflareMetadata") or {}).get("tunnelID"),
+            ready,
+            meta.get("deletionTimestamp"),
+        )
+    )
+
+
+def record_status_state(raw: JSON) -> object:
+    """What of a DNSRecord a route's status reads: its spec, labels and Ready condition."""
+    ready = [
+        (c.get("status"), c.get("reason"), c.get("message"))
+        for c in (raw.get("status") or {}).get("conditions") or []
+        if c.get("type") == "Ready"
+    ]
+    meta = raw.get("metadata") or {}
+    return repr((raw.get("spec"), meta.get("labels"), meta.get("deletionTimestamp"), ready))
+
+
+def record_tunnel(raw: JSON) -> list[str]:
+    """The tunnel document a DNSRecord of the class belongs to."""
+    annotation = ((raw.get("metadata") or {}).get("annotations") or {}).get(publish.TUNNEL_ANNOTATION)
+    return [str(annotation)] if annotation else []
+
+
+def tunnel_view(ctx: Context, key: tuple[str, str], hostnames: Iterable[Hostname]) -> publish.TunnelView:
+    """The tunnel as the caches hold it, with the hostnames published through it."""
+    return publish.tunnel_view(
+        key,
+        hostnames,
+        ctx.cached(TUNNEL_KIND, key[1], key[0]),
+        ctx.cached_all(TUNNEL_CONFIGURATIONS.kind),
+        ctx.cached_all(ZONES.kind),
+        ctx.cached_all(DNS_RECORDS.kind),
+        lambda key: ctx.cached(*_account_at(key)),
+    )
+
+
+def _account_at(key: str) -> tuple[str, str, str | None]:
+    """The kind, name and namespace an account key names, as `Context.cached` takes them."""
+    kind, namespace, name = account_object(key)
+    return kind, name, namespace or None
