@@ -20,21 +20,19 @@ controller's namespace (`ca.crt`, `ca.key`, `tls.crt`, `tls.key`):
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import datetime as dt
 import logging
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, ClassVar, Final, TypeVar
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from app.kube.client import KubeClient, KubeError, ResourceType
-from app.kube.kept import keep_secret
+from app.kube.kept import Keeper, keep_secret, replace_files
 from app.pki import CertificateAuthority, names_of, not_after
 from app.settings import Settings, split_bind_address
 from app.tls import self_signed
@@ -51,12 +49,11 @@ WEBHOOK_CONFIGURATIONS: Final = ResourceType(
     "ValidatingWebhookConfiguration",
     namespaced=False,
 )
+K = TypeVar("K", bound=Keeper)
 STRATEGIC_MERGE: Final = "application/strategic-merge-patch+json"
 CA_DAYS: Final = 3650
 CERT_DAYS: Final = 365
 RENEW_BEFORE: Final = dt.timedelta(days=90)
-CHECK_EVERY: Final = 3600.0
-RETRY: Final = 30.0
 KEYS: Final = ("ca.crt", "ca.key", "tls.crt", "tls.key")
 MANAGED_BY: Final = {"app.kubernetes.io/managed-by": "kflare", "app.kubernetes.io/component": "webhook"}
 
@@ -70,8 +67,10 @@ def _certificates(bundle: bytes) -> list[bytes]:
 
 
 @dataclass
-class ServingCertificate:
+class ServingCertificate(Keeper):
     """One listener certificate kept in a Secret; see the module's description."""
+
+    WHAT: ClassVar[str] = "the webhook's serving certificate"
 
     kube: KubeClient
     namespace: str
@@ -127,20 +126,8 @@ class ServingCertificate:
         return ca
 
     def write(self, material: Mapping[str, bytes]) -> bool:
-        """Write the pair (and the CA) into the directory the listeners read; True when anything changed. Each file
-        is replaced whole (a listener never reads half of one)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        changed = False
-        for key in ("ca.crt", "tls.key", "tls.crt"):  # the certificate last: a reload keys on it
-            path = self.directory / key
-            if path.exists() and path.read_bytes() == material[key]:
-                continue
-            temporary = self.directory / f".{key}.new"
-            temporary.write_bytes(material[key])
-            os.chmod(temporary, 0o600)
-            temporary.replace(path)
-            changed = True
-        return changed
+        """Write the pair (and the CA) into the directory the listeners read; True when anything changed."""
+        return replace_files(self.directory, material, ("ca.crt", "tls.key", "tls.crt"))
 
     async def publish_ca(self, ca: bytes) -> None:
         """The CA in the caBundle of every webhook of the configuration, with one CA that was there before."""
@@ -197,18 +184,6 @@ class ServingCertificate:
             cert, key = self_signed(self.names)
             self.write({"ca.crt": cert, "tls.crt": cert, "tls.key": key})
 
-    async def keep(self) -> None:
-        """Look again every CHECK_EVERY seconds (another replica may have renewed it), every RETRY seconds while it
-        fails; failures are logged, the listeners keep the certificate they have."""
-        while True:
-            await asyncio.sleep(RETRY if self.failing else CHECK_EVERY)
-            try:
-                await self.ensure()
-                self.failing = False
-            except Exception as exc:  # a transient API error must not end the loop that renews the certificate
-                self.failing = True
-                log.warning("could not check the webhook's serving certificate: %s", exc)
-
 
 async def kept_certificate(settings: Settings) -> ServingCertificate | None:
     """With --webhook-cert-secret: the serving certificate, made or read and written into --webhook-cert-dir before
@@ -220,21 +195,13 @@ async def kept_certificate(settings: Settings) -> ServingCertificate | None:
     names = [n.strip() for n in settings.webhook_cert_names.split(",") if n.strip()]
     if not names:
         raise ValueError("--webhook-cert-secret needs --webhook-cert-names, the names the certificate is for")
-    kube = await KubeClient.connect(settings.kubeconfig)
-    kept = ServingCertificate(
-        kube,
-        settings.namespace,
-        settings.webhook_cert_secret,
-        names,
-        settings.webhook_cert_dir,
-        settings.webhook_configuration,
+    secret, directory = settings.webhook_cert_secret, settings.webhook_cert_dir
+    return await _started(
+        settings,
+        lambda kube: ServingCertificate(
+            kube, settings.namespace, secret, names, directory, settings.webhook_configuration
+        ),
     )
-    try:
-        await kept.start()
-    except BaseException:
-        await kube.close()
-        raise
-    return kept
 
 
 async def kept_gateway_material(settings: Settings) -> GatewayMaterial | None:
@@ -244,17 +211,27 @@ async def kept_gateway_material(settings: Settings) -> GatewayMaterial | None:
         return None
     from reconcilers.gateway.material import GatewayMaterial  # see Runtime.start: only with the Gateway class
 
-    kube = await KubeClient.connect(settings.kubeconfig)
-    kept = GatewayMaterial(
-        kube,
-        settings.namespace,
-        settings.gateway_plane_xds_secret,
-        settings.gateway_plane_origin_secret,
-        settings.gateway_xds_host,
-        (split_bind_address(settings.gateway_xds_bind_address) or ("", 18000))[1],
-        settings.gateway_origin_server_name,
-        settings.gateway_xds_cert_dir,
+    host, directory = settings.gateway_xds_host, settings.gateway_xds_cert_dir
+    return await _started(
+        settings,
+        lambda kube: GatewayMaterial(
+            kube,
+            settings.namespace,
+            settings.gateway_plane_xds_secret,
+            settings.gateway_plane_origin_secret,
+            host,
+            (split_bind_address(settings.gateway_xds_bind_address) or ("", 18000))[1],
+            settings.gateway_origin_server_name,
+            directory,
+        ),
     )
+
+
+async def _started(settings: Settings, make: Callable[[KubeClient], K]) -> K:
+    """`make`'s keeper on a client of its own (the runtime's does not exist yet: the listeners load what it writes
+    first), started; the client is closed when the start fails."""
+    kube = await KubeClient.connect(settings.kubeconfig)
+    kept = make(kube)
     try:
         await kept.start()
     except BaseException:

@@ -8,14 +8,22 @@ asks again, so two replicas never keep two different Secrets."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
-from collections.abc import Callable, Mapping
-from typing import Any, Final
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Final
 
 from app.kube.client import JSON, SECRETS, KubeClient, KubeError
 
+log = logging.getLogger(__name__)
+
 ATTEMPTS: Final = 3
+CHECK_EVERY: Final = 3600.0
+RETRY: Final = 30.0
 
 Wanted = Callable[[dict[str, bytes] | None], dict[str, bytes] | None]
 """Given the Secret's data (None: no Secret, or one that cannot be decoded), None when it will do, else the data it
@@ -75,3 +83,46 @@ async def keep_secret(
             continue
         return new, True
     raise RuntimeError(f"the Secret {namespace}/{name} kept changing under kflare's writes")
+
+
+def replace_files(directory: Path, files: Mapping[str, bytes], order: Sequence[str]) -> bool:
+    """Write the files of `order` into `directory`, each whole (a temporary file renamed over it: a listener never
+    reads half of one) and only when it changed, in that order (the one a reload keys on last); True when any did."""
+    directory.mkdir(parents=True, exist_ok=True)
+    changed = False
+    for key in order:
+        path = directory / key
+        if path.exists() and path.read_bytes() == files[key]:
+            continue
+        temporary = directory / f".{key}.new"
+        temporary.write_bytes(files[key])
+        os.chmod(temporary, 0o600)
+        temporary.replace(path)
+        changed = True
+    return changed
+
+
+class Keeper:
+    """What keeps a Secret's material after start: `ensure` again every CHECK_EVERY seconds (another replica may
+    have renewed it), every RETRY seconds while it fails; a failure is logged, and the listeners keep what they
+    have."""
+
+    WHAT: ClassVar[str]
+    failing: bool
+
+    async def ensure(self) -> object:
+        raise NotImplementedError
+
+    async def start(self) -> None:
+        """The first `ensure`, before the listeners load what it writes."""
+        raise NotImplementedError
+
+    async def keep(self) -> None:
+        while True:
+            await asyncio.sleep(RETRY if self.failing else CHECK_EVERY)
+            try:
+                await self.ensure()
+                self.failing = False
+            except Exception as exc:  # a transient API error must not end the loop that keeps the material
+                self.failing = True
+                log.warning("could not check %s: %s", self.WHAT, exc)

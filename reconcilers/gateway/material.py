@@ -17,19 +17,17 @@ controller, then the data plane (docs/gateway.md)."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import json
 import logging
-import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from app.kube.client import KubeClient, KubeError
-from app.kube.kept import keep_secret
+from app.kube.kept import Keeper, keep_secret, replace_files
 from app.pki import CertificateAuthority, names_of, not_after
 from app.tls import self_signed
 from reconcilers.gateway import envoy
@@ -39,8 +37,6 @@ log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 DAYS: Final = 3650
 RENEW_BEFORE: Final = dt.timedelta(days=30)
-CHECK_EVERY: Final = 3600.0
-RETRY: Final = 30.0
 XDS_KEYS: Final = ("token", "ca.crt", "tls.crt", "tls.key", "client.crt", "client.key")
 ORIGIN_KEYS: Final = ("ca.crt", "tls.crt", "tls.key")
 LISTENER_FILES: Final = ("token", "ca.crt", "tls.key", "tls.crt")
@@ -117,8 +113,10 @@ def _good(pem: bytes, names: set[str], now: dt.datetime) -> bool:
 
 
 @dataclass
-class GatewayMaterial:
+class GatewayMaterial(Keeper):
     """The two Secrets and the listener's files; see the module's description."""
+
+    WHAT: ClassVar[str] = "the Gateway class's xDS material"
 
     kube: KubeClient
     namespace: str
@@ -186,16 +184,8 @@ class GatewayMaterial:
         self.write(xds)
 
     def write(self, material: Mapping[str, bytes]) -> None:
-        """The listener's files, each replaced whole (a listener never reads half of one)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        for key in LISTENER_FILES:
-            path = self.directory / key
-            if path.exists() and path.read_bytes() == material[key]:
-                continue
-            temporary = self.directory / f".{key}.new"
-            temporary.write_bytes(material[key])
-            os.chmod(temporary, 0o600)
-            temporary.replace(path)
+        """The listener's files."""
+        replace_files(self.directory, material, LISTENER_FILES)
 
     async def start(self) -> None:
         """The first `ensure`, before the xDS listener loads the files. When the Secrets cannot be read or written
@@ -211,18 +201,6 @@ class GatewayMaterial:
             )
             cert, key = self_signed(self.xds_names)
             self.write({"token": secrets.token_urlsafe(30).encode(), "ca.crt": cert, "tls.crt": cert, "tls.key": key})
-
-    async def keep(self) -> None:
-        """Look again every CHECK_EVERY seconds (another replica may have made them anew), every RETRY seconds
-        while it fails."""
-        while True:
-            await asyncio.sleep(RETRY if self.failing else CHECK_EVERY)
-            try:
-                await self.ensure()
-                self.failing = False
-            except Exception as exc:  # a transient API error must not end the loop that keeps the material
-                self.failing = True
-                log.warning("could not check the Gateway class's xDS material: %s", exc)
 
 
 def _dumps(bootstrap: JSON) -> bytes:

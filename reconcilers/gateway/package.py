@@ -29,7 +29,6 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from app.api.constants import ADOPTION_POLICY_ANNOTATION, DELETION_POLICY_ANNOTATION, DeletionPolicy
 from app.api.tunnel_gateway_package import (
     ACCOUNT_ID_KEY,
     API_TOKEN_KEY,
@@ -49,6 +48,7 @@ from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.context import Context
 from reconcilers.credentials import ready_account
 from reconcilers.gateway.kinds import CLASS_CONFIG_KIND, GATEWAY_CLASSES, Classes, derived_name
+from reconcilers.gateway.plane_manifests import adopting_tunnel
 from reconcilers.lifecycle import NotReady
 from reconcilers.tunnel import TunnelKind
 
@@ -129,21 +129,7 @@ def account_object(
 def tunnel_object(config: Mapping[str, Any], namespace: str, tunnel_name: str) -> JSON:
     """The Tunnel adopting a GatewayClassConfig's tunnel, named `tunnel_name` in Cloudflare."""
     name = derived_name(str(config["metadata"]["name"]))
-    meta = _meta(config, name, namespace)
-    meta["annotations"] = {
-        ADOPTION_POLICY_ANNOTATION: "adopt",
-        DELETION_POLICY_ANNOTATION: DeletionPolicy.RETAIN.value,
-    }
-    return {
-        "apiVersion": TUNNELS.api_version,
-        "kind": TUNNELS.kind,
-        "metadata": meta,
-        "spec": {
-            "name": tunnel_name,
-            "accountRef": {"name": name},
-            "credentialsSecretRef": {"name": f"{name}-token"},
-        },
-    }
+    return adopting_tunnel(_meta(config, name, namespace), tunnel_name, name, f"{name}-token")
 
 
 def _decoded(value: Any) -> str:

@@ -109,8 +109,14 @@ def tunnel_object(plane: Plane, settings: PlaneSettings) -> JSON:
 def adopting_tunnel_object(plane: Plane, tunnel_name: str) -> JSON:
     """A GatewayConfig's plane's Tunnel: it adopts the user's tunnel, named `tunnel_name` in Cloudflare (adoption is by
     name), and keeps it in Cloudflare when it goes. Its token Secret is the one cloudflared reads, as in any plane."""
-    meta = _meta(plane, plane.name)
-    meta["annotations"] = {
+    account = str((plane.parameters.get("accountRef") or {}).get("name") or "")
+    return adopting_tunnel(_meta(plane, plane.name), tunnel_name, account, f"{plane.name}-tunnel-token")
+
+
+def adopting_tunnel(meta: JSON, tunnel_name: str, account: str, token_secret: str) -> JSON:
+    """A kflare Tunnel that adopts the tunnel named `tunnel_name` in Cloudflare (adoption is by name) and keeps it
+    there when it goes: kflare never creates nor deletes a tunnel the user made."""
+    annotations = {
         **meta.get("annotations", {}),
         ADOPTION_POLICY_ANNOTATION: "adopt",
         DELETION_POLICY_ANNOTATION: DeletionPolicy.RETAIN.value,
@@ -118,12 +124,8 @@ def adopting_tunnel_object(plane: Plane, tunnel_name: str) -> JSON:
     return {
         "apiVersion": TUNNELS.api_version,
         "kind": TUNNELS.kind,
-        "metadata": meta,
-        "spec": {
-            "name": tunnel_name,
-            "accountRef": {"name": str((plane.parameters.get("accountRef") or {}).get("name") or "")},
-            "credentialsSecretRef": {"name": f"{plane.name}-tunnel-token"},
-        },
+        "metadata": {**meta, "annotations": annotations},
+        "spec": {"name": tunnel_name, "accountRef": {"name": account}, "credentialsSecretRef": {"name": token_secret}},
     }
 
 

@@ -298,9 +298,10 @@ async def test_a_gateway_config_gives_its_gateway_a_plane_running_the_users_tunn
     own, token = hand_made_tunnel(emulator, f"own-{ns}")
     config_name = f"planes-{ns}"
     secret = f"cloudflare-tunnel-credentials-{ns}"
-    await core.create_namespaced_secret(
-        SYSTEM_NAMESPACE, {"metadata": {"name": secret}, "stringData": {"api-token": emulator.token}}
-    )
+    # The account ID given: the session's emulator holds other tests' accounts, which the token reaches too (finding
+    # it from the token is tests/integration/test_account_detection.py's, and make e2e's migration's).
+    credentials = {"api-token": emulator.token, "account-id": emulator.account_id}
+    await core.create_namespaced_secret(SYSTEM_NAMESPACE, {"metadata": {"name": secret}, "stringData": credentials})
     await objects.create_cluster_custom_object(
         PACKAGE,
         "v1alpha1",
