@@ -101,6 +101,41 @@ def envoy_clusters(plane: Plane) -> list[dict[str, Any]]:
         return [c["cluster"] for c in json.loads(reply.read())["configs"]]
 
 
+async def package_class(
+    kube: ApiClient, config_name: str, secret: str, credentials: dict[str, str], tunnel_id: str
+) -> str:
+    """The package's credentials Secret (in the controller's namespace), a GatewayClassConfig naming it and the
+    tunnel, and a GatewayClass of the package's controllerName naming the config; returns the class's name."""
+    await client.CoreV1Api(kube).create_namespaced_secret(
+        SYSTEM_NAMESPACE, {"metadata": {"name": secret}, "stringData": credentials}
+    )
+    await client.CustomObjectsApi(kube).create_cluster_custom_object(
+        PACKAGE,
+        "v1alpha1",
+        "gatewayclassconfigs",
+        {
+            "apiVersion": f"{PACKAGE}/v1alpha1",
+            "kind": "GatewayClassConfig",
+            "metadata": {"name": config_name},
+            "spec": {"cloudflareCredentialsSecretRef": {"name": secret}, "tunnelID": tunnel_id},
+        },
+    )
+    class_name = f"cloudflare-tunnel-{uuid.uuid4().hex[:6]}"
+    await Gateways(kube).create(
+        "gatewayclasses",
+        {
+            "apiVersion": f"{GATEWAY_GROUP}/v1",
+            "kind": "GatewayClass",
+            "metadata": {"name": class_name},
+            "spec": {
+                "controllerName": PACKAGE_CONTROLLER_NAME,
+                "parametersRef": {"group": PACKAGE, "kind": "GatewayClassConfig", "name": config_name},
+            },
+        },
+    )
+    return class_name
+
+
 async def test_the_packages_manifests_are_served_as_they_are(
     package_plane: Plane, kube: ApiClient, namespace: str, emulator: EmulatorProcess
 ) -> None:
@@ -116,40 +151,10 @@ async def test_the_packages_manifests_are_served_as_they_are(
             "tunnel_secret": base64.b64encode(b"s" * 32).decode(),
         },
     )
-    config_name = f"cloudflare-tunnel-{ns}"
     # The package's credentials Secret and GatewayClassConfig, in the controller's namespace (no namespace given).
-    secret = f"cloudflare-tunnel-credentials-{ns}"
-    await core.create_namespaced_secret(
-        SYSTEM_NAMESPACE,
-        {
-            "metadata": {"name": secret},
-            "stringData": {"api-token": emulator.token, "tunnel-token": "unused", "account-id": emulator.account_id},
-        },
-    )
-    await objects.create_cluster_custom_object(
-        PACKAGE,
-        "v1alpha1",
-        "gatewayclassconfigs",
-        {
-            "apiVersion": f"{PACKAGE}/v1alpha1",
-            "kind": "GatewayClassConfig",
-            "metadata": {"name": config_name},
-            "spec": {"cloudflareCredentialsSecretRef": {"name": secret}, "tunnelID": tunnel["id"]},
-        },
-    )
-    class_name = f"cloudflare-tunnel-{uuid.uuid4().hex[:6]}"
-    await gw.create(
-        "gatewayclasses",
-        {
-            "apiVersion": f"{GATEWAY_GROUP}/v1",
-            "kind": "GatewayClass",
-            "metadata": {"name": class_name},
-            "spec": {
-                "controllerName": PACKAGE_CONTROLLER_NAME,
-                "parametersRef": {"group": PACKAGE, "kind": "GatewayClassConfig", "name": config_name},
-            },
-        },
-    )
+    config_name, secret = f"cloudflare-tunnel-{ns}", f"cloudflare-tunnel-credentials-{ns}"
+    credentials = {"api-token": emulator.token, "tunnel-token": "unused", "account-id": emulator.account_id}
+    class_name = await package_class(kube, config_name, secret, credentials, tunnel["id"])
     # The seed's Gateway and route, unchanged: an HTTPS listener on 443 with no tls block, a Service backend.
     await gw.create(
         "gateways",
@@ -296,35 +301,12 @@ async def test_a_gateway_config_gives_its_gateway_a_plane_running_the_users_tunn
     await _source_secrets(core)
     shared, _ = hand_made_tunnel(emulator, f"shared-{ns}")
     own, token = hand_made_tunnel(emulator, f"own-{ns}")
-    config_name = f"planes-{ns}"
-    secret = f"cloudflare-tunnel-credentials-{ns}"
     # The account ID given: the session's emulator holds other tests' accounts, which the token reaches too (finding
     # it from the token is tests/integration/test_account_detection.py's, and make e2e's migration's).
     credentials = {"api-token": emulator.token, "account-id": emulator.account_id}
-    await core.create_namespaced_secret(SYSTEM_NAMESPACE, {"metadata": {"name": secret}, "stringData": credentials})
-    await objects.create_cluster_custom_object(
-        PACKAGE,
-        "v1alpha1",
-        "gatewayclassconfigs",
-        {
-            "apiVersion": f"{PACKAGE}/v1alpha1",
-            "kind": "GatewayClassConfig",
-            "metadata": {"name": config_name},
-            "spec": {"cloudflareCredentialsSecretRef": {"name": secret}, "tunnelID": shared["id"]},
-        },
-    )
-    class_name = f"cloudflare-tunnel-{uuid.uuid4().hex[:6]}"
-    await gw.create(
-        "gatewayclasses",
-        {
-            "apiVersion": f"{GATEWAY_GROUP}/v1",
-            "kind": "GatewayClass",
-            "metadata": {"name": class_name},
-            "spec": {
-                "controllerName": PACKAGE_CONTROLLER_NAME,
-                "parametersRef": {"group": PACKAGE, "kind": "GatewayClassConfig", "name": config_name},
-            },
-        },
+    config_name = f"planes-{ns}"
+    class_name = await package_class(
+        kube, config_name, f"cloudflare-tunnel-credentials-{ns}", credentials, shared["id"]
     )
     # The package's GatewayConfig as a user writes it: the Secret of the tunnel's connector token, and the plane's
     # size. (The proxy image it names is the package's; kflare runs its own Envoy and cloudflared.)
