@@ -63,6 +63,12 @@ def _openapi(args: argparse.Namespace) -> int:
     return main_write(args.out)
 
 
+def _generate(_: argparse.Namespace) -> int:
+    from app.generate import main_write
+
+    return main_write()
+
+
 def _count(value: str) -> int:
     try:
         count = int(value.replace(",", "").replace("_", ""))
@@ -234,6 +240,12 @@ def build_parser() -> argparse.ArgumentParser:
     openapi = commands.add_parser("openapi", help="write the OpenAPI documents of the listeners and the emulator")
     openapi.add_argument("--out", type=Path, metavar="DIR", help="directory to write to (default: openapi/)")
     openapi.set_defaults(func=_openapi)
+
+    generate = commands.add_parser(
+        "generate",
+        help="write every file derived from the kinds (CRDs, API reference, OpenAPI documents, import layers)",
+    )
+    generate.set_defaults(func=_generate)
 
     sizing = commands.add_parser(
         "sizing",

@@ -275,6 +275,7 @@ def dev_settings(
             "gateway_xds_token_file": gateway.token_file,
             "gateway_data_plane_address": f"127.0.0.1:{gateway.data_plane_port}",
             "gateway_data_plane_tls_port": gateway.tls_port,
+            "gateway_data_plane_https_port": gateway.https_port,
             "gateway_origin_tls_dir": str(gateway.origin_tls),
         }
     return Settings(

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.controlplane import ControlPlane, free_port
@@ -112,6 +112,8 @@ class DevGateway:
     tls_port: int
     origin_tls: Path
     """The origin certificate of Envoy's TLS listener (gRPC hostnames' origin), as the chart makes it."""
+    https_port: int = field(default_factory=free_port)
+    """Envoy's TLS listener for clients reaching it directly: the HTTPS Gateway listeners' certificates, by SNI."""
     process: subprocess.Popen[bytes] | None = None
     backend: http.server.ThreadingHTTPServer | None = None
 

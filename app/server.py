@@ -141,6 +141,7 @@ class Runtime:
                     s.gateway_controller_name_set, s.namespace if s.gateway_tunnel_gateway_package else None
                 ),
                 tls_port=s.gateway_data_plane_tls_port or None,
+                https_port=s.gateway_data_plane_https_port or None,
                 tls_dir=s.gateway_origin_tls_dir,
                 server_name=s.gateway_origin_server_name,
                 planes=PlaneSettings(
@@ -151,6 +152,7 @@ class Runtime:
                     cloudflared_image=s.gateway_plane_cloudflared_image,
                     port=port,
                     tls_port=s.gateway_data_plane_tls_port or None,
+                    https_port=s.gateway_data_plane_https_port or None,
                     cap=s.gateway_planes_per_namespace,
                     default_parameters=s.gateway_default_parameters_key,
                     resources=s.gateway_plane_resources,

@@ -207,6 +207,14 @@ class Settings(BaseSettings):
         description="port of Envoy's TLS listener for cloudflared's HTTP/2 (gRPC hostnames are sent there: cloudflared"
         " has no cleartext HTTP/2), on the host of --gateway-data-plane-address; 0 is off",
     )
+    gateway_data_plane_https_port: int = Field(
+        10443,
+        ge=0,
+        lt=65536,
+        description="port of Envoy's TLS listener for clients reaching the data plane directly (in the cluster,"
+        " through its Service) rather than through Cloudflare: it serves each HTTPS Gateway listener's certificate by"
+        " SNI, on the host of --gateway-data-plane-address; 0 is off",
+    )
     gateway_origin_tls_dir: str = Field(
         "/etc/kflare/origin-tls",
         description="directory, in the data-plane pod, of the origin certificate of that listener: tls.crt and"

@@ -16,6 +16,7 @@ from envoy.config.listener.v3 import listener_pb2
 from envoy.config.route.v3 import route_components_pb2, route_pb2
 from envoy.extensions.filters.http.cors.v3 import cors_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
+from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2
 from envoy.extensions.network.dns_resolver.cares.v3 import cares_dns_resolver_pb2
 from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
@@ -29,6 +30,7 @@ from reconcilers.gateway import envoy
 _NESTED = (
     cors_pb2,
     router_pb2,
+    tls_inspector_pb2,
     http_connection_manager_pb2,
     tls_pb2,
     http_protocol_options_pb2,

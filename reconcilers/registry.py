@@ -1,8 +1,9 @@
 """Every kind kflare reconciles, wired into the manager.
 
-Nothing here lists the kinds: `app.api.registry.KINDS` does, once, and each kind's reconciler is the `ManagedKind`
-subclass in this package whose `model` is the kind's model. Every module of the package is imported to find them,
-so a new kind's reconciler module is found by being there; a kind without exactly one reconciler fails at import.
+Nothing here lists the kinds: `app.api.registry.KINDS` finds them in `app.api`, and each kind's reconciler is the
+`ManagedKind` subclass in this package whose `model` is the kind's model. Every module of the package is imported to
+find them, so a new kind's reconciler module is found by being there; a kind without exactly one reconciler fails at
+import.
 """
 
 from __future__ import annotations

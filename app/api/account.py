@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from app.api.base import KflareModel, KindInfo, PrinterColumn
+from app.api.base import KflareModel, KindInfo, Permission, PrinterColumn
 from app.api.meta import Status
 from app.api.refs import LocalTokenSecretReference, SecretReference, TokenSecretReference
 from app.api.resource import Resource
@@ -58,6 +58,13 @@ class CloudflareAccount(Resource[CloudflareAccountSpec, CloudflareAccountStatus]
 
     info = KindInfo(
         kind="CloudflareAccount",
+        rank=10,
+        permissions=(
+            Permission(
+                "Account · Account Settings · Read",
+                "to check the token and read the account's name (every installation)",
+            ),
+        ),
         plural="cloudflareaccounts",
         short_names=("cfaccount",),
         scope="Cluster",
@@ -87,6 +94,14 @@ class Account(Resource[AccountSpec, CloudflareAccountStatus]):
 
     info = KindInfo(
         kind="Account",
+        rank=40,
+        permissions=(
+            Permission(
+                "Account · Account Settings · Read",
+                "the same, for a team's own token (a namespaced Account); the team's token needs the permissions of"
+                " the kinds it uses",
+            ),
+        ),
         plural="accounts",
         short_names=("cfnsaccount",),
         columns=(

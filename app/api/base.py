@@ -115,6 +115,18 @@ class PrinterColumn:
 
 
 @dataclass(frozen=True)
+class Permission:
+    """A token permission a kind needs, as the deploy guide's table shows it (`kflare docs` writes the table)."""
+
+    permission: str
+    """The permission by its dashboard label, such as `Account · D1 · Edit`."""
+    why: str
+    """What kflare does with it."""
+    label: str = ""
+    r"""The table's first cell when it is not the kind's name alone (`Zone with \`spec.plan\``)."""
+
+
+@dataclass(frozen=True)
 class KindInfo:
     """What the CRD of a kind says besides its schema.
 
@@ -138,6 +150,16 @@ class KindInfo:
     kflare may write it. None for a kind that claims nothing (CloudflareAccount names its account in its spec)."""
     group: str = GROUP
     """The API group: kflare's, but for the kinds of another project kflare reads (their CRDs keep their group)."""
+    permissions: tuple[Permission, ...] = ()
+    """The token permissions the kind needs (the deploy guide's table of them is generated from these)."""
+    internal: bool = False
+    """True for a kind only kflare writes (the claims of adopted objects): a CRD, no webhook, no tenant access."""
+    rank: int = 1000
+    """The kind's place among the kinds (lower first), where it matters more than its parents: kinds of one rank
+    are ordered parents first. The kinds of this release have theirs; a new kind keeps the default and comes last."""
+    parents: tuple[str, ...] = ()
+    """Kinds this kind's objects refer to besides those its spec's references name (`refers_to` of a reference
+    type, such as `AccountReference`'s): the registry orders every kind after its parents."""
 
     @property
     def singular_name(self) -> str:

@@ -71,6 +71,7 @@ class CloudflareClaim(Resource[CloudflareClaimSpec, CloudflareClaimStatus]):
         scope="Cluster",
         categories=(),
         reconciled=False,
+        internal=True,
         columns=(
             PrinterColumn("Kind", ".spec.kind"),
             PrinterColumn("Object", ".spec.objectID"),

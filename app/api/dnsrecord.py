@@ -9,7 +9,7 @@ from typing import Annotated, Any, Final, Literal, Self, get_args
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from app.api.base import KflareModel, KindInfo, PrinterColumn, Problems
+from app.api.base import KflareModel, KindInfo, Permission, PrinterColumn, Problems
 from app.api.meta import Status
 from app.api.refs import LocalObjectReference, ZoneReference
 from app.api.resource import Resource
@@ -277,6 +277,8 @@ class DNSRecord(Resource[DNSRecordSpec, DNSRecordStatus]):
 
     info = KindInfo(
         kind="DNSRecord",
+        rank=30,
+        permissions=(Permission("Zone · DNS · Edit", "to create, correct and delete records"),),
         claim_label="kflare.dev/record-id",
         plural="dnsrecords",
         short_names=("cfrecord",),

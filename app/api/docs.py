@@ -18,7 +18,7 @@ from app.api import generated
 from app.api.base import API_VERSION, GROUP, VERSION
 from app.api.crds import REPO_ROOT, STANDARD_COLUMNS, crd, openapi_schema
 from app.api.generated import write_files
-from app.api.registry import CRD_KINDS
+from app.api.registry import CRD_KINDS, KINDS
 from app.api.resource import ResourceClass
 from app.api.schema import Schema
 
@@ -181,9 +181,54 @@ def write_docs(directory: Path) -> list[Path]:
     return write_files(directory, render_docs(), "*.md", HEADER)
 
 
+GUIDE: Final = REPO_ROOT / "docs" / "deploy.md"
+TABLE_START: Final = (
+    "<!-- the kinds' token permissions: written by `kflare docs` from each kind's KindInfo.permissions -->"
+)
+TABLE_END: Final = "<!-- end of the kinds' token permissions -->"
+
+
+def permissions_table(models: tuple[ResourceClass, ...] = KINDS) -> str:
+    """The deploy guide's table of the token permissions every kind needs, from their `KindInfo.permissions`."""
+    lines = ["| kind | permission (dashboard label) | why |", "|---|---|---|"]
+    for model in models:
+        for needed in model.info.permissions:
+            lines.append(f"| {needed.label or model.info.kind} | {needed.permission} | {needed.why} |")
+    return "\n".join(lines) + "\n"
+
+
+def guide_with_table(text: str) -> str:
+    """The deploy guide's text with its table of token permissions as the kinds declare them."""
+    start, end = text.index(TABLE_START) + len(TABLE_START), text.index(TABLE_END)
+    return f"{text[:start]}\n{permissions_table()}{text[end:]}"
+
+
+def write_guide(guide: Path = GUIDE) -> list[Path]:
+    """Write the table of token permissions into the deploy guide (the rest of the guide is written by hand)."""
+    text = guide.read_text(encoding="utf-8")
+    if guide_with_table(text) != text:
+        guide.write_text(guide_with_table(text), encoding="utf-8")
+    return [guide]
+
+
 def main_write(directory: Path | None = None) -> int:
-    """`kflare docs`: write the API reference into `directory`, by default `docs/api` in this checkout."""
-    return generated.main_write("docs", directory, DEFAULT_DIRECTORY, REPO_ROOT, write_docs)
+    """`kflare docs`: write the API reference into `directory`, by default `docs/api` in this checkout, and (by
+    default) the deploy guide's table of token permissions."""
+    status = generated.main_write("docs", directory, DEFAULT_DIRECTORY, REPO_ROOT, write_docs)
+    if status == 0 and directory is None:
+        status = generated.main_write("docs", None, GUIDE, REPO_ROOT, lambda guide: write_guide(guide))
+    return status
 
 
-__all__ = ["DEFAULT_DIRECTORY", "HEADER", "main_write", "page", "render_docs", "write_docs"]
+__all__ = [
+    "DEFAULT_DIRECTORY",
+    "GUIDE",
+    "HEADER",
+    "guide_with_table",
+    "main_write",
+    "page",
+    "permissions_table",
+    "render_docs",
+    "write_docs",
+    "write_guide",
+]

@@ -83,6 +83,7 @@ class GatewayParameters(Resource[GatewayParametersSpec, GatewayParametersStatus]
 
     info = KindInfo(
         kind="GatewayParameters",
+        rank=10,
         plural="gatewayparameters",
         singular="gatewayparameters",
         categories=(),

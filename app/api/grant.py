@@ -59,6 +59,7 @@ class Grant(Resource[GrantSpec, GrantStatus]):
 
     info = KindInfo(
         kind="Grant",
+        rank=20,
         plural="grants",
         short_names=("cfgrant",),
         categories=(),

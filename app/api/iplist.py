@@ -7,7 +7,7 @@ from typing import Annotated, Final, Self
 
 from pydantic import Field, model_validator
 
-from app.api.base import KflareModel, KindInfo, PrinterColumn, Problems
+from app.api.base import KflareModel, KindInfo, Permission, PrinterColumn, Problems
 from app.api.meta import Status
 from app.api.refs import AccountReference
 from app.api.resource import Resource
@@ -92,6 +92,8 @@ class IPList(Resource[IPListSpec, IPListStatus]):
 
     info = KindInfo(
         kind="IPList",
+        rank=120,
+        permissions=(Permission("Account · Account Filter Lists · Edit", "to create lists and replace their items"),),
         claim_label="kflare.dev/ip-list-id",
         plural="iplists",
         short_names=("cfiplist",),

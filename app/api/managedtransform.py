@@ -6,7 +6,7 @@ from typing import Annotated, Self
 
 from pydantic import Field, model_validator
 
-from app.api.base import KflareModel, KindInfo, PrinterColumn, Problems
+from app.api.base import KflareModel, KindInfo, Permission, PrinterColumn, Problems
 from app.api.meta import Status
 from app.api.refs import LocalObjectReference
 from app.api.resource import Resource
@@ -74,6 +74,8 @@ class ManagedTransform(Resource[ManagedTransformSpec, ManagedTransformStatus]):
 
     info = KindInfo(
         kind="ManagedTransform",
+        rank=210,
+        permissions=(Permission("Zone · Managed Headers · Edit", "to turn the zone's managed transforms on and off"),),
         claim_label="kflare.dev/managed-transform-zone",
         plural="managedtransforms",
         short_names=("cfmanagedtransform",),

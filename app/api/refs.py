@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -67,6 +67,7 @@ class ZoneReference(KflareModel):
     names it publishes: the Zone's `hostnameGrants`)."""
 
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-map-type": "atomic"})
+    refers_to: ClassVar[tuple[str, ...]] = ("Zone",)
 
     name: ObjectName
     """Name of the Zone."""
@@ -79,6 +80,7 @@ class AccountReference(KflareModel):
     Account` a namespaced Account of the resource's own namespace (a team's own token)."""
 
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-map-type": "atomic"})
+    refers_to: ClassVar[tuple[str, ...]] = ("CloudflareAccount", "Account")
 
     name: ObjectName
     """Name of the account."""

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from app.api.base import KflareModel, KindInfo, PrinterColumn
+from app.api.base import KflareModel, KindInfo, Permission, PrinterColumn
 from app.api.meta import Status
 from app.api.refs import AccountReference
 from app.api.resource import Resource
@@ -44,6 +44,13 @@ class KVNamespace(Resource[KVNamespaceSpec, KVNamespaceStatus]):
 
     info = KindInfo(
         kind="KVNamespace",
+        rank=50,
+        permissions=(
+            Permission(
+                "Account · Workers KV Storage · Edit",
+                "to create, rename and delete namespaces (deleting one deletes its data)",
+            ),
+        ),
         claim_label="kflare.dev/kv-namespace-id",
         plural="kvnamespaces",
         short_names=("cfkv",),
@@ -91,6 +98,12 @@ class R2Bucket(Resource[R2BucketSpec, R2BucketStatus]):
 
     info = KindInfo(
         kind="R2Bucket",
+        rank=60,
+        permissions=(
+            Permission(
+                "Account · Workers R2 Storage · Edit", "to create and delete buckets (kflare never deletes an object)"
+            ),
+        ),
         claim_label="kflare.dev/r2-bucket-name",
         plural="r2buckets",
         short_names=("cfr2",),
@@ -138,6 +151,10 @@ class D1Database(Resource[D1DatabaseSpec, D1DatabaseStatus]):
 
     info = KindInfo(
         kind="D1Database",
+        rank=70,
+        permissions=(
+            Permission("Account · D1 · Edit", "to create and delete databases (deleting one deletes its data)"),
+        ),
         claim_label="kflare.dev/d1-database-id",
         plural="d1databases",
         short_names=("cfd1",),

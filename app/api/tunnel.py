@@ -8,7 +8,7 @@ from typing import Annotated, Final, Self
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from app.api.base import KflareModel, KindInfo, PrinterColumn, Problems
+from app.api.base import KflareModel, KindInfo, Permission, PrinterColumn, Problems
 from app.api.meta import Status
 from app.api.refs import AccountReference, LocalObjectReference
 from app.api.resource import Resource
@@ -107,6 +107,13 @@ class Tunnel(Resource[TunnelSpec, TunnelStatus]):
 
     info = KindInfo(
         kind="Tunnel",
+        rank=100,
+        permissions=(
+            Permission(
+                "Account · Cloudflare Tunnel · Edit",
+                "to create, rename and delete tunnels and read their tokens and connections",
+            ),
+        ),
         claim_label="kflare.dev/tunnel-id",
         plural="tunnels",
         short_names=("cftunnel",),
@@ -281,6 +288,8 @@ class TunnelConfiguration(Resource[TunnelConfigurationSpec, TunnelConfigurationS
 
     info = KindInfo(
         kind="TunnelConfiguration",
+        rank=110,
+        permissions=(Permission("Account · Cloudflare Tunnel · Edit", "to write a tunnel's ingress configuration"),),
         claim_label="kflare.dev/configured-tunnel-id",
         plural="tunnelconfigurations",
         short_names=("cftunnelconfig",),

@@ -7,7 +7,7 @@ from typing import Annotated, Final, Literal, Self
 from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from app.api.base import KflareModel, KindInfo, PrinterColumn, Problems, wire_name
+from app.api.base import KflareModel, KindInfo, Permission, PrinterColumn, Problems, wire_name
 from app.api.meta import Status
 from app.api.refs import AccountReference, BoundObjectReference, KeyReference, LocalObjectReference
 from app.api.resource import Resource
@@ -191,6 +191,13 @@ class WorkerScript(Resource[WorkerScriptSpec, WorkerScriptStatus]):
 
     info = KindInfo(
         kind="WorkerScript",
+        rank=80,
+        permissions=(
+            Permission(
+                "Account · Workers Scripts · Edit",
+                "to upload, correct and delete Workers (the 2-minute request bound covers the upload)",
+            ),
+        ),
         claim_label="kflare.dev/worker-name",
         plural="workerscripts",
         short_names=("cfworker",),
@@ -236,6 +243,8 @@ class WorkerRoute(Resource[WorkerRouteSpec, WorkerRouteStatus]):
 
     info = KindInfo(
         kind="WorkerRoute",
+        rank=90,
+        permissions=(Permission("Zone · Workers Routes · Edit", "to create, correct and delete a zone's routes"),),
         claim_label="kflare.dev/route-id",
         plural="workerroutes",
         short_names=("cfroute",),

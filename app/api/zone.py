@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from app.api.base import KflareModel, KindInfo, PrinterColumn
+from app.api.base import KflareModel, KindInfo, Permission, PrinterColumn
 from app.api.meta import Status
 from app.api.refs import AccountReference
 from app.api.resource import Resource
@@ -62,6 +62,18 @@ class Zone(Resource[ZoneSpec, ZoneStatus]):
 
     info = KindInfo(
         kind="Zone",
+        rank=20,
+        permissions=(
+            Permission(
+                "Zone · Zone · Edit",
+                "to create and delete zones; Zone · Zone · Read is enough when every Zone adopts an existing zone",
+            ),
+            Permission(
+                "Account · Billing · Edit",
+                "to subscribe the zone to a plan (this bills the account)",
+                label="Zone with `spec.plan`",
+            ),
+        ),
         claim_label="kflare.dev/zone-id",
         plural="zones",
         short_names=("cfzone",),

@@ -106,6 +106,8 @@ class Kind:
     name: ClassVar[str]
     #: The kind whose objects hold these (their table parent), or ``None``.
     parent: ClassVar[str | None] = None
+    #: Other kinds whose objects these name (a Worker's bindings, the lists a rule uses): they seed first.
+    refers_to: ClassVar[tuple[str, ...]] = ()
     #: The collection's URL, e.g. ``"/accounts/{account_id}/storage/kv/namespaces"``.
     path: ClassVar[str]
     #: The URL parameter naming the parent (``None``: the URL is not under the parent, as for zones).

@@ -139,6 +139,7 @@ def cached_world(
         zones=zones,
         allow_external_name_services=allow_external_name_services,
         planes=cached_choices(ctx, plane_policy or PlanePolicy(classes=classes)),
+        every_gateway_own_plane=plane_policy is not None and plane_policy.default is not None and plane_policy.cap > 0,
         external_backends=cached(EXTERNAL_BACKENDS.kind) if package else None,
         ours=classes,
         revision=revision,

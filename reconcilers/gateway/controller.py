@@ -23,7 +23,7 @@ from app.kube.index import Ref
 from app.kube.informer import Key
 from app.kube.manager import CONFIGMAP_KIND, SECRET_KIND, DocumentsOf, Input, Manager
 from reconcilers.context import Context
-from reconcilers.gateway import envoy, publish, publish_status, shapes
+from reconcilers.gateway import envoy, https_listeners, publish, publish_status, shapes
 from reconcilers.gateway.caches import (
     ACCOUNTS,
     DNS_RECORDS,
@@ -105,6 +105,8 @@ class GatewayOptions:
     (cloudflared's caPool)."""
     server_name: str = ORIGIN_SERVER_NAME
     """The name the origin certificate is for."""
+    https_port: int | None = None
+    """Port of the data plane's TLS listener for clients reaching it directly (same host); None: no such listener."""
     planes: PlaneSettings | None = None
     """What a Gateway's own data plane is made of; None: no Gateway gets one."""
     allow_external_name_services: bool = False
@@ -143,19 +145,14 @@ class GatewayOptions:
             f"https://{self._dial_host}:{self.tls_port}", self.server_name, f"{self.tls_dir}/ca.crt"
         )
 
-    def listeners(self) -> list[JSON]:
-        """The listeners of the data plane: plaintext for cloudflared's HTTP/1.1, TLS for its HTTP/2 (gRPC)."""
+    def listeners(self, chains: Sequence[https_listeners.Chain] = ()) -> list[JSON]:
+        """The listeners of a data plane: plaintext for cloudflared's HTTP/1.1, TLS for its HTTP/2 (gRPC), and the
+        one serving the plane's HTTPS listeners' certificates (`chains`) to clients reaching it directly."""
         out = [envoy.ingress_listener(self.data_plane_host, self.data_plane_port)]
         if self.tls_port is not None:
-            out.append(
-                envoy.ingress_tls_listener(
-                    self.data_plane_host,
-                    self.tls_port,
-                    f"{self.tls_dir}/tls.crt",
-                    f"{self.tls_dir}/tls.key",
-                )
-            )
-        return out
+            origin = (f"{self.tls_dir}/tls.crt", f"{self.tls_dir}/tls.key")
+            out.append(envoy.ingress_tls_listener(self.data_plane_host, self.tls_port, *origin))
+        return out + https_listeners.listeners(self.data_plane_host, self.https_port, chains)
 
 
 def merge_conditions(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], now: str) -> list[JSON]:
@@ -356,8 +353,8 @@ class GatewayClassReconciler:
         await self._read_certificates(world)
         result = translate(world)
         self.cloudflare_statuses(world, result)
-        listeners = self.options.listeners()
-        planes = {cluster: {**resources, "listeners": listeners} for cluster, resources in result.planes.items()}
+        listeners, chains = self.options.listeners(result.https_chains.get("", ())), result.https_chains
+        planes = {c: {**r, "listeners": self.options.listeners(chains.get(c, ()))} for c, r in result.planes.items()}
         if self.store.publish({**result.resources, "listeners": listeners}, planes):
             log.info(
                 "data plane configuration published",

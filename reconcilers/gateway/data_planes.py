@@ -240,7 +240,7 @@ class PlaneReconciler:
             tunnel = adopting
             self._said.pop(_name(plane), None)
         failed = False
-        wanted = [(TUNNELS, tunnel), *plane_objects(plane, self.settings, xds, origin)]
+        wanted = [(TUNNELS, tunnel), *plane_objects(plane, self.settings, xds, origin, _listeners(gateway))]
         for rt, body in wanted:
             failed |= not await self._apply(rt, body, plane)
         return Outcome(retry=True) if failed else Outcome.done()
@@ -430,9 +430,11 @@ class PlaneReconciler:
 
 def _gateway_state(raw: JSON) -> object:
     meta = raw.get("metadata") or {}
+    listeners = [(entry.get("port"), entry.get("protocol"), entry.get("tls")) for entry in _listeners(raw)]
     return repr(
         (
             (raw.get("spec") or {}).get("infrastructure"),
+            listeners,  # the plane's Service has their ports
             (raw.get("spec") or {}).get("gatewayClassName"),
             meta.get("uid"),
             meta.get("finalizers"),
@@ -440,6 +442,10 @@ def _gateway_state(raw: JSON) -> object:
             meta.get("creationTimestamp"),
         )
     )
+
+
+def _listeners(raw: JSON) -> list[JSON]:
+    return [entry for entry in (raw.get("spec") or {}).get("listeners") or [] if isinstance(entry, dict)]
 
 
 def _name(plane: Plane) -> str:

@@ -85,8 +85,10 @@ def config_source() -> JSON:
     return {"resource_api_version": "V3", "ads": {}}
 
 
-def _connection_manager(stat_prefix: str) -> JSON:
-    """The HTTP connection manager of the listeners cloudflared sends requests to, routing by RDS."""
+def connection_manager(stat_prefix: str, *, trusted_hops: int = 1) -> JSON:
+    """The HTTP connection manager of the data plane's listeners, routing by RDS. `trusted_hops`: 1 for those
+    cloudflared sends requests to; 0 for the one clients reach directly, whose scheme and address Envoy then takes
+    from the connection (what such a client sends in X-Forwarded-* is not believed)."""
     hcm: JSON = {
         "@type": HCM,
         "stat_prefix": stat_prefix,
@@ -98,13 +100,13 @@ def _connection_manager(stat_prefix: str) -> JSON:
             # suppress_envoy_headers: no x-envoy-* header is added towards backends or clients.
             {"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER, "suppress_envoy_headers": True}},
         ],
-        # The one hop trusted is cloudflared in the same pod: it hands on the edge's X-Forwarded-Proto (the
-        # visitor's scheme, which redirects and the HTTP/HTTPS listeners go by) and X-Forwarded-For ending in the
-        # visitor. Trusting it makes the visitor the client address, which is never internal (no address is):
-        # Envoy then strips the x-envoy-* control headers (timeouts, retries) a visitor sends instead of obeying
-        # them.
+        # On cloudflared's listeners the one hop trusted is cloudflared in the same pod: it hands on the edge's
+        # X-Forwarded-Proto (the visitor's scheme, which redirects and the HTTP/HTTPS listeners go by) and
+        # X-Forwarded-For ending in the visitor. Trusting it makes the visitor the client address, which is never
+        # internal (no address is): Envoy then strips the x-envoy-* control headers (timeouts, retries) a visitor
+        # sends instead of obeying them.
         "use_remote_address": True,
-        "xff_num_trusted_hops": 1,
+        "xff_num_trusted_hops": trusted_hops,
         "internal_address_config": {"cidr_ranges": [{"address_prefix": "192.0.2.255", "prefix_len": 32}]},
         # WebSockets (Grafana Live, Jupyter, Argo CD...): cloudflared hands a visitor's upgrade on as an HTTP/1.1
         # `Upgrade: websocket` request, which Envoy refuses (403) unless the upgrade is allowed.
@@ -123,7 +125,7 @@ def ingress_listener(address: str, port: int) -> JSON:
         "@type": LISTENER,
         "name": INGRESS,
         "address": {"socket_address": {"address": address, "port_value": port}},
-        "filter_chains": [{"filters": [_connection_manager("ingress")]}],
+        "filter_chains": [{"filters": [connection_manager("ingress")]}],
     }
 
 
@@ -144,7 +146,7 @@ def ingress_tls_listener(address: str, port: int, cert_file: str, key_file: str)
         "address": {"socket_address": {"address": address, "port_value": port}},
         "filter_chains": [
             {
-                "filters": [_connection_manager("ingress_tls")],
+                "filters": [connection_manager("ingress_tls")],
                 "transport_socket": {"name": "envoy.transport_sockets.tls", "typed_config": tls},
             }
         ],

@@ -54,14 +54,23 @@ SUPPORTED_FEATURES = (
 
 
 EXPERIMENTAL_ONLY = frozenset({"HTTPRouteRetry"})
+OWN_PLANE_ONLY = frozenset({"GatewayInfrastructure", "GatewayPort8080"})
+"""Features of a Gateway with a data plane of its own, claimed when every Gateway of the class gets one
+(`--gateway-default-parameters`): its plane's objects carry `spec.infrastructure`'s labels and annotations, and its
+plane's Service takes each listener's port (8080 as well as 80 and 443). The shared plane is the chart's, with
+neither."""
 """Features whose fields only the experimental channel's CRDs hold: with the standard channel's, the API server
 drops `retry` from every route, so claiming the feature would promise what no route can ask for."""
 
 
-def supported_features(channel: str | None = "experimental") -> list[SupportedFeature]:
+def supported_features(
+    channel: str | None = "experimental", *, every_gateway_own_plane: bool = False
+) -> list[SupportedFeature]:
     """`status.supportedFeatures` of a GatewayClass for the installed CRDs' channel: the names, in ascending order
     (as the spec asks). An unknown channel claims only what both channels can express."""
     names = set(SUPPORTED_FEATURES)
     if channel != "experimental":
         names -= EXPERIMENTAL_ONLY
+    if every_gateway_own_plane:
+        names |= OWN_PLANE_ONLY
     return [{"name": name} for name in sorted(names)]

@@ -1,14 +1,14 @@
 """The Kubernetes objects of a Gateway's own data plane (`reconcilers.gateway.planes` says which Gateways have one):
-its Tunnel, and the ServiceAccount, Secrets, Deployment, PodDisruptionBudget and NetworkPolicy of its Envoy and
-cloudflared, each with the Gateway's infrastructure labels and annotations and an owner reference to it.
+its Tunnel, and the ServiceAccount, Secrets, Deployment, PodDisruptionBudget, Service and NetworkPolicy of its Envoy
+and cloudflared, each with the Gateway's infrastructure labels and annotations and an owner reference to it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from app.api.base import GROUP, VERSION
 from app.api.constants import ADOPTION_POLICY_ANNOTATION, DELETION_POLICY_ANNOTATION, DeletionPolicy
@@ -20,6 +20,7 @@ from reconcilers.gateway.planes import GATEWAY_LABEL, Plane, PlaneSettings
 DEPLOYMENTS: Final = ResourceType("apps", "v1", "deployments", "Deployment")
 DISRUPTION_BUDGETS: Final = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 SERVICE_ACCOUNTS: Final = ResourceType("", "v1", "serviceaccounts", "ServiceAccount")
+SERVICES: Final = ResourceType("", "v1", "services", "Service")
 SECRETS: Final = ResourceType("", "v1", "secrets", "Secret")
 NETWORK_POLICIES: Final = ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
 TUNNELS: Final = ResourceType(GROUP, VERSION, "tunnels", TUNNEL_KIND)
@@ -33,6 +34,9 @@ CLOUDFLARED_METRICS_PORT: Final = 2000
 CLOUDFLARED_LOOPBACK: Final = "127.0.0.1:20000"
 """Where cloudflared's metrics listener binds: it also serves `/config`, `/diag` and `/debug/pprof`, with no switch to
 turn them off, so only the pod itself reaches it."""
+GATEWAY_HTTPS_PORT: Final = "gateway-https"
+"""Envoy's container port serving the Gateway's HTTPS listeners' certificates to clients reaching the plane directly
+(`reconcilers.gateway.https_listeners`)."""
 XDS_KEYS: Final = ("bootstrap.json", "ca.crt", "client.crt", "client.key")
 ORIGIN_KEYS: Final = ("ca.crt", "tls.crt", "tls.key")
 
@@ -130,10 +134,15 @@ def adopting_tunnel(meta: JSON, tunnel_name: str, account: str, token_secret: st
 
 
 def plane_objects(
-    plane: Plane, settings: PlaneSettings, xds: Mapping[str, str], origin: Mapping[str, str]
+    plane: Plane,
+    settings: PlaneSettings,
+    xds: Mapping[str, str],
+    origin: Mapping[str, str],
+    listeners: Sequence[Mapping[str, Any]] = (),
 ) -> list[tuple[ResourceType, JSON]]:
     """The plane's objects but its Tunnel, as they are applied (`xds` and `origin`: the data of the chart's Secrets,
-    copied: a pod reads Secrets of its own namespace only)."""
+    copied: a pod reads Secrets of its own namespace only; `listeners`: the Gateway's, which its Service's ports
+    follow)."""
     name = plane.name
     xds_secret, origin_secret = f"{name}-xds", f"{name}-origin-tls"
     resources = plane.parameters.get("resources") or settings.resources
@@ -157,6 +166,11 @@ def plane_objects(
         "ports": [
             {"name": "http", "containerPort": settings.port, "protocol": "TCP"},
             *([{"name": "https", "containerPort": settings.tls_port, "protocol": "TCP"}] if settings.tls_port else []),
+            *(
+                [{"name": GATEWAY_HTTPS_PORT, "containerPort": settings.https_port, "protocol": "TCP"}]
+                if settings.https_port
+                else []
+            ),
             {"name": "envoy-ready", "containerPort": 9902, "protocol": "TCP"},
             # cloudflared's /ready and /metrics, which the bootstrap's listener passes on to its loopback listener.
             {"name": "cf-metrics", "containerPort": CLOUDFLARED_METRICS_PORT, "protocol": "TCP"},
@@ -214,6 +228,7 @@ def plane_objects(
             },
         },
     }
+    ports = service_ports(listeners, settings)
     return [
         (
             SERVICE_ACCOUNTS,
@@ -254,12 +269,42 @@ def plane_objects(
                 "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _selector(plane)}},
             },
         ),
+        *([(SERVICES, service(plane, ports))] if ports else []),
         *([(NETWORK_POLICIES, network_policy(plane, settings))] if settings.network_policy else []),
     ]
 
 
+def service_ports(listeners: Sequence[Mapping[str, Any]], settings: PlaneSettings) -> list[JSON]:
+    """One port per distinct port of the Gateway's HTTP and HTTPS (terminating) listeners, in listener order: an HTTP
+    one reaches Envoy's plaintext listener, an HTTPS one the listener serving the Gateway's certificates (none when
+    that listener is off). A port two protocols claim goes by its first listener (the Gateway says it conflicts)."""
+    out: dict[int, JSON] = {}
+    for listener in listeners:
+        port, protocol = int(listener.get("port") or 0), str(listener.get("protocol") or "")
+        mode = str((listener.get("tls") or {}).get("mode") or "Terminate")
+        if port in out or not 0 < port < 65536:
+            continue
+        if protocol == "HTTP":
+            out[port] = {"name": f"http-{port}", "port": port, "targetPort": "http", "protocol": "TCP"}
+        elif protocol == "HTTPS" and mode == "Terminate" and settings.https_port:
+            out[port] = {"name": f"https-{port}", "port": port, "targetPort": GATEWAY_HTTPS_PORT, "protocol": "TCP"}
+    return list(out.values())
+
+
+def service(plane: Plane, ports: list[JSON]) -> JSON:
+    """The plane's address in the cluster, for clients that reach the Gateway directly rather than through Cloudflare:
+    the Gateway's listener ports, on the plane's pods."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(plane, plane.name),
+        "spec": {"type": "ClusterIP", "selector": _selector(plane), "ports": ports},
+    }
+
+
 def network_policy(plane: Plane, settings: PlaneSettings) -> JSON:
-    """The plane's pods take connections on their metrics ports only (cloudflared dials out), and reach DNS, the
+    """The plane's pods take connections on their metrics ports and on Envoy's ports its Service reaches (clients
+    reaching the Gateway directly; cloudflared dials out and needs none), and reach DNS, the
     controller's xDS listener, the backends (pods of any namespace: a route may name a Service of another one, by a
     ReferenceGrant) and Cloudflare's edge (7844 over TCP or UDP, 443 for its API; a NetworkPolicy cannot name a
     host)."""
@@ -271,7 +316,10 @@ def network_policy(plane: Plane, settings: PlaneSettings) -> JSON:
         "spec": {
             "podSelector": {"matchLabels": _selector(plane)},
             "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"ports": [{"port": 9902, "protocol": tcp}, {"port": 2000, "protocol": tcp}]}],
+            "ingress": [
+                {"ports": [{"port": 9902, "protocol": tcp}, {"port": 2000, "protocol": tcp}]},
+                {"ports": [{"port": port, "protocol": tcp} for port in (settings.port, settings.https_port) if port]},
+            ],
             "egress": [
                 {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": tcp}]},
                 {
@@ -297,6 +345,7 @@ def owned_names(name: str) -> list[tuple[ResourceType, str]]:
     return [
         (DEPLOYMENTS, name),
         (DISRUPTION_BUDGETS, name),
+        (SERVICES, name),
         (SECRETS, f"{name}-xds"),
         (SECRETS, f"{name}-origin-tls"),
         (SERVICE_ACCOUNTS, name),

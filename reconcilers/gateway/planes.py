@@ -1,6 +1,6 @@
 """Data planes of their own: a Gateway of the class whose `spec.infrastructure.parametersRef` names a kflare
 GatewayParameters gets its own Tunnel (a kflare Tunnel kflare creates in the Gateway's namespace), Envoy + cloudflared
-Deployment, PodDisruptionBudget and ServiceAccount, instead of the class's shared data plane.
+Deployment, PodDisruptionBudget, ServiceAccount and Service, instead of the class's shared data plane.
 
 With the package's kinds read, a parametersRef may name a cloudflare-tunnel-gateway-controller GatewayConfig instead
 (same namespace): the plane is the same but for its Tunnel, which adopts the user's existing tunnel (the one its
@@ -239,6 +239,8 @@ class PlaneSettings:
     cloudflared_image: str
     port: int = 8080
     tls_port: int | None = 8443
+    https_port: int | None = 10443
+    """Envoy's TLS listener for clients reaching the plane directly (its Service's HTTPS ports); None: none."""
     cap: int = 3
     default_parameters: ObjectKey | None = None
     """The GatewayParameters (namespace, name) of a Gateway that names none; None: such a Gateway is served by

@@ -12,10 +12,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from reconcilers.gateway import envoy, shapes
 from reconcilers.gateway.backends import UNRESOLVED, Backend, Resolver
+from reconcilers.gateway.ir import EnvoyRoute
 from reconcilers.gateway.route_filters import (
     BACKEND_FILTERS,
     Filters,
@@ -38,13 +39,6 @@ _BACKEND_KEYS = {"group", "kind", "name", "namespace", "port", "weight", "filter
 
 _HEADER_COUNT = 3
 """Where in a route's precedence the number of its header matches is (negated: more headers, earlier)."""
-
-
-class EnvoyRoute(NamedTuple):
-    """One Envoy route (a rule x one of its matches) with what orders it among the others on its hostname."""
-
-    entry: JSON
-    precedence: tuple[Any, ...]
 
 
 def for_scheme(route: EnvoyRoute, scheme: str) -> EnvoyRoute:

@@ -182,6 +182,8 @@ def class_status(
     installed_bundle: str | None,
     installed_channel: str | None = None,
     classes: Classes | None = None,
+    *,
+    every_gateway_own_plane: bool = False,
 ) -> tuple[ClassStatus, ServedClass | None]:
     """A class's status, and what serving it takes when it is accepted."""
     classes = classes or Classes()
@@ -238,11 +240,15 @@ def class_status(
             f"installed Gateway API bundle {installed_bundle or 'unknown'}; this controller wants {wanted}.x",
             observed,
         )
-    return {"conditions": [accepted, supported], "supportedFeatures": supported_features(installed_channel)}, served
+    return {
+        "conditions": [accepted, supported],
+        "supportedFeatures": supported_features(installed_channel, every_gateway_own_plane=every_gateway_own_plane),
+    }, served
 
 
 _NOT_SERVED = (
-    "the certificate is not served: TLS ends at Cloudflare's edge, which serves the zone's certificate to visitors"
+    "the certificate is served to clients reaching the data plane directly (its Service's HTTPS port); visitors through"
+    " Cloudflare get the zone's certificate at its edge"
 )
 
 

@@ -254,7 +254,7 @@ def test_rbac_covers_what_the_class_reads_and_writes(on: Rendered) -> None:
     assert ("kflare.dev", "gatewayparameters", "watch") in granted
     assert ("gateway.networking.k8s.io", "gateways", "patch") in granted  # the data-plane finalizer
     plane = {("kflare.dev", "tunnels"), ("apps", "deployments"), ("policy", "poddisruptionbudgets")}
-    plane |= {("", "serviceaccounts"), ("", "secrets"), ("networking.k8s.io", "networkpolicies")}
+    plane |= {("", "serviceaccounts"), ("", "secrets"), ("", "services"), ("networking.k8s.io", "networkpolicies")}
     # The data plane's NetworkPolicy is on by default, for the shared plane and each Gateway's own.
     assert "--gateway-plane-network-policy=true" in manager(on)["args"]
     for group, resource in plane:
@@ -314,10 +314,12 @@ def test_network_policy_admits_the_data_plane_to_xds(helm: Helm) -> None:
     xds = [rule for rule in policy["spec"]["ingress"] if {"port": 18000, "protocol": "TCP"} in rule["ports"]]
     assert len(xds) == 1
     assert xds[0]["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "data-plane"
-    # Only Prometheus connects to the data plane, on its metrics ports (from the peers metricsFrom names).
-    (scrape,) = on.one("NetworkPolicy", "kflare-data-plane")["spec"]["ingress"]
+    # Prometheus connects to the data plane on its metrics ports (from the peers metricsFrom names), and clients of
+    # its Service to Envoy's plaintext and Gateway HTTPS ports.
+    scrape, clients = on.one("NetworkPolicy", "kflare-data-plane")["spec"]["ingress"]
     assert sorted(port["port"] for port in scrape["ports"]) == [2000, 9902]
     assert "from" not in scrape
+    assert sorted(port["port"] for port in clients["ports"]) == [8080, 10443]
     peer = {"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}
     limited = helm.render({**ON, "networkPolicy": {"enabled": True, "metricsFrom": [peer]}})
     assert limited.one("NetworkPolicy", "kflare-data-plane")["spec"]["ingress"][0]["from"] == [peer]
@@ -474,3 +476,36 @@ def test_cloudflareds_diagnostics_stay_in_the_pod_and_only_readiness_and_metrics
     (cluster,) = [c for c in bootstrap["static_resources"]["clusters"] if c["name"] == "kflare-tunnel-metrics"]
     endpoint = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
     assert endpoint["address"]["socket_address"] == {"address": "127.0.0.1", "port_value": 20000}
+
+
+def test_clients_in_the_cluster_reach_the_shared_plane_through_its_service(on: Rendered) -> None:
+    """Port 80 is Envoy's plaintext listener, 443 its TLS listener serving the HTTPS Gateway listeners' certificates
+    (the controller is told its port, and publishes it over xDS)."""
+    assert "--gateway-data-plane-https-port=10443" in manager(on)["args"]
+    deployment = on.one("Deployment", "kflare-data-plane")
+    envoy_container = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "envoy")
+    ports = {p["name"]: p["containerPort"] for p in envoy_container["ports"]}
+    assert (ports["http"], ports["gateway-https"]) == (8080, 10443)
+    service = on.one("Service", "kflare-data-plane")
+    assert service["spec"]["type"] == "ClusterIP"
+    pods = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pods.items()
+    assert {(p["port"], p["targetPort"]) for p in service["spec"]["ports"]} == {(80, "http"), (443, "gateway-https")}
+
+
+def test_the_https_port_follows_its_value(helm: Helm) -> None:
+    moved = helm.render({"gateway": {**ON["gateway"], "dataPlane": {**ON["gateway"]["dataPlane"], "httpsPort": 9443}}})
+    assert "--gateway-data-plane-https-port=9443" in manager(moved)["args"]
+    deployment = moved.one("Deployment", "kflare-data-plane")
+    envoy_container = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "envoy")
+    assert {"name": "gateway-https", "containerPort": 9443, "protocol": "TCP"} in envoy_container["ports"]
+
+
+def test_with_rbac_namespaces_plane_services_are_written_in_those_namespaces_only(helm: Helm) -> None:
+    rendered = helm.render({**ON, "rbac": {"namespaces": ["team-a"]}})
+    for role in rendered.all("ClusterRole"):
+        for rule in role.get("rules") or []:
+            if "services" in (rule.get("resources") or []):
+                assert set(rule["verbs"]) <= {"get", "list", "watch"}, f"{role['metadata']['name']} grants {rule}"
+    granted = next(r for r in rendered.all("Role") if r["metadata"]["namespace"] == "team-a")
+    assert any("services" in r["resources"] and "create" in r["verbs"] for r in granted["rules"])

@@ -71,9 +71,10 @@ class GatewayRelease:
         tunnel: dict[str, Any] = self.get("tunnel", self.tunnel_name, "-n", self.release.namespace)
         return tunnel
 
-    def ingress_document(self) -> dict[str, Any]:
-        """The tunnel's configuration as Cloudflare's API returns it: what the edge pushes to its connectors."""
-        tunnel = self.tunnel()
+    def ingress_document(self, tunnel: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The tunnel's configuration (the class's Tunnel's by default) as Cloudflare's API returns it: what the edge
+        pushes to its connectors."""
+        tunnel = tunnel or self.tunnel()
         identity = tunnel_id(tunnel)
         found = self.get("cloudflareaccount", tunnel["spec"]["accountRef"]["name"])
         account = found["spec"].get("accountID") or found["status"]["accountID"]  # given, or detected
@@ -168,14 +169,27 @@ def _examples() -> str:
     return "\n---\n".join(p.read_text() for p in paths)
 
 
+def _merged(base: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in more.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
 def echo_image(gateway_bins: Path) -> str:
     """The echo-basic image the conformance suite's manifests name: the examples' backends run it too."""
     return next(r for r in (gateway_bins / "conformance.images").read_text().split() if "/echo-basic:" in r)
 
 
 def install(
-    cluster: Cluster, image: str, emulator: EmulatorProcess, gateway_bins: Path, work: Path
+    cluster: Cluster,
+    image: str,
+    emulator: EmulatorProcess,
+    gateway_bins: Path,
+    work: Path,
+    more: dict[str, Any] | None = None,
 ) -> Iterator[GatewayRelease]:
+    """The release, with `more` values over the tests' own (merged key by key, a list replaced whole)."""
     helm = Helm(helm_binary(), work / "helm")
     archive = package(helm, work)
     release = Release(helm, cluster, RELEASE, NAMESPACE)
@@ -197,7 +211,7 @@ def install(
         # The class under the narrowed roles: Secrets, ConfigMaps and planes in the namespaces the tests use only.
         "rbac": {"namespaces": list(GRANTED)},
     }
-    release.install(chart=archive, args=helm.values_args(values))
+    release.install(chart=archive, args=helm.values_args(_merged(values, more or {})))
     try:
         yield state
     finally:

@@ -239,7 +239,7 @@ async def test_statuses_and_traffic_of_a_gateway_and_its_routes(
     refused = {name: next(c for c in by_name[name]["conditions"] if c["type"] == "Accepted") for name in by_name}
     assert refused["http"]["status"] == refused["https"]["status"] == "True"
     assert refused["passthrough"]["reason"] == "UnsupportedProtocol"
-    # Its certificate is not served (TLS ends at the edge) but is checked: there is no Secret `cert`.
+    # Its certificate is checked: there is no Secret `cert`.
     certificate = next(c for c in by_name["terminate"]["conditions"] if c["type"] == "ResolvedRefs")
     assert (certificate["status"], certificate["reason"]) == ("False", "InvalidCertificateRef")
     assert by_name["https"]["attachedRoutes"] == 1
@@ -503,7 +503,7 @@ async def test_an_https_listeners_certificate_ref_resolves_once_its_secret_exist
     served = await eventually(resolved("ResolvedRefs"), what="the new Secret to resolve the listener")
     conditions = {c["type"]: c for c in served["conditions"]}
     assert conditions["Programmed"]["status"] == "True"
-    assert "certificate is not served" in conditions["Accepted"]["message"]
+    assert "served to clients reaching the data plane directly" in conditions["Accepted"]["message"]
     await gw.objects.delete_namespaced_custom_object(GATEWAY_GROUP, V1, namespace, "gateways", "edge")
 
 

@@ -1,6 +1,6 @@
 """A Gateway's own data plane end to end: `kflare run --gateway-enabled` against the API server and the emulator. A
 Gateway whose `spec.infrastructure.parametersRef` names a GatewayParameters gets its own Tunnel (in Cloudflare too),
-Deployment, PodDisruptionBudget, ServiceAccount and Secrets in its namespace, labelled and annotated as its
+Deployment, PodDisruptionBudget, ServiceAccount, Service and Secrets in its namespace, labelled and annotated as its
 infrastructure says; its hostnames go through its own tunnel; a namespace past the cap is refused; and deleting the
 Gateway takes the plane down in order (DNS records before the tunnel) and frees the cap for the next Gateway."""
 
@@ -243,6 +243,33 @@ async def test_a_gateway_gets_its_own_tunnel_and_data_plane_and_loses_them_in_or
         lambda: network.read_namespaced_network_policy("kflare-gw-edge", p.ns), what="the plane's NetworkPolicy"
     )
     assert policy.spec.pod_selector.match_labels["kflare.dev/data-plane"] == "kflare-gw-edge"
+    # Its Service, for clients reaching the Gateway directly: the listener's port on Envoy's plaintext listener.
+    service = await eventually(
+        lambda: p.core.read_namespaced_service("kflare-gw-edge", p.ns), what="the plane's Service"
+    )
+    assert [(port.name, port.port, port.target_port) for port in service.spec.ports] == [("http-80", 80, "http")]
+    assert service.spec.selector.items() <= deployment.spec.template.metadata.labels.items()
+    assert service.metadata.labels["gateway.networking.k8s.io/gateway-name"] == "edge"
+    assert deployment.spec.template.metadata.labels["gateway.networking.k8s.io/gateway-name"] == "edge"
+    # A listener more, a port more (an HTTPS one reaches the listener serving the Gateway's certificates).
+    listeners = [
+        {"name": "http", "protocol": "HTTP", "port": 80},
+        {"name": "https", "protocol": "HTTPS", "port": 443, "tls": {"certificateRefs": [{"name": "absent"}]}},
+    ]
+    await p.objects.patch_namespaced_custom_object(
+        GATEWAY_GROUP, V1, p.ns, "gateways", "edge", {"spec": {"listeners": listeners}},
+        _content_type="application/merge-patch+json",
+    )  # fmt: skip
+
+    async def two_ports() -> list[tuple[str, int, str]] | None:
+        found = await p.core.read_namespaced_service("kflare-gw-edge", p.ns)
+        ports = [(port.name, port.port, port.target_port) for port in found.spec.ports]
+        return ports if len(ports) == 2 else None
+
+    assert await eventually(two_ports, what="the Service to follow the listeners") == [
+        ("http-80", 80, "http"),
+        ("https-443", 443, "gateway-https"),
+    ]
     xds = await p.core.read_namespaced_secret("kflare-gw-edge-xds", p.ns)
     assert sorted(xds.data) == ["bootstrap.json", "ca.crt", "client.crt", "client.key"]  # not the xDS token
     # Its bootstrap presents the plane's own credential, never the installation's token (which it does not hold).
@@ -307,6 +334,7 @@ async def test_a_gateway_gets_its_own_tunnel_and_data_plane_and_loses_them_in_or
     assert await p.deployment("kflare-gw-edge") is None
     names = [n.metadata.name for n in (await network.list_namespaced_network_policy(p.ns)).items]
     assert "kflare-gw-edge" not in names
+    assert "kflare-gw-edge" not in [s.metadata.name for s in (await p.core.list_namespaced_service(p.ns)).items]
     await p.kflare.gone("Tunnel", "kflare-gw-edge")
     assert p.records(f"app.{d}") == []
     calls = p.emulator.calls(since=started)

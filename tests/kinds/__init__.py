@@ -15,7 +15,10 @@ expect exactly that, and the deletion matrix runs its rows for created objects.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
+import pkgutil
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -553,3 +556,17 @@ class IPListSample(Sample):
 
 
 SAMPLES.update({sample.kind: sample for sample in (IPListSample(), *RULE_SAMPLES, ManagedTransformSample())})
+
+
+def _samples_of_their_own() -> None:
+    """A kind's Sample may be a module of this package of its own (`tests/kinds/<kind>.py`): every `Sample` with a
+    `kind` such a module defines joins `SAMPLES`."""
+    for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        loaded = importlib.import_module(f"{__name__}.{module.name}")
+        for value in vars(loaded).values():
+            own = isinstance(value, type) and value.__module__ == loaded.__name__ and "kind" in value.__dict__
+            if own and issubclass(value, Sample) and not inspect.isabstract(value):
+                SAMPLES[value.kind] = value()
+
+
+_samples_of_their_own()

@@ -6,7 +6,7 @@ from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
-from app.api.base import KflareModel, KindInfo, PrinterColumn, Problems
+from app.api.base import KflareModel, KindInfo, Permission, PrinterColumn, Problems
 from app.api.resource import Resource
 from app.api.rules.common import PHASE_CACHE, RULE_ID_LABEL, RuleSpec, RuleStatus, rule_columns
 
@@ -140,6 +140,10 @@ class CacheRule(Resource[CacheRuleSpec, RuleStatus]):
 
     info = KindInfo(
         kind="CacheRule",
+        rank=180,
+        permissions=(
+            Permission("Zone · Cache Settings · Edit", "to write its rule in the zone's cache-settings phase"),
+        ),
         claim_label=RULE_ID_LABEL,
         plural="cacherules",
         short_names=("cfcache",),

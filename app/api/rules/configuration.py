@@ -7,7 +7,7 @@ from typing import Annotated, ClassVar, Final, Literal, Self
 
 from pydantic import Field, model_validator
 
-from app.api.base import KflareModel, KindInfo, PrinterColumn, Problems
+from app.api.base import KflareModel, KindInfo, Permission, PrinterColumn, Problems
 from app.api.resource import Resource
 from app.api.rules.common import PHASE_CONFIG, PHASE_ORIGIN, RULE_ID_LABEL, RuleSpec, RuleStatus, rule_columns
 
@@ -75,6 +75,10 @@ class ConfigurationRule(Resource[ConfigurationRuleSpec, RuleStatus]):
 
     info = KindInfo(
         kind="ConfigurationRule",
+        rank=190,
+        permissions=(
+            Permission("Zone · Config Settings · Edit", "to write its rule in the zone's configuration phase"),
+        ),
         claim_label=RULE_ID_LABEL,
         plural="configurationrules",
         short_names=("cfconfigrule",),
@@ -107,6 +111,8 @@ class OriginRule(Resource[OriginRuleSpec, RuleStatus]):
 
     info = KindInfo(
         kind="OriginRule",
+        rank=200,
+        permissions=(Permission("Zone · Origin Rules · Edit", "to write its rule in the zone's origin phase"),),
         claim_label=RULE_ID_LABEL,
         plural="originrules",
         short_names=("cforigin",),

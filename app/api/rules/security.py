@@ -6,7 +6,7 @@ from typing import Annotated, ClassVar, Final, Literal, Self
 
 from pydantic import Field, model_validator
 
-from app.api.base import KflareModel, KindInfo, PrinterColumn, Problems
+from app.api.base import KflareModel, KindInfo, Permission, PrinterColumn, Problems
 from app.api.resource import Resource
 from app.api.rules.common import (
     COLO_ID,
@@ -105,6 +105,8 @@ class WAFCustomRule(Resource[WAFCustomRuleSpec, RuleStatus]):
 
     info = KindInfo(
         kind="WAFCustomRule",
+        rank=130,
+        permissions=(Permission("Zone · Zone WAF · Edit", "to write its rule in the zone's custom-rules phase"),),
         claim_label=RULE_ID_LABEL,
         plural="wafcustomrules",
         short_names=("cfwaf",),
@@ -172,6 +174,8 @@ class RateLimitRule(Resource[RateLimitRuleSpec, RuleStatus]):
 
     info = KindInfo(
         kind="RateLimitRule",
+        rank=140,
+        permissions=(Permission("Zone · Zone WAF · Edit", "to write its rule in the zone's rate-limiting phase"),),
         claim_label=RULE_ID_LABEL,
         plural="ratelimitrules",
         short_names=("cfratelimit",),
@@ -242,6 +246,8 @@ class ManagedRuleset(Resource[ManagedRulesetSpec, RuleStatus]):
 
     info = KindInfo(
         kind="ManagedRuleset",
+        rank=150,
+        permissions=(Permission("Zone · Zone WAF · Edit", "to deploy a managed ruleset in the zone's managed phase"),),
         claim_label=RULE_ID_LABEL,
         plural="managedrulesets",
         short_names=("cfmanagedruleset",),

@@ -8,7 +8,7 @@ from typing import Annotated, ClassVar, Final, Literal, Self
 from pydantic import ConfigDict, Field, model_validator
 from pydantic.config import JsonDict
 
-from app.api.base import KflareModel, KindInfo, PrinterColumn, Problems, wire_name
+from app.api.base import KflareModel, KindInfo, Permission, PrinterColumn, Problems, wire_name
 from app.api.resource import Resource
 from app.api.rules.common import (
     PHASE_REDIRECT,
@@ -122,6 +122,12 @@ class TransformRule(Resource[TransformRuleSpec, RuleStatus]):
 
     info = KindInfo(
         kind="TransformRule",
+        rank=160,
+        permissions=(
+            Permission(
+                "Zone · Transform Rules · Edit", "to write its rule in the URL-rewrite or header-transform phase"
+            ),
+        ),
         claim_label=RULE_ID_LABEL,
         plural="transformrules",
         short_names=("cftransform",),
@@ -215,6 +221,10 @@ class RedirectRule(Resource[RedirectRuleSpec, RuleStatus]):
 
     info = KindInfo(
         kind="RedirectRule",
+        rank=170,
+        permissions=(
+            Permission("Zone · Dynamic URL Redirects · Edit", "to write its rule in the zone's redirect phase"),
+        ),
         claim_label=RULE_ID_LABEL,
         plural="redirectrules",
         short_names=("cfredirect",),

@@ -89,6 +89,7 @@ def _no_entrypoint(phase: str) -> CloudflareError:
 
 class Rulesets(Kind):
     name = "rulesets"
+    refers_to = ("lists",)
     parent = "zones"
     parent_field = "zone_id"
     path = "/zones/{zone_id}/rulesets"

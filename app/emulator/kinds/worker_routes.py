@@ -36,6 +36,7 @@ def _pattern_in_zone(pattern: str, zone_name: str) -> bool:
 
 class WorkerRoutes(Kind):
     name = "worker_routes"
+    refers_to = ("workers_scripts",)
     parent = "zones"
     parent_field = "zone_id"
     path = "/zones/{zone_id}/workers/routes"

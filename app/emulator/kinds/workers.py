@@ -139,6 +139,7 @@ def _check_date(value: str | None) -> str:
 
 class WorkerScripts(Kind):
     name = "workers_scripts"
+    refers_to = ("kv_namespaces", "r2_buckets", "d1_databases")
     parent = "accounts"
     parent_field = "account_id"
     path = "/accounts/{account_id}/workers/scripts"

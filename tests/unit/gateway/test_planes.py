@@ -190,7 +190,7 @@ def test_a_refused_gateway_says_invalid_parameters_and_serves_nothing() -> None:
     assert result.planes == {}
 
 
-def test_a_planes_network_policy_lets_in_only_metrics_and_out_only_what_it_needs() -> None:
+def test_a_planes_network_policy_lets_in_only_metrics_and_its_services_clients_and_out_only_what_it_needs() -> None:
     plane = choose([asking("edge")], [PARAMS], {CLASS_NAME}, cap=1)[(NS, "edge")]
     assert isinstance(plane, Plane)
     secrets = ({}, {})
@@ -200,7 +200,8 @@ def test_a_planes_network_policy_lets_in_only_metrics_and_out_only_what_it_needs
     spec = policy["spec"]
     assert spec["podSelector"]["matchLabels"]["kflare.dev/data-plane"] == "kflare-gw-edge"
     assert spec["policyTypes"] == ["Ingress", "Egress"]
-    assert [p["port"] for rule in spec["ingress"] for p in rule["ports"]] == [9902, 2000]
+    # Scrapers, and the clients of its Service on Envoy's plaintext and Gateway HTTPS ports.
+    assert [p["port"] for rule in spec["ingress"] for p in rule["ports"]] == [9902, 2000, 8080, 10443]
     xds = next(rule for rule in spec["egress"] if {"port": 18123, "protocol": "TCP"} in rule.get("ports", []))
     assert xds["to"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kflare-system"}}}]
 

@@ -453,7 +453,7 @@ def test_an_https_listeners_certificate_refs_are_checked_and_the_certificate_not
         assert listener_conditions(result, name)["Programmed"]["status"] == status
     accepted = listener_conditions(result, "good")["Accepted"]
     assert accepted["status"] == "True"
-    assert "certificate is not served" in accepted["message"]
+    assert "served to clients reaching the data plane directly" in accepted["message"]
     assert listener_conditions(result, "passthrough")["Accepted"]["reason"] == "UnsupportedValue"
 
 
@@ -536,7 +536,7 @@ def test_the_tunnels_and_the_class_translate_the_same_certificates() -> None:
 def test_a_change_to_one_route_builds_that_route_only_and_the_result_is_the_same(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import reconcilers.gateway.translate as translation
+    import reconcilers.gateway.gatewayapi.builds as stage
 
     routes = [
         http_route(f"r{i}", [f"app{i}.example.com"], [{"backendRefs": [backend("alpha" if i % 2 else "beta")]}])
@@ -545,13 +545,13 @@ def test_a_change_to_one_route_builds_that_route_only_and_the_result_is_the_same
     for route in routes:
         route["metadata"]["resourceVersion"] = "1"
     builds: list[str] = []
-    real = translation.build_route
+    real = stage.build_route
 
     def counting(kind: str, route: Any, resolver: Any) -> Any:
         builds.append(route["metadata"]["name"])
         return real(kind, route, resolver)
 
-    monkeypatch.setattr(translation, "build_route", counting)
+    monkeypatch.setattr(stage, "build_route", counting)
 
     def translated(revision: object, resolver_revision: object) -> Any:
         w = world(routes, {"alpha": 8001, "beta": 8002}, revision=revision, resolver_revision=resolver_revision)

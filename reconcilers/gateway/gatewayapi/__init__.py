@@ -1,0 +1,29 @@
+"""Gateway API objects to the IR (`reconcilers.gateway.ir`): the stage that decides every status.
+
+- `world`: what the translation reads (`World`), and which Secrets the caches are asked for;
+- `attach`: a route's attachment to listeners, the hostnames it serves, who owns a hostname several routes claim;
+- `builds`: a route's build (`rules`, resolving backends with `backends` and `policies`), remembered per route
+  version: the incremental rebuild;
+- `routes`: every route's attachments with the statuses its build decides;
+- `to_ir`: the classes' and Gateways' statuses (`status`), the ListenerSets', the planes' virtual hosts and clusters,
+  the BackendTLSPolicies' ancestors and the hostnames published.
+"""
+
+from reconcilers.gateway.gatewayapi.attach import hostname_matches
+from reconcilers.gateway.gatewayapi.to_ir import class_statuses, to_ir
+from reconcilers.gateway.gatewayapi.world import (
+    DNS_PUBLISHING_ANNOTATION,
+    World,
+    certificate_refs,
+    publishes_dns,
+)
+
+__all__ = [
+    "DNS_PUBLISHING_ANNOTATION",
+    "World",
+    "certificate_refs",
+    "class_statuses",
+    "hostname_matches",
+    "publishes_dns",
+    "to_ir",
+]

@@ -1,0 +1,121 @@
+"""A route's build (its Envoy routes, the backends they resolved, the policies deciding their TLS), remembered per
+route version and resolver revision: the incremental rebuild, a change to one route of a thousand building that one."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from reconcilers.gateway import shapes
+from reconcilers.gateway.backends import UNRESOLVED, Backend, Resolver
+from reconcilers.gateway.gatewayapi.world import World
+from reconcilers.gateway.planes import Plane
+from reconcilers.gateway.route_matches import Unsupported
+from reconcilers.gateway.route_shapes import Route
+from reconcilers.gateway.rules import BuiltRoute, build_route
+from reconcilers.gateway.shapes import JSON, ObjectKey
+
+
+def follows_external_names(world: World, gateway: ObjectKey) -> bool:
+    """Whether the routes of `gateway` may send to ExternalName Services: its own plane's GatewayParameters say
+    (`allowExternalNameServices`), else (the shared plane, or a GatewayConfig's plane, which has no such field) the
+    controller's setting."""
+    choice = world.planes.get(gateway)
+    if isinstance(choice, Plane) and choice.token is None:
+        return choice.parameters.get("allowExternalNameServices") is True
+    return world.allow_external_name_services
+
+
+@dataclass
+class _Recording:
+    """A resolver that remembers the backends a route's build resolved (with the cluster each resolved to), so that a
+    later build of the same route against the same Services can be replayed instead of done again."""
+
+    resolver: Resolver
+    external_names: bool
+    """Whether the Gateways this build serves follow ExternalName Services."""
+    calls: list[tuple[tuple[str, str, Any, int, bool], str | None]] = field(default_factory=list)
+
+    def backend(self, kind: str, route_ns: str, ref: Any, weight: int, *, http2: bool) -> Backend:
+        found = self.resolver.backend(kind, route_ns, ref, weight, http2=http2, external_names=self.external_names)
+        self.calls.append(((kind, route_ns, ref, weight, http2), found.cluster))
+        return found
+
+
+@dataclass
+class Build:
+    """A route's build against one revision of what it resolves against."""
+
+    version: str
+    revision: Hashable | None
+    unsupported: str | None
+    """Why the route is refused whole, if it is."""
+    result: BuiltRoute
+    resolutions: list[tuple[tuple[str, str, Any, int, bool], str | None]]
+    """The backends it resolved, and the cluster each resolved to."""
+    policies: set[ObjectKey]
+    """The BackendTLSPolicies that decide (or contend to decide) the TLS of its backends."""
+    unresolved: bool
+    """Whether a weighted split of its sends a share to the unresolved cluster."""
+    external_names: bool = False
+    """Whether it was built following ExternalName Services."""
+
+    def replay(self, resolver: Resolver) -> None:
+        """Register the build's clusters with this translation's resolver: the clusters' endpoints are not part of
+        the build, so a cluster new to the resolver is resolved again (and gets the Services' current endpoints)."""
+        for (kind, route_ns, ref, weight, http2), cluster in self.resolutions:
+            if cluster is not None and cluster not in resolver.clusters:
+                resolver.backend(kind, route_ns, ref, weight, http2=http2, external_names=self.external_names)
+
+
+_built: dict[tuple[str, str, str, bool], Build] = {}
+"""(kind, namespace, name, whether ExternalName Services are followed) -> the route's last build: a route's Envoy
+routes are a function of the route and of the Services, ReferenceGrants and BackendTLSPolicies it resolves against,
+so a change to one route of a thousand builds that one (the endpoints are not part of it: the replay registers the
+Services' current ones)."""
+
+
+def built_route(
+    kind: str, route: Route, resolver: Resolver, revision: Hashable | None, *, external_names: bool = False
+) -> Build:
+    """The route's build, done once per route version, resolver revision and answer to whether ExternalName Services
+    are followed."""
+    version = str(route["metadata"].get("resourceVersion") or "")
+    key = (kind, shapes.ns(route), shapes.name(route), external_names)
+    found = _built.get(key) if revision is not None and version else None
+    if found is not None and found.version == version and found.revision == revision:
+        found.replay(resolver)
+        return found
+    recording = _Recording(resolver, external_names)
+    unsupported: str | None = None
+    try:
+        result = build_route(kind, route, cast(Resolver, recording))
+    except Unsupported as exc:
+        unsupported, result = str(exc), BuiltRoute()
+    unresolved = UNRESOLVED in weighted_in(r.entry for r in result.routes)
+    build = Build(
+        version,
+        revision,
+        unsupported,
+        result,
+        recording.calls,
+        resolver.policies_used(route),
+        unresolved,
+        external_names,
+    )
+    if revision is not None and version:
+        _built[key] = build
+    return build
+
+
+def forget_built(present: set[tuple[str, str, str]]) -> None:
+    """Drop the builds of routes that are gone (checked when there are many more builds than routes)."""
+    if len(_built) > 2 * len(present) + 100:
+        for key in [k for k in _built if k[:3] not in present]:
+            del _built[key]
+
+
+def weighted_in(entries: Iterable[JSON]) -> set[str]:
+    """The clusters the routes' weighted splits name."""
+    return {c["name"] for r in entries for c in r.get("route", {}).get("weighted_clusters", {}).get("clusters", [])}
