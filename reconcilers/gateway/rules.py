@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from reconcilers.gateway import envoy, shapes
 from reconcilers.gateway.backends import UNRESOLVED, Backend, Resolver
@@ -51,6 +51,19 @@ def for_scheme(route: EnvoyRoute, scheme: str) -> EnvoyRoute:
     precedence = list(route.precedence)
     precedence[_HEADER_COUNT] -= 1  # one header more to match: ahead of the same route for either scheme
     return EnvoyRoute(entry, tuple(precedence))
+
+
+DEFAULT_PORTS: Final = {"HTTP": 80, "HTTPS": 443}
+
+
+def on_port(route: EnvoyRoute, port: int) -> EnvoyRoute:
+    """`route` as served by a listener of `port`, not its protocol's usual one: a redirect that names neither a
+    scheme nor a port keeps the listener's port (Gateway API), which Envoy would drop with the host it replaces."""
+    redirect = route.entry.get("redirect")
+    if redirect is None or "scheme_redirect" in redirect or "port_redirect" in redirect:
+        return route
+    entry = {**route.entry, "redirect": {**redirect, "port_redirect": port}}
+    return EnvoyRoute(entry, route.precedence)
 
 
 @dataclass

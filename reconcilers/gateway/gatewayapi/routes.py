@@ -12,6 +12,7 @@ from reconcilers.gateway.gatewayapi.builds import Build, built_route, follows_ex
 from reconcilers.gateway.gatewayapi.world import World
 from reconcilers.gateway.kinds import GATEWAY_GROUP
 from reconcilers.gateway.owners import Owners
+from reconcilers.gateway.rules import DEFAULT_PORTS
 from reconcilers.gateway.shapes import ObjectKey, condition
 from reconcilers.gateway.status import GRPC_ROUTE, HTTP_ROUTE, LISTENER_SETS_UNSUPPORTED, ServedGateway
 
@@ -91,3 +92,14 @@ def scheme_of(attachment: Attachment, gateway: ServedGateway) -> str | None:
         return None
     protocols = {listener.spec["protocol"] for listener in attachment.listeners}
     return protocols.pop().lower() if len(protocols) == 1 else None
+
+
+def unusual_port(attachment: Attachment) -> int | None:
+    """The one port of the listeners an attachment serves, when it is not their protocol's usual one (80, 443);
+    None otherwise (listeners of several ports cannot be told apart by traffic: the class claims no
+    HTTPRouteParentRefPort)."""
+    ports = {(listener.spec["protocol"], listener.spec["port"]) for listener in attachment.listeners}
+    if len(ports) != 1:
+        return None
+    protocol, port = ports.pop()
+    return None if DEFAULT_PORTS.get(protocol) == port else port

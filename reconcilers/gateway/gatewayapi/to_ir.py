@@ -11,12 +11,12 @@ from reconcilers.gateway import https_listeners, shapes
 from reconcilers.gateway.backends import UNRESOLVED, Resolver
 from reconcilers.gateway.gatewayapi.attach import isolating_hosts, listener_set_parent, not_served
 from reconcilers.gateway.gatewayapi.builds import weighted_in
-from reconcilers.gateway.gatewayapi.routes import attachments_of, scheme_of
+from reconcilers.gateway.gatewayapi.routes import attachments_of, scheme_of, unusual_port
 from reconcilers.gateway.gatewayapi.world import World, publishes_dns
 from reconcilers.gateway.ir import IR, EnvoyRoute, Hostname, ParentStatus, PlaneIR
 from reconcilers.gateway.planes import Plane, finalized
 from reconcilers.gateway.policies import BackendTLS
-from reconcilers.gateway.rules import for_scheme
+from reconcilers.gateway.rules import for_scheme, on_port
 from reconcilers.gateway.shapes import ObjectKey, RouteKey, condition
 from reconcilers.gateway.status import (
     GRPC_ROUTE,
@@ -116,6 +116,9 @@ def to_ir(world: World) -> IR:
             scheme = scheme_of(attachment, parent)
             envoy_routes = attachment.build.result.routes
             routes = envoy_routes if scheme is None else [for_scheme(r, scheme) for r in envoy_routes]
+            port = unusual_port(attachment)
+            if port is not None:
+                routes = [on_port(r, port) for r in routes]
             plane_vhosts = vhosts[parent.plane]
             for hostname in attachment.hostnames:
                 existing = {route.entry["name"] for route in plane_vhosts[hostname]}
