@@ -72,7 +72,9 @@ class BoundedHTTP(HttpToolsProtocol):
         self._header_bytes = 0
         self._too_large = False
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # asyncio's signature, wider than uvicorn's: a stream connection's transport is always a full Transport.
+        assert isinstance(transport, asyncio.Transport)
         super().connection_made(transport)
         if len(self.connections) > self.limits.max_connections:
             log.debug("refused a connection: %d open", len(self.connections) - 1)

@@ -19,10 +19,9 @@ from typing import Any, Generic, TypeVar
 from app.api.resource import Resource
 from app.cloudflare.errors import NotFound
 from app.kube.client import JSON
-from app.kube.index import Ref
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
-from reconcilers.credentials import account_key, account_object, account_ref_key, ready_account
+from reconcilers.credentials import account_key, account_ref_key, ready_account
 from reconcilers.managed_kind import ManagedKind
 
 Member = TypeVar("Member", bound=Resource[Any, Any])
@@ -53,11 +52,6 @@ def account_drift_group(raw: JSON) -> str | None:
     """Members of an account are drift-checked together: one listing of the account serves them all."""
     name = account_name(raw)
     return collection_name(name) if name else None
-
-
-def account_parents(raw: JSON) -> list[Ref]:
-    key = account_name(raw)
-    return [Ref(*account_object(key))] if key else []
 
 
 Scope = TypeVar("Scope", bound=AccountScope)
@@ -94,10 +88,6 @@ class AccountMemberBase(ManagedKind[Member, Scope, Observed], Generic[Member, Sc
     @abstractmethod
     async def observed_from(self, link: Scope, listed: Listed) -> Observed:
         """What the kind observes of a listed object."""
-
-    @classmethod
-    def parents_of(cls, raw: JSON) -> list[Ref]:
-        return account_parents(raw)
 
     @classmethod
     def drift_group(cls, raw: JSON) -> str | None:

@@ -45,14 +45,6 @@ class AccountTokenKind(ManagedKind[AnyAccount, AccountLink, Account_], Generic[A
     ready_message = "the token is valid and the account is reachable"
     creates = False
 
-    @classmethod
-    def parents_of(cls, raw: JSON) -> list[Ref]:
-        ref = (raw.get("spec") or {}).get("tokenSecretRef") or {}
-        namespace = ref.get("namespace") or raw["metadata"].get("namespace")
-        if ref.get("name") and namespace:
-            return [Ref(SECRET, namespace, ref["name"])]
-        return []
-
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self._detected_with: dict[tuple[str, str], str] = {}

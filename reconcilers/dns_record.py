@@ -196,17 +196,6 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         return {**super().indexes(), ZONE_INDEX: zone_ref_key}
 
     @classmethod
-    def parents_of(cls, raw: JSON) -> list[Ref]:
-        spec = raw.get("spec") or {}
-        name = (spec.get("zoneRef") or {}).get("name")
-        namespace = raw["metadata"].get("namespace") or ""
-        parents = [Ref("Zone", zone_namespace(raw), name)] if name else []
-        tunnel = (spec.get("tunnelRef") or {}).get("name")
-        if tunnel:
-            parents.append(Ref("Tunnel", namespace, tunnel))  # followed when recreated; waits for this record
-        return parents
-
-    @classmethod
     def drift_group(cls, raw: JSON) -> str | None:
         """Records are drift-checked per zone: one listing serves them all."""
         zone_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID")

@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from app.api.base import GROUP, VERSION, wire_name
 from app.api.constants import CREATE_INTENT_ANNOTATION, FINALIZER, Reason
+from app.api.links import targets_of
 from app.api.resource import Resource
 from app.kube.client import JSON, ResourceType
 from app.kube.index import Ref
@@ -100,8 +101,9 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
 
     @classmethod
     def parents_of(cls, raw: JSON) -> list[Ref]:
-        """The objects this one references (from the raw object: called on every watch event)."""
-        return []
+        """The objects this one references, as its model declares them (`app.api.links`): read from the raw object,
+        as this is called on every watch event."""
+        return [Ref(*target) for target in targets_of(cls.model, raw)]
 
     @classmethod
     def serving_state(cls, raw: JSON) -> Any:

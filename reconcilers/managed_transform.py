@@ -51,11 +51,6 @@ class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
     claim_in_status = False  # the label says which ManagedTransform holds the zone (`_configured_by`)
 
     @classmethod
-    def parents_of(cls, raw: JSON) -> list[Ref]:
-        name = ((raw.get("spec") or {}).get("zoneRef") or {}).get("name")
-        return [Ref("Zone", raw["metadata"].get("namespace") or "", name)] if name else []
-
-    @classmethod
     def indexes(cls) -> dict[str, Indexer]:
         return {**super().indexes(), ZONE_INDEX: zone_ref_key}
 

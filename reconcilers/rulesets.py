@@ -42,7 +42,6 @@ from app.cloudflare.client import CloudflareClient
 from app.cloudflare.errors import NotFound, Terminal
 from app.cloudflare.models import Ruleset, RulesetRule
 from app.kube.client import JSON
-from app.kube.index import Ref
 from app.kube.informer import Indexer
 from app.kube.manager import IndexLink
 from reconcilers.context import ENTRYPOINT, AccountLink, Context, lists_key
@@ -212,12 +211,6 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
         return str(getattr(spec_model, "phase_name", ""))
 
     # ---- the lifecycle's part ----------------------------------------------------------------------------------
-
-    @classmethod
-    def parents_of(cls, raw: JSON) -> list[Ref]:
-        name = ((raw.get("spec") or {}).get("zoneRef") or {}).get("name")
-        namespace = raw["metadata"].get("namespace") or ""
-        return [Ref("Zone", namespace, name)] if name else []
 
     @classmethod
     def indexes(cls) -> dict[str, Indexer]:

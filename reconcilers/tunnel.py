@@ -40,8 +40,7 @@ from app.api.tunnel import TOKEN_KEY, Tunnel, TunnelMetadata
 from app.cloudflare.errors import NotFound
 from app.cloudflare.models import Tunnel as CloudflareTunnel
 from app.kube.client import JSON, SECRETS, KubeError
-from app.kube.index import Ref
-from reconcilers.account_members import AccountMember, AccountScope, account_parents
+from reconcilers.account_members import AccountMember, AccountScope
 from reconcilers.credentials import must_read
 from reconcilers.waiting import RETRY_PARENT, NotReady
 
@@ -58,19 +57,6 @@ def controlled_by(secret: JSON, owner_uid: str) -> bool:
 class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
     model = Tunnel
     status_id = "tunnel_id"
-
-    @classmethod
-    def parents_of(cls, raw: JSON) -> list[Ref]:
-        spec = raw.get("spec") or {}
-        namespace = raw["metadata"].get("namespace") or ""
-        parents = account_parents(raw)
-        secret = (spec.get("credentialsSecretRef") or {}).get("name")
-        if secret:
-            parents.append(Ref("Secret", namespace, secret))  # watched: a token Secret edited by hand is restored
-        previous = (raw.get("status") or {}).get("credentialsSecretName")
-        if previous and previous != secret:
-            parents.append(Ref("Secret", namespace, previous))  # until its token is removed
-        return parents
 
     def list_members(self, link: AccountScope) -> AsyncIterator[CloudflareTunnel]:
         return link.account.client.list_tunnels(link.account.account_id)

@@ -28,7 +28,6 @@ from app.api.tunnel import (
 )
 from app.cloudflare.errors import NotFound, Terminal
 from app.cloudflare.models import TunnelConfiguration as CloudflareConfiguration
-from app.kube.client import JSON
 from app.kube.index import Ref
 from reconcilers import tunnel_document
 from reconcilers.context import AccountLink
@@ -71,11 +70,6 @@ class TunnelConfigurationKind(ManagedKind[TunnelConfiguration, ConfigLink, Cloud
     model = TunnelConfiguration
     observed_id = "tunnel_id"
     status_id = "tunnel_id"
-
-    @classmethod
-    def parents_of(cls, raw: JSON) -> list[Ref]:
-        name = ((raw.get("spec") or {}).get("tunnelRef") or {}).get("name")
-        return [Ref("Tunnel", raw["metadata"].get("namespace") or "", name)] if name else []
 
     def _owner(self, obj: TunnelConfiguration) -> str:
         """The name of the configuration of the same Tunnel created first (it owns the tunnel's document)."""

@@ -16,7 +16,6 @@ from app.api.constants import Reason
 from app.api.workers import WorkerRoute, WorkerRouteMetadata
 from app.cloudflare.models import WorkerRoute as CloudflareRoute
 from app.kube.client import JSON
-from app.kube.index import Ref
 from reconcilers.account_members import account_name
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
@@ -53,19 +52,6 @@ class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute]):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.listings: Collections[CloudflareRoute] = Collections(id_of=lambda r: r.id, name_of=lambda r: r.pattern)
-
-    @classmethod
-    def parents_of(cls, raw: JSON) -> list[Ref]:
-        spec = raw.get("spec") or {}
-        namespace = raw["metadata"].get("namespace") or ""
-        refs = []
-        zone = (spec.get("zoneRef") or {}).get("name")
-        if zone:
-            refs.append(Ref("Zone", namespace, zone))
-        worker = (spec.get("workerScriptRef") or {}).get("name")
-        if worker:
-            refs.append(Ref("WorkerScript", namespace, worker))
-        return refs
 
     @classmethod
     def drift_group(cls, raw: JSON) -> str | None:

@@ -27,24 +27,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.api.constants import Reason
-from app.api.workers import SCRIPT_SIZE_LIMIT, WorkerScript, WorkerScriptMetadata, too_large
+from app.api.links import reference_fields
+from app.api.refs import BoundObjectReference
+from app.api.workers import SCRIPT_SIZE_LIMIT, WorkerBinding, WorkerScript, WorkerScriptMetadata, too_large
 from app.cloudflare.models import WorkerScript as CloudflareScript
 from app.kube.client import JSON
 from app.kube.index import Ref
 from reconcilers.account_members import AccountMemberBase, AccountScope, account_name
 from reconcilers.claims import holder_of
 from reconcilers.context import Context
-from reconcilers.credentials import account_id_of, account_object, account_ref_key, must_read
+from reconcilers.credentials import account_id_of, account_ref_key, must_read
 from reconcilers.managed_kind import CLAIM_INDEX
-from reconcilers.tenancy import grants_of, reference_granted
+from reconcilers.tenancy import reference_granted
 from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve
 
 ENTRY_MODULE = "worker.js"
-BOUND_KINDS = {
-    "kv_namespace_ref": "KVNamespace",
-    "r2_bucket_ref": "R2Bucket",
-    "d1_database_ref": "D1Database",
-}
+BOUND_KINDS = reference_fields(WorkerBinding, BoundObjectReference)
 
 
 @dataclass(frozen=True)
@@ -83,34 +81,6 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
         super().__init__(ctx)
         # resource UID -> (hash, modified_on) this process last uploaded; dropped when the resource is released
         self._uploaded: dict[str, tuple[str, str | None]] = {}
-
-    @classmethod
-    def parents_of(cls, raw: JSON) -> list[Ref]:
-        spec = raw.get("spec") or {}
-        namespace = raw["metadata"].get("namespace") or ""
-        refs: list[Ref] = []
-        name = account_name(raw)
-        if name:
-            refs.append(Ref(*account_object(name)))
-        source = spec.get("scriptConfigMapRef") or {}
-        if source.get("name"):
-            refs.append(Ref("ConfigMap", namespace, source["name"]))
-        for binding in spec.get("bindings") or []:
-            secret = binding.get("secretKeyRef") or {}
-            if secret.get("name"):
-                refs.append(Ref("Secret", namespace, secret["name"]))
-            for wire, kind in (
-                ("kvNamespaceRef", "KVNamespace"),
-                ("r2BucketRef", "R2Bucket"),
-                ("d1DatabaseRef", "D1Database"),
-            ):
-                ref = binding.get(wire) or {}
-                if ref.get("name"):
-                    where = ref.get("namespace") or namespace
-                    refs.append(Ref(kind, where, ref["name"]))
-                    if where != namespace:
-                        refs.append(grants_of(where))  # a grant there given or taken back reconciles this one
-        return refs
 
     def dependants(self, key: tuple[str, str]) -> list[Ref]:
         # Routes do not hold their Worker: Cloudflare deletes them with it, and a WorkerRoute whose Worker is gone

@@ -25,8 +25,11 @@ from typing import Any, Final, Protocol
 from pydantic import ValidationError
 
 from app.api import FieldError, ResourceClass
+from app.api.base import wire_name
 from app.api.constants import ADOPTION_POLICY_ANNOTATION
 from app.api.grant import Grant, grants
+from app.api.links import reference_fields
+from app.api.refs import BoundObjectReference
 from app.api.tenancy import (
     NamespacePolicy,
     NamespacesFrom,
@@ -35,6 +38,7 @@ from app.api.tenancy import (
     grants_hostname,
     record_hostname,
 )
+from app.api.workers import WorkerBinding
 from webhooks.review import AdmissionRequest
 
 log = logging.getLogger(__name__)
@@ -264,7 +268,7 @@ class _Review:
         return warnings
 
 
-BOUND_KINDS: Final = {"kvNamespaceRef": "KVNamespace", "r2BucketRef": "R2Bucket", "d1DatabaseRef": "D1Database"}
+BOUND_KINDS: Final = {wire_name(f): kind for f, kind in reference_fields(WorkerBinding, BoundObjectReference).items()}
 
 
 def _grants(raw: JSON, namespace: str, kind: str, name: str) -> bool:

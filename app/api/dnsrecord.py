@@ -11,7 +11,7 @@ from pydantic_core import PydanticCustomError
 
 from app.api.base import KflareModel, KindInfo, Permission, PrinterColumn, Problems
 from app.api.meta import Status
-from app.api.refs import LocalObjectReference, ZoneReference
+from app.api.refs import LocalObjectReference, Refers, ZoneReference
 from app.api.resource import Resource
 from app.api.text import NAME_SCHEMA, TEXT_SCHEMA, NameCheck, TextCheck
 
@@ -147,7 +147,8 @@ class DNSRecordSpec(KflareModel):
     data: dict[str, Any] | None = None
     """Structured value for CAA, CERT, DNSKEY, DS, HTTPS, LOC, NAPTR, SMIMEA, SRV, SSHFP, SVCB, TLSA and URI
     records, in Cloudflare's API form (for SRV: `priority`, `weight`, `port`, `target`). Instead of `content`."""
-    tunnel_ref: LocalObjectReference | None = None
+    # a parent: the record follows the tunnel when it is recreated, and its deletion waits for the record
+    tunnel_ref: Annotated[LocalObjectReference, Refers("Tunnel")] | None = None
     """A Tunnel, in the same namespace, the record points at: a CNAME to the tunnel, instead of `content`."""
 
     @field_validator("name")

@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from app.api.base import KflareModel, KindInfo, Permission, PrinterColumn, Problems
 from app.api.meta import Status
-from app.api.refs import LocalObjectReference
+from app.api.refs import LocalObjectReference, Refers
 from app.api.resource import Resource
 from app.api.text import PRINTABLE_ASCII, TextCheck
 
@@ -30,7 +30,7 @@ Switches = Annotated[list[TransformSwitch], Field(max_length=32)]
 class ManagedTransformSpec(KflareModel):
     """The transforms to turn on or off; those not listed keep their state."""
 
-    zone_ref: LocalObjectReference
+    zone_ref: Annotated[LocalObjectReference, Refers("Zone")]
     """The Zone, in the same namespace, whose transforms these are."""
     managed_request_headers: Switches | None = None
     """Transforms that add or remove headers of requests to the origin."""

@@ -5,7 +5,8 @@ imported, and each `Resource` subclass it defines with an `info` of kflare's gro
 module there; its reconciler is found by its model (`reconcilers.registry`). Kinds are ordered by their
 `KindInfo.rank` (the kinds of this release keep the order they have always had; a new kind comes after them), then
 parents first: a kind's parents are the kinds its spec's references name (`refers_to` of the reference type, such as
-`AccountReference`'s) and those its `KindInfo.parents` adds; then by their modules' names and their definitions.
+`AccountReference`'s, or the field's `Refers`: `app.api.links`) and those its `KindInfo.parents` adds; then by their
+modules' names and their definitions.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ import importlib
 import importlib.util
 import inspect
 import pkgutil
-import typing
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Final
+from typing import Final
 
 from app.api.base import GROUP
+from app.api.links import kinds_named
 from app.api.resource import Resource, ResourceClass
 
 PACKAGE: Final = "app.api"
@@ -53,32 +54,10 @@ def _declared(module: ModuleType) -> list[ResourceClass]:
     return sorted(found, key=lambda model: inspect.getsourcelines(model)[1])
 
 
-def _types(annotation: Any) -> Iterator[type]:
-    if isinstance(annotation, type):
-        yield annotation
-    for arg in typing.get_args(annotation):
-        yield from _types(arg)
-
-
-def _referred(model: type, names: dict[str, str], seen: set[type]) -> Iterator[str]:
-    """The kinds the fields of `model` and of the models it holds name: by a reference type's `refers_to`, or by
-    a field `<kind>_ref` (`zone_ref`, `kv_namespace_ref`)."""
-    seen.add(model)
-    for name, field in getattr(model, "model_fields", {}).items():
-        if name.endswith("_ref") and name[: -len("_ref")].replace("_", "") in names:
-            yield names[name[: -len("_ref")].replace("_", "")]
-        for held in _types(field.annotation):
-            yield from getattr(held, "refers_to", ())
-            if hasattr(held, "model_fields") and held not in seen:
-                yield from _referred(held, names, seen)
-
-
 def parents_of(model: ResourceClass, kinds: tuple[str, ...]) -> tuple[str, ...]:
     """The kinds (of `kinds`) a kind's objects depend on: those its spec's references name, and its
     `KindInfo.parents`."""
-    names = {kind.lower(): kind for kind in kinds}
-    spec = model.model_fields["spec"].annotation
-    named = list(_referred(spec, names, set())) if isinstance(spec, type) else []
+    named = kinds_named(model)
     return tuple(dict.fromkeys(k for k in (*named, *model.info.parents) if k != model.info.kind and k in kinds))
 
 

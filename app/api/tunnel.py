@@ -10,7 +10,7 @@ from pydantic_core import PydanticCustomError
 
 from app.api.base import KflareModel, KindInfo, Permission, PrinterColumn, Problems
 from app.api.meta import Status
-from app.api.refs import AccountReference, LocalObjectReference
+from app.api.refs import AccountReference, LocalObjectReference, Refers
 from app.api.resource import Resource
 from app.api.text import NAME_SCHEMA, PRINTABLE_ASCII, NameCheck, TextCheck
 
@@ -69,7 +69,8 @@ class TunnelSpec(KflareModel):
     """Name of the tunnel in Cloudflare. Changing it renames the tunnel in place."""
     account_ref: AccountReference
     """The CloudflareAccount the tunnel belongs to."""
-    credentials_secret_ref: LocalObjectReference
+    # a parent, watched: a token Secret edited by hand is restored
+    credentials_secret_ref: Annotated[LocalObjectReference, Refers("Secret")]
     """The Secret, in the same namespace, kflare writes the tunnel's token to (key `TUNNEL_TOKEN`), for cloudflared
     (`cloudflared tunnel run` reads `TUNNEL_TOKEN` from its environment). kflare creates and owns it; a Secret of
     that name it does not own is never overwritten."""
@@ -98,7 +99,8 @@ class TunnelStatus(Status):
 
     cloudflare_metadata: TunnelMetadata | None = None
     """IDs and read-only data from Cloudflare."""
-    credentials_secret_name: Annotated[str, Field(max_length=253)] | None = None
+    # a parent too while it differs from the spec's: the token is removed from it
+    credentials_secret_name: Annotated[str, Field(max_length=253), Refers("Secret")] | None = None
     """The Secret kflare last wrote the token to."""
 
 
@@ -232,7 +234,7 @@ class TunnelConfigurationSpec(KflareModel):
     """The whole ingress configuration of a tunnel: rules in order (the first that matches wins), then
     `defaultService` for everything else."""
 
-    tunnel_ref: LocalObjectReference
+    tunnel_ref: Annotated[LocalObjectReference, Refers("Tunnel")]
     """The Tunnel, in the same namespace, this configuration is for."""
     ingress: Annotated[list[IngressRule], Field(min_length=1, max_length=1000)]
     """Rules in order; the first that matches a request wins."""

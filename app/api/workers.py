@@ -9,7 +9,7 @@ from pydantic_core import PydanticCustomError
 
 from app.api.base import KflareModel, KindInfo, Permission, PrinterColumn, Problems, wire_name
 from app.api.meta import Status
-from app.api.refs import AccountReference, BoundObjectReference, KeyReference, LocalObjectReference
+from app.api.refs import AccountReference, BoundObjectReference, KeyReference, LocalObjectReference, Refers
 from app.api.resource import Resource
 from app.api.text import CODE_SCHEMA, NAME_SCHEMA, CodeCheck, NameCheck
 
@@ -67,21 +67,21 @@ class WorkerBinding(KflareModel):
         Annotated[str, Field(min_length=1, max_length=5120, json_schema_extra=CODE_SCHEMA), CodeCheck] | None
     ) = None
     """A plain-text value."""
-    secret_key_ref: KeyReference | None = None
+    secret_key_ref: Annotated[KeyReference, Refers("Secret")] | None = None
     """A Secret key in the same namespace, bound as a secret; its value is never written anywhere but Cloudflare."""
-    kv_namespace_ref: BoundObjectReference | None = None
+    kv_namespace_ref: Annotated[BoundObjectReference, Refers("KVNamespace")] | None = None
     """A KVNamespace in the same namespace, or in another whose Grant allows it (preferred over an ID)."""
     kv_namespace_id: (
         Annotated[str, Field(min_length=1, max_length=64, json_schema_extra=NAME_SCHEMA), NameCheck] | None
     ) = None
     """The ID of a KV namespace kflare does not manage."""
-    r2_bucket_ref: BoundObjectReference | None = None
+    r2_bucket_ref: Annotated[BoundObjectReference, Refers("R2Bucket")] | None = None
     """An R2Bucket in the same namespace, or in another whose Grant allows it."""
     r2_bucket_name: (
         Annotated[str, Field(min_length=1, max_length=63, json_schema_extra=NAME_SCHEMA), NameCheck] | None
     ) = None
     """The name of an R2 bucket kflare does not manage (default jurisdiction)."""
-    d1_database_ref: BoundObjectReference | None = None
+    d1_database_ref: Annotated[BoundObjectReference, Refers("D1Database")] | None = None
     """A D1Database in the same namespace, or in another whose Grant allows it."""
 
     @model_validator(mode="after")
@@ -120,7 +120,7 @@ class WorkerScriptSpec(KflareModel):
     """The CloudflareAccount the Worker belongs to."""
     script: Annotated[str, Field(min_length=1, json_schema_extra=CODE_SCHEMA), CodeCheck] | None = None
     """The code, inline (at most 3 MiB)."""
-    script_config_map_ref: KeyReference | None = None
+    script_config_map_ref: Annotated[KeyReference, Refers("ConfigMap")] | None = None
     """A ConfigMap key in the same namespace holding the code."""
     format: Literal["module", "serviceWorker"] = "module"
     """`module` (ES modules, `export default { fetch }`) or `serviceWorker` (`addEventListener('fetch', ...)`)."""
@@ -212,11 +212,11 @@ class WorkerScript(Resource[WorkerScriptSpec, WorkerScriptStatus]):
 class WorkerRouteSpec(KflareModel):
     """A pattern on a zone and the Worker it runs (none: an exclusion route)."""
 
-    zone_ref: LocalObjectReference
+    zone_ref: Annotated[LocalObjectReference, Refers("Zone")]
     """The Zone, in the same namespace, the route belongs to."""
     pattern: Annotated[str, Field(min_length=1, max_length=1024, pattern=ROUTE_PATTERN)]
     """`host/path` with optional wildcards, such as `*.example.com/api/*`; no scheme, no port; a host of the zone."""
-    worker_script_ref: LocalObjectReference | None = None
+    worker_script_ref: Annotated[LocalObjectReference, Refers("WorkerScript")] | None = None
     """The WorkerScript, in the same namespace, to run; leave out for an exclusion route (no Worker runs)."""
 
 

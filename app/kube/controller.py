@@ -280,13 +280,15 @@ class Controller(Workers):
             return
         version = (obj.get("metadata") or {}).get("resourceVersion", "")
         fingerprint = _fingerprint(obj)
+        if self.queue.is_processing(key):
+            # Maybe the echo of a write whose reply the running reconcile has not read yet: decide when it ends, in
+            # the watch's order (an own write's echo can carry someone else's earlier change, a deletion, which
+            # must still call for a reconcile).
+            self._pending.setdefault(key, []).append((version, fingerprint))
+            return
         if version in self._own.get(key, ()):
             self._seen[key] = fingerprint  # the echo of this controller's own write
             self._echoed(key, version)
-            return
-        if self.queue.is_processing(key):
-            # Maybe the echo of a write whose reply the running reconcile has not read yet: decide when it ends.
-            self._pending.setdefault(key, []).append((version, fingerprint))
             return
         self._echoed(key, version)
         self._admit(key, fingerprint)
@@ -320,13 +322,17 @@ class Controller(Workers):
         key = key_of(obj)
         version = (obj.get("metadata") or {}).get("resourceVersion", "")
         self._own[key] = (*self._own.get(key, ())[1 - OWN_WRITES_KEPT :], version)
-        self._seen[key] = _fingerprint(obj)
+        # What the object is known as is left to the echo: the reply also carries what others changed meanwhile (a
+        # deletion while the reconcile ran), which the reconcile never acted on, and whose own event must still
+        # call for another reconcile when it is settled.
 
     def _settle(self, key: Key) -> None:
         """After a reconcile: changes seen meanwhile that were not its own writes call for another one."""
         own = self._own.get(key, ())
-        for version, fingerprint in self._pending.pop(key, []):
-            if version not in own:
+        for version, fingerprint in self._pending.pop(key, []):  # in the watch's order
+            if version in own:
+                self._seen[key] = fingerprint
+            else:
                 self._admit(key, fingerprint)
             self._echoed(key, version)
 

@@ -115,6 +115,17 @@ def default_identity() -> str:
     return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
+@dataclass(frozen=True)
+class _Feeder:
+    """An informer's handler feeding an aggregate's queue, named by it: `_feed` runs again each term, adding one."""
+
+    feeds: str
+    handle: Callable[[EventType, JSON], None]
+
+    def __call__(self, event: EventType, obj: JSON) -> None:
+        self.handle(event, obj)
+
+
 @dataclass
 class Manager:
     kube: KubeClient
@@ -216,14 +227,13 @@ class Manager:
         """Connect the aggregate's queue to its inputs' current informers (again after each new term)."""
         for rt, feed in reconciler.inputs().items():
             informer = self.informer_of(rt.kind)
-            if informer is None or any(getattr(h, "feeds", None) == reconciler.name for h in informer.handlers):
+            fed = (h.feeds for h in informer.handlers if isinstance(h, _Feeder)) if informer is not None else ()
+            if informer is None or reconciler.name in fed:
                 continue
             spec = feed if isinstance(feed, Input) else Input(feed)
             informer.add_handler(self._feeder(reconciler.name, rt.kind, spec.documents_of, spec.state or _input_state))
 
-    def _feeder(
-        self, name: str, kind: str, documents_of: DocumentsOf, state_of: Callable[[JSON], object]
-    ) -> Callable[[EventType, JSON], None]:
+    def _feeder(self, name: str, kind: str, documents_of: DocumentsOf, state_of: Callable[[JSON], object]) -> _Feeder:
         fed: dict[Key, frozenset[str]] = {}
         seen: dict[Key, object] = {}
 
@@ -247,8 +257,7 @@ class Manager:
                 for document in sorted(before | now):
                     workers.enqueue(("", document))
 
-        on_event.feeds = name  # type: ignore[attr-defined]
-        return on_event
+        return _Feeder(name, on_event)
 
     def informer_of(self, kind: str) -> Informer | None:
         controller = self.controllers.get(kind)

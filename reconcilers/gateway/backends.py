@@ -14,6 +14,7 @@ import ipaddress
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from reconcilers.gateway import envoy, shapes
 from reconcilers.gateway.kinds import PACKAGE_GROUP
@@ -51,6 +52,14 @@ class Backend:
     """(reason, message) when it does not resolve."""
     path: str | None = None
     """An ExternalBackend's base path, prepended to each request's path."""
+
+
+class Backends(Protocol):
+    """What a route's build asks of a resolver: a `Resolver`, or one that records what it resolved for a replay."""
+
+    def backend(self, kind: str, route_ns: str, ref: BackendObjectReference, weight: int, *, http2: bool) -> Backend:
+        """The backend `ref` of a `kind` route in `route_ns` names."""
+        ...
 
 
 @dataclass

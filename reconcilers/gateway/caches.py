@@ -7,7 +7,7 @@ tunnels' (`reconcilers.gateway.tunnels`) read them alike, so both translate the 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import cast
+from typing import TypeGuard, TypeVar
 
 from app.kube.client import JSON
 from reconcilers.cloudflare_account import CloudflareAccountKind
@@ -53,11 +53,28 @@ from reconcilers.tunnel import TunnelKind
 from reconcilers.tunnel_configuration import TunnelConfigurationKind
 from reconcilers.zone import ZoneKind
 
+T = TypeVar("T")
+
 TUNNELS = TunnelKind.resource_type()
 TUNNEL_CONFIGURATIONS = TunnelConfigurationKind.resource_type()
 ZONES = ZoneKind.resource_type()
 DNS_RECORDS = DNSRecordKind.resource_type()
 ACCOUNTS = CloudflareAccountKind.resource_type()
+
+
+def shaped(objects: Iterable[JSON], shape: type[T]) -> list[T]:
+    """A cache's objects as `shape` (a TypedDict) types them: those with every key it requires. The API server's
+    schema guarantees them, so none is left out but an object no reader of the shape could read."""
+    return [obj for obj in objects if _fits(obj, shape)]
+
+
+def one_shaped(obj: JSON | None, shape: type[T]) -> T | None:
+    return obj if obj is not None and _fits(obj, shape) else None
+
+
+def _fits(obj: JSON, shape: type[T]) -> TypeGuard[T]:
+    required: frozenset[str] = getattr(shape, "__required_keys__", frozenset())
+    return required <= obj.keys()
 
 
 def tunnel_state(raw: JSON) -> TunnelState:
@@ -122,16 +139,16 @@ def cached_world(
     resolved = [ctx.informer_of(rt.kind) for rt in (SERVICES, REFERENCE_GRANTS, BACKEND_TLS_POLICIES, *package)]
     resolver_base = tuple(i.revision for i in resolved if i is not None) if all(resolved) else None
     return World(
-        classes=cast(list[GatewayClass], cached(GATEWAY_CLASSES.kind)),
-        gateways=cast(list[Gateway], cached(GATEWAYS.kind)),
-        http_routes=cast(list[Route], cached(HTTP_ROUTES.kind)),
-        grpc_routes=cast(list[Route], cached(GRPC_ROUTES.kind)),
-        grants=cast(list[ReferenceGrant], cached(REFERENCE_GRANTS.kind)),
-        services=cast(list[Service], cached(SERVICES.kind)),
-        slices=cast(list[EndpointSlice], cached(ENDPOINT_SLICES.kind)),
-        namespaces=cast(list[Namespace], cached(NAMESPACES.kind)),
-        backend_tls_policies=cast(list[BackendTLSPolicy], cached(BACKEND_TLS_POLICIES.kind)),
-        listener_sets=cast(list[ListenerSet], cached(LISTENER_SETS.kind)),
+        classes=shaped(cached(GATEWAY_CLASSES.kind), GatewayClass),
+        gateways=shaped(cached(GATEWAYS.kind), Gateway),
+        http_routes=shaped(cached(HTTP_ROUTES.kind), Route),
+        grpc_routes=shaped(cached(GRPC_ROUTES.kind), Route),
+        grants=shaped(cached(REFERENCE_GRANTS.kind), ReferenceGrant),
+        services=shaped(cached(SERVICES.kind), Service),
+        slices=shaped(cached(ENDPOINT_SLICES.kind), EndpointSlice),
+        namespaces=shaped(cached(NAMESPACES.kind), Namespace),
+        backend_tls_policies=shaped(cached(BACKEND_TLS_POLICIES.kind), BackendTLSPolicy),
+        listener_sets=shaped(cached(LISTENER_SETS.kind), ListenerSet),
         tunnel=tunnels,
         installed_bundle=installed_bundle,
         installed_channel=installed_channel,
@@ -155,9 +172,9 @@ def read_referenced(ctx: Context, world: World) -> tuple[set[tuple[str, str]], s
     keys = certificate_refs(world)
     ca_keys = config_map_refs(world.backend_tls_policies)
     secrets, configmaps = ctx.secrets, ctx.configmaps
-    world.secret = lambda namespace, name: cast(Secret | None, secrets.get((namespace, name)))
+    world.secret = lambda namespace, name: one_shaped(secrets.get((namespace, name)), Secret)
     if configmaps is not None:
-        world.config_map = lambda namespace, name: cast(ConfigMap | None, configmaps.get((namespace, name)))
+        world.config_map = lambda namespace, name: one_shaped(configmaps.get((namespace, name)), ConfigMap)
     if world.revision is not None:
         world.revision = (
             world.revision,

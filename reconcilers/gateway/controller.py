@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 from app.kube.client import KubeError, ResourceType
 from app.kube.controller import Outcome
@@ -166,7 +166,7 @@ def merge_conditions(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str
     return out
 
 
-def _stamp(status: Mapping[str, Any], old: JSON, now: str) -> JSON:
+def _stamp(status: Mapping[str, Any], old: Mapping[str, Any], now: str) -> JSON:
     out = dict(status)
     out["conditions"] = merge_conditions(old.get("conditions") or [], status.get("conditions") or [], now)
     if "listeners" in status:
@@ -184,7 +184,11 @@ def _stamp(status: Mapping[str, Any], old: JSON, now: str) -> JSON:
 
 
 def _stamped(
-    current: list[JSON], ours: list[JSON], ref: str, now: str, names: frozenset[str] = frozenset({CONTROLLER_NAME})
+    current: Sequence[Mapping[str, Any]],
+    ours: Sequence[Mapping[str, Any]],
+    ref: str,
+    now: str,
+    names: frozenset[str] = frozenset({CONTROLLER_NAME}),
 ) -> list[JSON] | None:
     """A status list shared with other controllers (a route's parents, a policy's ancestors) with this controller's
     entries (those of the controllerNames it answers to, `names`) replaced by `ours` (keyed by `ref`; each condition
@@ -193,11 +197,11 @@ def _stamped(
     mine_before = [e for e in current if e.get("controllerName") in names]
     stamped = []
     for entry in ours:
-        prior: JSON = next((e for e in mine_before if _same_parent(e.get(ref) or {}, entry[ref])), {})
+        prior: Mapping[str, Any] = next((e for e in mine_before if _same_parent(e.get(ref) or {}, entry[ref])), {})
         stamped.append(
             {**entry, "conditions": merge_conditions(prior.get("conditions") or [], entry["conditions"], now)}
         )
-    return None if stamped == mine_before else [*theirs, *stamped]
+    return None if stamped == mine_before else [*map(dict, theirs), *stamped]
 
 
 def _same_parent(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
@@ -440,8 +444,8 @@ class GatewayClassReconciler:
         version = str(meta.get("resourceVersion") or "")
         if self._routes_current.get(key) == (version, ours):
             return True
-        current = cast(list[JSON], (route.get("status") or {}).get("parents") or [])
-        entries = _stamped(current, cast(list[JSON], ours), "parentRef", now, self.options.classes.names)
+        current = (route.get("status") or {}).get("parents") or []
+        entries = _stamped(current, ours, "parentRef", now, self.options.classes.names)
         if entries is None:
             if version:
                 self._routes_current[key] = (version, ours)
@@ -454,8 +458,8 @@ class GatewayClassReconciler:
         says; other controllers' entries are kept, and ours for Gateways no longer using the policy removed."""
         meta = policy["metadata"]
         ours = result.policy_ancestors.get((meta.get("namespace", ""), meta["name"]), [])
-        current = cast(list[JSON], (policy.get("status") or {}).get("ancestors") or [])
-        entries = _stamped(current, cast(list[JSON], ours), "ancestorRef", now, self.options.classes.names)
+        status = policy.get("status")
+        entries = _stamped(status["ancestors"] if status else [], ours, "ancestorRef", now, self.options.classes.names)
         if entries is None:
             return True
         return await self._write_status(BACKEND_TLS_POLICIES, policy, {"ancestors": entries})

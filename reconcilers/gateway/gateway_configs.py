@@ -7,7 +7,7 @@ the account its tunnel is adopted under (the one derived from the GatewayClassCo
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -24,7 +24,7 @@ def config_parameters(
     where = f"{GatewayConfig.info.kind} {shapes.ns(gateway)}/{ref.get('name')}"
     if config is None:
         return f"spec.infrastructure.parametersRef: {where} not found"
-    raw = cast(Mapping[str, Any], config.get("spec") or {})
+    raw: Mapping[str, Any] = config.get("spec") or {}
     try:
         spec = GatewayConfigSpec.model_validate(raw)
     except ValidationError as exc:

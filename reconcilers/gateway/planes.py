@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from app.api.base import GROUP, VERSION
 from app.api.gateway_parameters import GatewayParameters
@@ -100,9 +100,9 @@ Choice = Plane | str
 def parameters_ref(gateway: Mapping[str, Any], default: ObjectKey | None = None) -> Mapping[str, Any] | None:
     """The GatewayParameters a Gateway asks for: its own `spec.infrastructure.parametersRef`, else the controller's
     default (`--gateway-default-parameters`, which carries its namespace), else none."""
-    ref = ((gateway.get("spec") or {}).get("infrastructure") or {}).get("parametersRef")
+    ref: Mapping[str, Any] | None = ((gateway.get("spec") or {}).get("infrastructure") or {}).get("parametersRef")
     if ref:
-        return cast(Mapping[str, Any], ref)
+        return ref
     if default is None:
         return None
     return {"group": GROUP, "kind": GatewayParameters.info.kind, "namespace": default[0], "name": default[1]}
@@ -182,7 +182,7 @@ def choose(
                 kind = GatewayParameters.info.kind
                 out[gkey] = f"spec.infrastructure.parametersRef: {kind} {where}/{ref.get('name')} not found"
                 continue
-            spec = cast(Mapping[str, Any], params.get("spec") or {})
+            spec = params.get("spec") or {}
         if policy.namespaces is not None and gkey[0] not in policy.namespaces:
             if own is not None:
                 out[gkey] = (

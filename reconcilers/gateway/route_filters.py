@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from reconcilers.gateway.backends import Resolver
+from reconcilers.gateway.backends import Backends
 from reconcilers.gateway.route_matches import DEFAULT_PATH, Unsupported
 from reconcilers.gateway.route_shapes import (
     HeaderModifier,
@@ -122,7 +122,7 @@ def _mirror_policy(mirror: RequestMirror, cluster: str) -> JSON:
 
 
 def rule_filters(
-    kind: str, rule: RouteRule, namespace: str, resolver: Resolver, problems: list[tuple[str, str]], where: str
+    kind: str, rule: RouteRule, namespace: str, resolver: Backends, problems: list[tuple[str, str]], where: str
 ) -> Filters:
     out = Filters()
     for f, flt in enumerate(rule.get("filters", [])):

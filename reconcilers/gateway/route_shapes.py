@@ -2,8 +2,8 @@
 types the rest of the Gateway API objects the translation reads.
 """
 
-from __future__ import annotations
-
+# Evaluated annotations (no `from __future__ import annotations`): a shape's `__required_keys__` then holds its
+# `Required` keys, which the caches check their objects by (`reconcilers.gateway.caches.shaped`).
 from typing import Required, TypedDict
 
 from reconcilers.gateway.shapes import JSON, KubeObject, ParentReference

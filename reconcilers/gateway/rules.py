@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from reconcilers.gateway import envoy, shapes
-from reconcilers.gateway.backends import UNRESOLVED, Backend, Resolver
+from reconcilers.gateway.backends import UNRESOLVED, Backend, Backends
 from reconcilers.gateway.ir import EnvoyRoute
 from reconcilers.gateway.route_filters import (
     BACKEND_FILTERS,
@@ -198,7 +198,7 @@ def _base_path(base: str, backends: int, rewritten: bool, where: str) -> JSON:
 # ---- a route --------------------------------------------------------------------------------------------------------
 
 
-def build_route(kind: str, route: Route, resolver: Resolver) -> BuiltRoute:
+def build_route(kind: str, route: Route, resolver: Backends) -> BuiltRoute:
     """The route's Envoy routes (with their precedence), its unresolved backends, and the rules left out because
     the data plane cannot serve them; raises Unsupported for what refuses the whole route."""
     spec = route["spec"]
@@ -219,7 +219,7 @@ def build_route(kind: str, route: Route, resolver: Resolver) -> BuiltRoute:
 
 
 def _build_rule(
-    kind: str, route: Route, r: int, rule: RouteRule, resolver: Resolver, problems: list[tuple[str, str]]
+    kind: str, route: Route, r: int, rule: RouteRule, resolver: Backends, problems: list[tuple[str, str]]
 ) -> list[EnvoyRoute]:
     namespace, name = shapes.key(route)
     grpc = kind == GRPC_ROUTE

@@ -2,33 +2,24 @@
 JSON the caches hold, with the handful of accessors every part of the translation shares. A route's own shapes (its
 rules, matches and filters) are `reconcilers.gateway.route_shapes`.
 
-The shapes follow the v1.6 standard channel. Keys the API server always fills (a Gateway's spec, a listener's name,
-port and protocol) are `Required`; the rest may be absent in objects made by hand (tests, `kflare dev`), so readers
-give each its Gateway API default.
+The Gateway API objects' shapes are generated from the CRDs' schemas (`reconcilers.gateway.gateway_api`), named
+here as the translation reads them. Keys the schemas require are `Required`; the rest may be absent (the API server
+fills defaults, objects made by hand need not), so readers give each its Gateway API default.
 """
 
-from __future__ import annotations
-
+# Evaluated annotations (no `from __future__ import annotations`): a shape's `__required_keys__` then holds its
+# `Required` keys, which the caches check their objects by (`reconcilers.gateway.caches.shaped`).
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, NotRequired, Required, TypedDict, cast
+from typing import Any, Literal, NotRequired, Required, TypedDict
 
+from reconcilers.gateway import gateway_api as api
+from reconcilers.gateway.gateway_api import ObjectMeta
 from reconcilers.gateway.kinds import GATEWAY_GROUP
 
 JSON = dict[str, Any]
 RouteKey = tuple[str, str, str]  # kind, namespace, name
 ObjectKey = tuple[str, str]  # namespace, name
-
-
-class ObjectMeta(TypedDict, total=False):
-    name: Required[str]
-    namespace: str
-    generation: int
-    creationTimestamp: str
-    labels: dict[str, str]
-    annotations: dict[str, str]
-    resourceVersion: str
-    finalizers: list[str]
 
 
 class KubeObject(TypedDict, total=False):
@@ -38,6 +29,8 @@ class KubeObject(TypedDict, total=False):
 
 
 class Condition(TypedDict):
+    """A condition as the class writes it: the API server stamps `lastTransitionTime` when it is left out."""
+
     type: str
     status: Literal["True", "False", "Unknown"]
     reason: str
@@ -52,183 +45,45 @@ class LabelSelectorRequirement(TypedDict, total=False):
     values: list[str]
 
 
-class LabelSelector(TypedDict, total=False):
-    matchLabels: dict[str, str]
-    matchExpressions: list[LabelSelectorRequirement]
+# ---- the Gateway API objects: the generated shapes, by the names the translation reads them by --------------------
 
-
-# ---- GatewayClass and Gateway ---------------------------------------------------------------------------------------
-
-
-class ParametersReference(TypedDict, total=False):
-    group: Required[str]
-    kind: Required[str]
-    name: Required[str]
-    namespace: str
-
-
-class GatewayClassSpec(TypedDict, total=False):
-    controllerName: Required[str]
-    parametersRef: ParametersReference
-    description: str
-
-
-class GatewayClass(KubeObject, total=False):
-    spec: Required[GatewayClassSpec]
-    status: JSON
-
-
-RouteNamespaces = TypedDict("RouteNamespaces", {"from": str, "selector": LabelSelector}, total=False)
-
-
-class RouteGroupKind(TypedDict, total=False):
-    group: str
-    kind: Required[str]
-
-
-class AllowedRoutes(TypedDict, total=False):
-    namespaces: RouteNamespaces
-    kinds: list[RouteGroupKind]
-
-
-class SecretObjectReference(TypedDict, total=False):
-    group: str
-    kind: str
-    name: Required[str]
-    namespace: str
-
-
-class ListenerTLS(TypedDict, total=False):
-    mode: str
-    certificateRefs: list[SecretObjectReference]
-    options: dict[str, str]
-
-
-class Listener(TypedDict, total=False):
-    name: Required[str]
-    hostname: str
-    port: Required[int]
-    protocol: Required[str]
-    tls: ListenerTLS
-    allowedRoutes: AllowedRoutes
-
-
-ListenerNamespaces = TypedDict("ListenerNamespaces", {"from": str, "selector": LabelSelector}, total=False)
-
-
-class AllowedListeners(TypedDict, total=False):
-    namespaces: ListenerNamespaces
-
-
-class GatewaySpec(TypedDict, total=False):
-    gatewayClassName: Required[str]
-    listeners: list[Listener]
-    addresses: list[JSON]
-    allowedListeners: AllowedListeners
-
-
-class Gateway(KubeObject, total=False):
-    spec: Required[GatewaySpec]
-    status: JSON
-
-
-class ParentGatewayReference(TypedDict, total=False):
-    group: str
-    kind: str
-    name: Required[str]
-    namespace: str
-
-
-class ListenerSetSpec(TypedDict, total=False):
-    parentRef: Required[ParentGatewayReference]
-    listeners: list[Listener]
-
-
-class ListenerSet(KubeObject, total=False):
-    spec: Required[ListenerSetSpec]
-    status: JSON
-
-
-# ---- references ------------------------------------------------------------------------------------------------------
-
-
-class ParentReference(TypedDict, total=False):
-    group: str
-    kind: str
-    namespace: str
-    name: Required[str]
-    sectionName: str
-    port: int
-
-
-class ReferenceGrantFrom(TypedDict):
-    group: str
-    kind: str
-    namespace: str
-
-
-class ReferenceGrantTo(TypedDict, total=False):
-    group: Required[str]
-    kind: Required[str]
-    name: str
-
-
-ReferenceGrantSpec = TypedDict("ReferenceGrantSpec", {"from": list[ReferenceGrantFrom], "to": list[ReferenceGrantTo]})
-
-
-class ReferenceGrant(TypedDict):
-    metadata: ObjectMeta
-    spec: ReferenceGrantSpec
-
-
-# ---- policies -------------------------------------------------------------------------------------------------------
-
-
-class PolicyTargetReference(TypedDict, total=False):
-    group: Required[str]
-    kind: Required[str]
-    name: Required[str]
-    sectionName: str
-
-
-class LocalObjectReference(TypedDict, total=False):
-    group: Required[str]
-    kind: Required[str]
-    name: Required[str]
-
-
-class SubjectAltName(TypedDict, total=False):
-    type: Required[str]
-    hostname: str
-    uri: str
-
-
-class BackendTLSValidation(TypedDict, total=False):
-    caCertificateRefs: list[LocalObjectReference]
-    wellKnownCACertificates: str
-    hostname: Required[str]
-    subjectAltNames: list[SubjectAltName]
-
-
-class BackendTLSPolicySpec(TypedDict, total=False):
-    targetRefs: Required[list[PolicyTargetReference]]
-    validation: Required[BackendTLSValidation]
-    options: dict[str, str]
+LabelSelector = api.GatewaySpecAllowedListenersNamespacesSelector
+ParametersReference = api.GatewayClassSpecParametersRef
+GatewayClassSpec = api.GatewayClassSpec
+GatewayClass = api.GatewayClass
+RouteNamespaces = api.GatewaySpecListenersAllowedRoutesNamespaces
+RouteGroupKind = api.GatewaySpecListenersAllowedRoutesKinds
+AllowedRoutes = api.GatewaySpecListenersAllowedRoutes
+SecretObjectReference = api.GatewaySpecListenersTlsCertificateRefs
+ListenerTLS = api.GatewaySpecListenersTls
+Listener = api.GatewaySpecListeners
+ListenerNamespaces = api.GatewaySpecAllowedListenersNamespaces
+AllowedListeners = api.GatewaySpecAllowedListeners
+GatewaySpec = api.GatewaySpec
+Gateway = api.Gateway
+ParentGatewayReference = api.ListenerSetSpecParentRef
+ListenerSetSpec = api.ListenerSetSpec
+ListenerSet = api.ListenerSet
+ParentReference = api.HTTPRouteSpecParentRefs
+ReferenceGrantFrom = api.ReferenceGrantSpecFrom
+ReferenceGrantTo = api.ReferenceGrantSpecTo
+ReferenceGrantSpec = api.ReferenceGrantSpec
+ReferenceGrant = api.ReferenceGrant
+PolicyTargetReference = api.BackendTLSPolicySpecTargetRefs
+LocalObjectReference = api.BackendTLSPolicySpecValidationCaCertificateRefs
+SubjectAltName = api.BackendTLSPolicySpecValidationSubjectAltNames
+BackendTLSValidation = api.BackendTLSPolicySpecValidation
+BackendTLSPolicySpec = api.BackendTLSPolicySpec
+PolicyStatus = api.BackendTLSPolicyStatus
+BackendTLSPolicy = api.BackendTLSPolicy
 
 
 class PolicyAncestorStatus(TypedDict):
+    """An entry of a policy's status.ancestors as the class writes it: its conditions are `Condition`s."""
+
     ancestorRef: ParentReference
     controllerName: str
     conditions: list[Condition]
-
-
-class PolicyStatus(TypedDict, total=False):
-    ancestors: list[PolicyAncestorStatus]
-
-
-class BackendTLSPolicy(KubeObject, total=False):
-    spec: Required[BackendTLSPolicySpec]
-    status: PolicyStatus
 
 
 # ---- core objects ---------------------------------------------------------------------------------------------------
@@ -290,11 +145,11 @@ Namespace = KubeObject
 
 
 def ns(obj: KubeObject | Mapping[str, Any]) -> str:
-    return cast(KubeObject, obj)["metadata"].get("namespace", "")
+    return obj["metadata"].get("namespace", "")
 
 
 def name(obj: KubeObject | Mapping[str, Any]) -> str:
-    return cast(KubeObject, obj)["metadata"]["name"]
+    return obj["metadata"]["name"]
 
 
 def key(obj: KubeObject | Mapping[str, Any]) -> ObjectKey:
@@ -302,16 +157,16 @@ def key(obj: KubeObject | Mapping[str, Any]) -> ObjectKey:
 
 
 def generation(obj: KubeObject | Mapping[str, Any]) -> int:
-    return cast(KubeObject, obj)["metadata"].get("generation", 0)
+    return obj["metadata"].get("generation", 0)
 
 
 def age_key(obj: KubeObject | Mapping[str, Any]) -> tuple[str, str, str]:
     """Oldest first, then by namespace and name: the order the spec breaks ties by."""
-    return (cast(KubeObject, obj)["metadata"].get("creationTimestamp", ""), ns(obj), name(obj))
+    return (obj["metadata"].get("creationTimestamp", ""), ns(obj), name(obj))
 
 
 def labels(obj: KubeObject | Mapping[str, Any]) -> dict[str, str]:
-    return cast(KubeObject, obj)["metadata"].get("labels", {})
+    return obj["metadata"].get("labels", {})
 
 
 def condition(type_: str, ok: bool, reason: str, message: str, observed: int) -> Condition:

@@ -26,7 +26,6 @@ import copy
 import dataclasses
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import cast
 
 from reconcilers.gateway import https_listeners, xds
 from reconcilers.gateway.gatewayapi import (
@@ -41,7 +40,7 @@ from reconcilers.gateway.gatewayapi import (
 from reconcilers.gateway.ir import Hostname, ParentStatus
 from reconcilers.gateway.kinds import CLASS_NAME
 from reconcilers.gateway.route_matches import regex_error
-from reconcilers.gateway.shapes import JSON, Condition, ObjectKey, PolicyAncestorStatus, RouteKey
+from reconcilers.gateway.shapes import JSON, ObjectKey, PolicyAncestorStatus, RouteKey
 from reconcilers.gateway.status import ClassStatus, GatewayStatus, ListenerSetStatus, TunnelState
 
 
@@ -111,7 +110,7 @@ def _parents_copy(parents: dict[RouteKey, list[ParentStatus]]) -> dict[RouteKey,
             {
                 "parentRef": e["parentRef"],
                 "controllerName": e["controllerName"],
-                "conditions": [cast(Condition, dict(c)) for c in e["conditions"]],
+                "conditions": [c.copy() for c in e["conditions"]],
             }
             for e in entries
         ]

@@ -35,7 +35,7 @@ import pytest
 import yaml
 
 from app import __version__
-from reconcilers.gateway.features import supported_features
+from reconcilers.gateway.features import SupportedFeature, supported_features
 from reconcilers.gateway.kinds import CLASS_NAME
 from reconcilers.gateway.plane_manifests import PLANE_APP, PLANE_LABEL
 from reconcilers.gateway.planes import plane_name
@@ -43,6 +43,7 @@ from tests.e2e.cluster import Cluster
 from tests.e2e.gateway import NAMESPACE, RELEASE, GatewayRelease, install, tunnel_id
 from tests.e2e.test_chart import deadline
 from tests.fixtures.emulator import EmulatorProcess
+from tests.fixtures.gateway import gateway_api_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 
@@ -208,9 +209,9 @@ def header() -> str:
     return "".join(f"# {line}\n" for line in lines)
 
 
-def test_the_upstream_conformance_suite(
-    conformance_release: GatewayRelease, gateway_bins: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.fixture(scope="module")
+def prepared(conformance_release: GatewayRelease) -> GatewayRelease:
+    """The release with the run's GatewayParameters and the Zone's grant to the suite's namespaces."""
     gw = conformance_release
     gw.wait_data_plane_ready(2)
     account = gw.tunnel()["spec"]["accountRef"]["name"]
@@ -224,18 +225,28 @@ def test_the_upstream_conformance_suite(
     )
     patch = json.dumps({"spec": {"hostnameGrants": [ZONE_GRANT]}})
     gw.kubectl("patch", "zone", ZONE[0], "-n", NAMESPACE, "--type=merge", "-p", patch)
-    claimed: list[dict[str, str]] = []
-    for _ in deadline(60):
+    return gw
+
+
+def claimed_once(gw: GatewayRelease, wanted: list[SupportedFeature]) -> None:
+    """Waits for the class to claim `wanted` (it reads the CRDs' channel again once a minute, on a reconcile: the
+    class is touched until it has)."""
+    claimed: list[SupportedFeature] = []
+    for _ in deadline(180, interval=2):
         claimed = gw.get("gatewayclass", CLASS_NAME).get("status", {}).get("supportedFeatures") or []
-        if claimed:
-            break
-    # The cluster has the standard channel's CRDs: what the class claims with them.
-    assert claimed == supported_features("standard", every_gateway_own_plane=True)
+        if claimed == wanted:
+            return
+        gw.kubectl("annotate", "--overwrite", "gatewayclass", CLASS_NAME, f"kflare.dev/poked={time.monotonic()}")
+
+
+def run_suite(gw: GatewayRelease, gateway_bins: Path, tmp_path: Path, report: Path) -> None:
+    """The suite against the class, its report written to `report` (with the configuration at its head); fails
+    unless every profile passes, core and extended, and unless the report there before says the same."""
     tunnel_host = f"{tunnel_id(gw.tunnel())}.cfargotunnel.com"
+    tmp_path.mkdir(parents=True, exist_ok=True)
     hosts = tmp_path / "hosts"
     edge = Edge(gw, hosts, (shared_plane_service(gw), tunnel_host))
     edge.start()
-    report = Path(os.environ.get("CONFORMANCE_REPORT") or tmp_path / "report.yaml").resolve()
     report.parent.mkdir(parents=True, exist_ok=True)
     committed = yaml.safe_load(report.read_text()) if report.exists() else None
     suite = [
@@ -281,10 +292,9 @@ def test_the_upstream_conformance_suite(
         f"a report of no profile (exit {done.returncode}):\n{text[-6000:]}\nthe edge's last errors: {edge.errors[-5:]}"
     )
     figures = totals(written)
-    with capsys.disabled():
-        print(f"\nconformance suite: {took:.0f}s, exit {done.returncode}; report {report}")
-        for name, figure in figures.items():
-            print(f"  {name}: {yaml.safe_dump(figure, default_flow_style=True, width=1000).strip()}")
+    print(f"\nconformance suite: {took:.0f}s, exit {done.returncode}; report {report}")
+    for name, figure in figures.items():
+        print(f"  {name}: {yaml.safe_dump(figure, default_flow_style=True, width=1000).strip()}")
     assert {p["name"] for p in written["profiles"]} == set(PROFILES.split(","))
     assert written["gatewayAPIVersion"]
     failed = {name: f for name, f in figures.items() if f["result"] != "success" or f["failed extended"]}
@@ -293,3 +303,22 @@ def test_the_upstream_conformance_suite(
         # The committed report is the output of the code beside it: a change of what passes, is claimed or is run
         # shows here, and the report rewritten by this run is the one to commit.
         assert outcome(committed) == outcome(written), f"{report} is stale: commit the one this run wrote"
+
+
+def report_path(tmp_path: Path, channel: str) -> Path:
+    """$CONFORMANCE_REPORT (the standard channel's), or `-experimental` beside it; else in tmp_path."""
+    base = Path(os.environ.get("CONFORMANCE_REPORT") or tmp_path / "report.yaml").resolve()
+    return base if channel == "standard" else base.with_name(f"{base.stem}-{channel}{base.suffix}")
+
+
+def test_the_upstream_conformance_suite(prepared: GatewayRelease, gateway_bins: Path, tmp_path: Path) -> None:
+    """First with the standard channel's CRDs, which the cluster has (as the chart documents); then with the
+    experimental channel's over them, with which the class claims what only they can express (HTTPRouteRetry), and
+    the suite tests it (one test: the second run needs the first's cluster, and the order cannot be shuffled)."""
+    claimed_once(prepared, supported_features("standard", every_gateway_own_plane=True))
+    run_suite(prepared, gateway_bins, tmp_path / "standard", report_path(tmp_path, "standard"))
+    crds = sorted((gateway_api_dir() / "experimental").glob("gateway.networking.k8s.io_*.yaml"))
+    files = [f"--filename={c}" for c in crds if "vap" not in c.name]  # the safe-upgrades policy is not a CRD
+    prepared.kubectl("apply", "--server-side", "--force-conflicts", *files)
+    claimed_once(prepared, supported_features("experimental", every_gateway_own_plane=True))
+    run_suite(prepared, gateway_bins, tmp_path / "experimental", report_path(tmp_path, "experimental"))

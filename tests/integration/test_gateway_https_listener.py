@@ -209,9 +209,12 @@ async def test_each_hostname_gets_its_listeners_certificate_and_the_https_route(
     unknown = f"unknown.{namespace}.test"
     served = await asyncio.to_thread(served_certificate, direct_plane.https_port, unknown)
     assert served == der(default.cert)
-    missing = await over_tls(direct_plane.https_port, unknown, None)
-    assert missing is not None
-    assert missing.status_code == 404
+
+    async def not_found() -> bool:
+        missing = await over_tls(direct_plane.https_port, unknown, None)
+        return missing is not None and missing.status_code == 404
+
+    await eventually(not_found, what="a 404 for a name no route has", timeout=30)
 
     # The certificate follows its Secret.
     renewed = certificate(host)

@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 from app.api.base import FieldError, KflareModel, PrinterColumn, Problems
 from app.api.expressions import check_expression
 from app.api.meta import Status
-from app.api.refs import LocalObjectReference
+from app.api.refs import LocalObjectReference, Refers
 from app.api.text import PRINTABLE_ASCII, TEXT_SCHEMA, TextCheck
 
 RULE_ID_LABEL: Final = "kflare.dev/rule-id"
@@ -49,7 +49,7 @@ class RuleSpec(KflareModel):
 
     phase_name: ClassVar[str] = ""
 
-    zone_ref: LocalObjectReference
+    zone_ref: Annotated[LocalObjectReference, Refers("Zone")]
     """The Zone, in the same namespace, whose ruleset holds the rule."""
     expression: Expression
     """When the rule applies, in Cloudflare's Rules language (`http.request.uri.path eq "/admin"`); custom lists

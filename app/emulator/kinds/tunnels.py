@@ -243,8 +243,7 @@ class Tunnels(Kind):
             predicates.append(lambda t: (not t["live"]) is deleted)
         for field in ("name", "status"):
             if query.get(field):
-                wanted = query[field]
-                predicates.append(lambda t, f=field, w=wanted: t[f] == w)  # type: ignore[misc]
+                predicates.append(_equals(field, query[field]))
         if query.get("uuid"):
             wanted_id = query["uuid"]
             predicates.append(lambda t: t["id"] == wanted_id)
@@ -463,3 +462,8 @@ def _configuration(tunnel: Obj) -> Obj:
 
 
 KIND = Tunnels()
+
+
+def _equals(field: str, wanted: str) -> Predicate[Obj]:
+    """A predicate of its own per field: a lambda in the loop would see the loop's last field and value."""
+    return lambda t: bool(t[field] == wanted)

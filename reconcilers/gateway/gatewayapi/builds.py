@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from reconcilers.gateway import shapes
 from reconcilers.gateway.backends import UNRESOLVED, Backend, Resolver
@@ -90,7 +90,7 @@ def built_route(
     recording = _Recording(resolver, external_names)
     unsupported: str | None = None
     try:
-        result = build_route(kind, route, cast(Resolver, recording))
+        result = build_route(kind, route, recording)
     except Unsupported as exc:
         unsupported, result = str(exc), BuiltRoute()
     unresolved = UNRESOLVED in weighted_in(r.entry for r in result.routes)

@@ -199,6 +199,37 @@ async def test_someone_elses_change_during_a_reconcile_is_reconciled_after_it(
     assert not script.overlapped, "never two reconciles of one key at once"
 
 
+@pytest.mark.parametrize("reply", ["before the deletion's event", "after the deletion's event"])
+async def test_a_deletion_during_a_reconcile_is_reconciled_though_its_write_carries_it(
+    world: tuple[FeedKube, Controller, Script], reply: str
+) -> None:
+    """The object is deleted while a reconcile runs; that reconcile then writes its status, and the write's reply
+    (and echo) already carries the deletionTimestamp it never acted on: the deletion still gets its reconcile (else
+    the finalizer is never released, and the object stays Terminating)."""
+    kube, controller, script = world
+    deleted = obj("a", 5, generation=3, deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["kflare.dev/f"])
+    written = changed(deleted, 6, generation=3)
+    written["status"] = {"ready": True}
+
+    async def deleted_meanwhile() -> None:
+        if reply == "before the deletion's event":
+            controller.note_own_write(written)
+            kube.push(WIDGETS, "MODIFIED", deleted)
+            await seen(controller.informer, 5)
+        else:
+            kube.push(WIDGETS, "MODIFIED", deleted)
+            await seen(controller.informer, 5)
+            controller.note_own_write(written)
+        kube.push(WIDGETS, "MODIFIED", written)
+        await seen(controller.informer, 6)
+
+    script.during[A] = deleted_meanwhile
+    kube.push(WIDGETS, "MODIFIED", obj("a", 4, generation=2))
+    await script.reconciled(4)
+    assert script.calls[2:] == [A, A]
+    assert not script.overlapped
+
+
 async def test_someone_elses_status_change_during_a_reconcile_calls_for_no_other(
     world: tuple[FeedKube, Controller, Script],
 ) -> None:
