@@ -11,6 +11,7 @@ import ssl
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -248,7 +249,13 @@ async def test_a_name_claimed_twice_is_served_the_oldest_gateways_certificate(
         return await asyncio.to_thread(served_certificate, direct_plane.https_port, host) == der(first.cert)
 
     await eventually(first_served, what="the first Gateway's certificate", timeout=30)
-    await asyncio.sleep(1.1)  # creationTimestamp has a second's resolution
+    older = await gw.get("gateways", "old", namespace)
+    made = datetime.fromisoformat(older["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+
+    async def a_second_later() -> bool:  # creationTimestamp has a second's resolution
+        return datetime.now(UTC) >= made + timedelta(seconds=1.1)
+
+    await eventually(a_second_later, what="the next second of creationTimestamps", timeout=5)
     await gw.create("gateways", gateway_manifest("young", class_name, [https_listener("h", host, "second")]), namespace)
 
     async def both_programmed() -> bool:
