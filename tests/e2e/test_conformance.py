@@ -187,8 +187,14 @@ def totals(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def outcome(report: dict[str, Any]) -> dict[str, Any]:
     """What a report says of the class, without when it was made."""
-    keep = ("gatewayAPIChannel", "gatewayAPIVersion", "mode", "profiles")
-    return {key: report.get(key) for key in keep} | {"version": (report.get("implementation") or {}).get("version")}
+    keep = ("gatewayAPIChannel", "gatewayAPIVersion", "mode")
+    # The suite lists profiles in the order its goroutines finish them, which differs from run to run.
+    profiles = sorted(report.get("profiles") or [], key=lambda p: str(p.get("name")))
+    return (
+        {key: report.get(key) for key in keep}
+        | {"profiles": profiles}
+        | {"version": (report.get("implementation") or {}).get("version")}
+    )
 
 
 def header() -> str:
