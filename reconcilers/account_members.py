@@ -19,10 +19,11 @@ from typing import Any, Generic, TypeVar
 from app.api.resource import Resource
 from app.cloudflare.errors import NotFound
 from app.kube.client import JSON
+from reconcilers.capabilities import DriftGrouped
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
 from reconcilers.credentials import account_key, account_ref_key, ready_account
-from reconcilers.managed_kind import ManagedKind
+from reconcilers.managed_kind import ManagedKind, pending_intent
 
 Member = TypeVar("Member", bound=Resource[Any, Any])
 Listed = TypeVar("Listed")
@@ -57,7 +58,7 @@ def account_drift_group(raw: JSON) -> str | None:
 Scope = TypeVar("Scope", bound=AccountScope)
 
 
-class AccountMemberBase(ManagedKind[Member, Scope, Observed], Generic[Member, Scope, Listed, Observed]):
+class AccountMemberBase(ManagedKind[Member, Scope, Observed], DriftGrouped, Generic[Member, Scope, Listed, Observed]):
     """A kind whose Cloudflare objects are one collection of the account: read from one listing per account for
     observe, adoption lookups, recovery and drift, with one GET to make sure before something missing from it is
     made anew. A kind supplies the listing, the single read, the key adoption looks objects up by, its link
@@ -127,7 +128,7 @@ class AccountMemberBase(ManagedKind[Member, Scope, Observed], Generic[Member, Sc
 
     async def named(self, link: Scope, obj: Member, key: str) -> list[Listed]:
         """The listed objects of `key`; after a create that may have landed (an intent), from a fresh listing."""
-        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
+        newer_than = time.monotonic() if pending_intent(self, obj) is not None else None
         return await self.listings.named(link.collection, key, lambda: self.list_members(link), newer_than=newer_than)
 
     async def fresh_member(self, link: Scope, object_id: str) -> Listed:

@@ -24,10 +24,12 @@ from app.cloudflare.errors import InvalidToken, NotFound, PermissionDenied, Term
 from app.cloudflare.models import Account as Account_
 from app.kube.client import JSON, SECRETS, KubeError
 from app.kube.index import Ref
+from reconcilers.capabilities import KeepsBeside, QualifiesReady, RecordsIdElsewhere
 from reconcilers.context import AccountLink, Context
 from reconcilers.credentials import read_token, token_location
 from reconcilers.managed_kind import ManagedKind
 from reconcilers.waiting import RETRY_PARENT, NotReady
+from reconcilers.writer import logger_of
 
 SECRET = "Secret"
 ACCOUNT_KINDS = (CloudflareAccount.info.kind, Account.info.kind)
@@ -38,7 +40,13 @@ LISTED_ACCOUNTS = 5
 AnyAccount = TypeVar("AnyAccount", CloudflareAccount, Account)
 
 
-class AccountTokenKind(ManagedKind[AnyAccount, AccountLink, Account_], Generic[AnyAccount]):
+class AccountTokenKind(
+    ManagedKind[AnyAccount, AccountLink, Account_],
+    RecordsIdElsewhere[AnyAccount],
+    QualifiesReady[AnyAccount, Account_],
+    KeepsBeside[AnyAccount, AccountLink, Account_],
+    Generic[AnyAccount],
+):
     """What both account kinds do: validate the token against the account, and protect its Secret."""
 
     ready_reason = Reason.VALIDATED
@@ -100,7 +108,7 @@ class AccountTokenKind(ManagedKind[AnyAccount, AccountLink, Account_], Generic[A
             raise _not_detected(f"Cloudflare listed the account ID {found!r}, which is not 32 hexadecimal characters")
         self._detected_with[key] = fingerprint
         if found != recorded:
-            self.logger(key).info("detected the account the token reaches", extra={"id": found})
+            logger_of(self.kind, key).info("detected the account the token reaches", extra={"id": found})
         return found
 
     def ready_state(self, obj: AnyAccount, observed: Account_) -> tuple[str, str]:

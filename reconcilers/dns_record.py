@@ -36,11 +36,12 @@ from app.cloudflare.models import DNSRecord as CloudflareRecord
 from app.kube.client import JSON
 from app.kube.index import Ref
 from app.kube.informer import Indexer, Key, key_of
+from reconcilers.capabilities import DriftGrouped, HoldsReconciles, Indexed, MatchesIntent
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
 from reconcilers.credentials import account_key, ready_account, zone_namespace, zone_ref_key
 from reconcilers.dns_batch import Batches, ZoneBatcher
-from reconcilers.managed_kind import ManagedKind
+from reconcilers.managed_kind import ManagedKind, pending_intent
 from reconcilers.tenancy import zone_grants
 from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve
 
@@ -141,7 +142,13 @@ def _data_matches(wanted: dict[str, Any], actual: dict[str, Any] | None) -> bool
     return True
 
 
-class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
+class DNSRecordKind(
+    ManagedKind[DNSRecord, RecordLink, CloudflareRecord],
+    Indexed,
+    DriftGrouped,
+    MatchesIntent[DNSRecord],
+    HoldsReconciles,
+):
     model = DNSRecord
     status_id = "record_id"
 
@@ -192,8 +199,8 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
         }
 
     @classmethod
-    def indexes(cls) -> dict[str, Indexer]:
-        return {**super().indexes(), ZONE_INDEX: zone_ref_key}
+    def more_indexes(cls) -> dict[str, Indexer]:
+        return {ZONE_INDEX: zone_ref_key}
 
     @classmethod
     def drift_group(cls, raw: JSON) -> str | None:
@@ -248,9 +255,6 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
             raise NotReady(Reason.TUNNEL_NOT_READY, f"Tunnel {name} has no tunnel in Cloudflare yet")
         return f"{tunnel_id}.cfargotunnel.com"
 
-    def describe(self, observed: CloudflareRecord) -> str:
-        return f"{observed.type} record {observed.name} ({observed.id})"
-
     async def observe(self, link: RecordLink, obj: DNSRecord, object_id: str) -> CloudflareRecord | None:
         return await self.listings.member(
             link.collection,
@@ -262,13 +266,13 @@ class DNSRecordKind(ManagedKind[DNSRecord, RecordLink, CloudflareRecord]):
     def _claimed_elsewhere(self, record_id: str, obj: DNSRecord) -> bool:
         """Whether another DNSRecord (in any namespace) owns the record, or is creating it in this process."""
         owner = self.created_for.get(record_id)
-        return (owner is not None and owner != obj.metadata.uid) or self.claimed_by_other(record_id, obj)
+        return (owner is not None and owner != obj.metadata.uid) or self.owners.claimed_by_other(record_id, obj)
 
     async def find(self, link: RecordLink, obj: DNSRecord) -> CloudflareRecord | None:
         spec = obj.spec
         name = fqdn(spec.name, link.zone_name)
         await self._batcher(link).settled(obj.metadata.uid or "")  # what an abandoned write of ours did counts
-        intent = self.pending_intent(obj)
+        intent = pending_intent(self, obj)
         wanted = self._content_key(obj)
         newer_than = None
         if intent is not None:

@@ -30,9 +30,11 @@ from app.kube.client import JSON
 from app.kube.index import Ref
 from app.kube.informer import Indexer, Key, key_of
 from reconcilers.account_members import AccountMemberBase, AccountScope, collection_name
+from reconcilers.capabilities import ChoosesDependants, Indexed, ServesChildren
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context, lists_key
 from reconcilers.credentials import account_id_of, account_key
+from reconcilers.holders import done_with
 from reconcilers.rulesets import LIST_NAME_INDEX, LISTS_INDEX
 from reconcilers.waiting import RETRY_PARENT, NotReady
 
@@ -46,6 +48,9 @@ class ObservedList:
     items: tuple[tuple[str, str], ...]
     """(address as Cloudflare writes it, comment), sorted."""
 
+    def described(self) -> str:
+        return f"list {self.list.name} ({self.list.id})"
+
 
 def _items_of(items: list[ListItem]) -> tuple[tuple[str, str], ...]:
     out = []
@@ -58,12 +63,15 @@ def _items_of(items: list[ListItem]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out))
 
 
-class IPListKind(AccountMemberBase[IPList, AccountScope, CustomList, ObservedList]):
+class IPListKind(
+    AccountMemberBase[IPList, AccountScope, CustomList, ObservedList], Indexed, ServesChildren, ChoosesDependants
+):
     """A member of the account's lists, read from the listing the rule kinds share (keyed by the account's
     Cloudflare ID, as a rule knows its account); what it observes is the list with its items."""
 
     model = IPList
     status_id = "list_id"
+    observed_id = "list.id"
     in_use_reason = Reason.LIST_IN_USE
 
     def __init__(self, ctx: Context) -> None:
@@ -78,14 +86,14 @@ class IPListKind(AccountMemberBase[IPList, AccountScope, CustomList, ObservedLis
         return lists_key(account.account_id)
 
     @classmethod
-    def indexes(cls) -> dict[str, Indexer]:
+    def more_indexes(cls) -> dict[str, Indexer]:
         """Beside the claim: the list's name, which rules name it by."""
 
         def name(raw: JSON) -> list[str]:
             value = (raw.get("spec") or {}).get("name")
             return [value] if value else []
 
-        return {**super().indexes(), LIST_NAME_INDEX: name}
+        return {LIST_NAME_INDEX: name}
 
     @classmethod
     def serving_state(cls, raw: JSON) -> object:
@@ -105,12 +113,6 @@ class IPListKind(AccountMemberBase[IPList, AccountScope, CustomList, ObservedLis
     async def connect(self, obj: IPList) -> AccountScope:
         return await self.account_scope(obj)
 
-    def id_of(self, observed: ObservedList) -> str:
-        return observed.list.id
-
-    def describe(self, observed: ObservedList) -> str:
-        return f"list {observed.list.name} ({observed.list.id})"
-
     def list_members(self, link: AccountScope) -> AsyncIterator[CustomList]:
         return link.account.client.list_lists(link.account.account_id)
 
@@ -127,7 +129,7 @@ class IPListKind(AccountMemberBase[IPList, AccountScope, CustomList, ObservedLis
 
     async def find(self, link: AccountScope, obj: IPList) -> ObservedList | None:
         named = await self.named(link, obj, obj.spec.name)
-        candidates = [found for found in named if not self.claimed_by_other(found.id, obj)]
+        candidates = [found for found in named if not self.owners.claimed_by_other(found.id, obj)]
         return await self.observed_from(link, candidates[0]) if candidates else None
 
     async def create(self, link: AccountScope, obj: IPList) -> ObservedList:
@@ -186,13 +188,13 @@ class IPListKind(AccountMemberBase[IPList, AccountScope, CustomList, ObservedLis
             await asyncio.sleep(pause)
             pause = min(pause * 2, POLL_MAX)
 
-    def dependants(self, key: Key) -> list[Ref]:
+    def dependants(self, key: Key, referencing: list[Ref]) -> list[Ref]:
         """kflare's rules that name the list in its account (and are not done with it), beside the usual dependants.
 
         The rule kinds' index is keyed by the list's name alone: a rule's account is its Zone's, not a field of the
         rule, and an index keyed by what another object says would go stale when that object changes. The few rules
         naming the name are told apart by their Zone's account here."""
-        users = super().dependants(key)
+        users = list(referencing)
         raw = self.ctx.cached(self.kind, key[1], key[0] or None)
         spec = (raw or {}).get("spec") or {}
         name = spec.get("name")
@@ -203,7 +205,7 @@ class IPListKind(AccountMemberBase[IPList, AccountScope, CustomList, ObservedLis
             informer = self.ctx.informer_of(kind)
             for rule in [] if informer is None else informer.by_index(LISTS_INDEX, name):
                 theirs = self._account_id(self._zone_account(rule))
-                if self.done_with(rule) or (account and theirs and theirs != account):
+                if done_with(rule) or (account and theirs and theirs != account):
                     continue
                 users.append(Ref(kind, *key_of(rule)))
         return users

@@ -1,8 +1,9 @@
 """The one lifecycle every kind goes through; a kind supplies only what is specific to its Cloudflare object.
 
 Three parts: `reconcilers.managed_kind.ManagedKind` is what a kind supplies (its model, where its ID lives, and the
-Cloudflare calls: connect, observe, find, create, diff, update, delete, record), `Lifecycle` here is the engine that
-runs every kind through the same steps, and `reconcilers.writer.ObjectWriter` makes its Kubernetes writes.
+Cloudflare calls: connect, observe, find, create, diff, update, delete, record; what only some kinds need is a
+capability of `reconcilers.capabilities`), `Lifecycle` here is the engine that runs every kind through the same
+steps, and `reconcilers.writer.ObjectWriter` makes its Kubernetes writes.
 
 deletion (policy, dependants first) -> finalizer -> paused -> parents and credentials -> observe by the ID in status
 -> if none: adopt per `kflare.dev/adoption-policy`, else create, else `AlreadyExists` -> diff -> write only what
@@ -36,7 +37,7 @@ import contextlib
 import datetime as dt
 import json
 from collections.abc import Sequence
-from typing import Any, Generic
+from typing import Any, Generic, cast
 
 from pydantic import ValidationError
 
@@ -67,8 +68,19 @@ from app.kube.controller import Outcome
 from app.kube.index import Ref
 from app.kube.informer import Indexer, Key
 from app.kube.manager import IndexLink
+from reconcilers import managed_kind as declared
+from reconcilers.capabilities import (
+    ChoosesDependants,
+    DriftGrouped,
+    HoldsReconciles,
+    Indexed,
+    KeepsBeside,
+    MatchesIntent,
+    NotesAdoption,
+    QualifiesReady,
+)
 from reconcilers.claims import Claims, Holder
-from reconcilers.managed_kind import L, ManagedKind, ObservedT, R
+from reconcilers.managed_kind import L, ManagedKind, ObservedT, R, account_of, described, id_of
 from reconcilers.tenancy import may_adopt
 from reconcilers.waiting import RETRY_PARENT, NotReady, new_and_waiting_for_a_parent
 from reconcilers.writer import ObjectWriter
@@ -92,8 +104,9 @@ class Lifecycle(Generic[R, L, ObservedT]):
         self.ctx = kind.ctx
         self.writer = ObjectWriter(kind.ctx, kind.model)
         self.kind = kind.kind
-        self.drift_group = kind.drift_group
-        self.open_drift_round = kind.open_drift_round
+        grouped = kind if isinstance(kind, DriftGrouped) else None
+        self.drift_group = None if grouped is None else grouped.drift_group
+        self.open_drift_round = None if grouped is None else grouped.open_drift_round
         self.concurrency = kind.concurrency
         self._creating: dict[Key, tuple[str, str]] = {}
         """The objects reconciles in flight have created and not yet recorded, with their resources' UIDs."""
@@ -101,23 +114,28 @@ class Lifecycle(Generic[R, L, ObservedT]):
     # What the manager reads of the kind: its resource, the links and indexes its cache keeps.
 
     def resource_type(self) -> ResourceType:
-        return self.of.resource_type()
+        return declared.resource_type(type(self.of))
 
     def parents_of(self, raw: JSON) -> list[Ref]:
-        return self.of.parents_of(raw)
+        return declared.parents_of(type(self.of), raw)
 
     def indexes(self) -> dict[str, Indexer]:
-        return self.of.indexes()
+        return declared.indexes(type(self.of))
 
     def links(self) -> Sequence[IndexLink]:
-        return self.of.links()
+        return self.of.links() if isinstance(self.of, Indexed) else ()
 
     def serving_state(self, raw: JSON) -> object:
-        return self.of.serving_state(raw)
+        return declared.serving_state(type(self.of), raw)
+
+    def parse(self, raw: JSON) -> R:
+        """The resource as its model reads it (ValidationError when the stored object is invalid)."""
+        return cast(R, self.of.model.model_validate(raw))
 
     async def reconcile(self, key: Key) -> Outcome:
+        held = self.of.reconciling(key) if isinstance(self.of, HoldsReconciles) else contextlib.nullcontext()
         try:
-            with self.of.reconciling(key):
+            with held:
                 return await self._reconcile(key)
         finally:
             self._creating.pop(key, None)
@@ -136,7 +154,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
             return Outcome.done()
         kind, writer, logger = self.of, self.writer, self.writer.logger(key)
         try:
-            obj = kind.parse(raw)
+            obj = self.parse(raw)
         except ValidationError as exc:
             problems = "; ".join(str(e) for e in errors_from(exc))
             logger.warning("spec refused: %s", problems)
@@ -151,7 +169,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
             # A resource that holds nothing in Cloudflare yet gets its finalizer with its first write (the create
             # intent or the claim), which saves a Kubernetes write per new resource in a bulk apply.
             raw = await writer.patch_meta(raw, finalizers=[*meta.finalizers, FINALIZER])
-            obj = kind.parse(raw)
+            obj = self.parse(raw)
         if paused(obj):
             await writer.set_paused(raw, deleting=False)
             return Outcome.done()
@@ -172,14 +190,15 @@ class Lifecycle(Generic[R, L, ObservedT]):
             if isinstance(found, Outcome):
                 return found
             if found[0] is not raw:  # a claim or an intent was written: the object changed
-                obj = kind.parse(found[0])
+                obj = self.parse(found[0])
             raw, observed = found
             changes = kind.diff(link, obj, observed)
             if changes:
                 logger.info("correcting drift", extra={"fields": sorted(changes)})
                 observed = await kind.update(link, obj, observed, changes)
             kind.record(link, obj, observed)
-            await kind.after_sync(link, obj, observed)
+            if isinstance(kind, KeepsBeside):
+                await kind.after_sync(link, obj, observed)
         except CloudflareError as exc:
             return await self._cloudflare_failed(raw, key, exc)
         except NotReady as wait:
@@ -195,7 +214,11 @@ class Lifecycle(Generic[R, L, ObservedT]):
             message = f"Kubernetes refused kflare: {exc.message}"
             await writer.set_ready(raw, "False", Reason.API_ERROR, message, status_model=obj.status)
             return Outcome(retry=True)
-        reason, message = kind.ready_state(obj, observed)
+        reason, message = (
+            kind.ready_state(obj, observed)
+            if isinstance(kind, QualifiesReady)
+            else (kind.ready_reason, kind.ready_message)
+        )
         await writer.set_ready(raw, "True", reason, message, status_model=obj.status)
         return Outcome.done(synced=True)
 
@@ -212,7 +235,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
             if observed is not None:
                 if not kind.claim_in_status:
                     # Objects claimed before the label came first have it written now; the intent is spent.
-                    labels = {kind.claim_label: kind.id_of(observed)} if kind.creates else None
+                    labels = {kind.claim_label: id_of(kind, observed)} if kind.creates else None
                     raw = await writer.patch_meta(raw, labels=labels, annotations={CREATE_INTENT_ANNOTATION: None})
                 return raw, observed
             logger.info("Cloudflare object %s is gone; looking for it by key", object_id)
@@ -224,34 +247,38 @@ class Lifecycle(Generic[R, L, ObservedT]):
             if kind.key_marks_ownership:
                 # The key is this resource's own (a rule's ref): nobody else can hold what it names.
                 return await self._claim(raw, existing, adopted=False), existing
-            recovering = kind.pending_intent(obj) is not None
+            recovering = declared.pending_intent(kind, obj) is not None
             adopting = not recovering and policy in ("adopt", "adopt-or-create")
             if adopting and not self._may_adopt(link, obj):
                 message = (
-                    f"{kind.describe(existing)} exists in Cloudflare, and the account does not let namespace"
+                    f"{described(kind, existing)} exists in Cloudflare, and the account does not let namespace"
                     f" {obj.metadata.namespace} adopt objects (its spec.adoptionNamespaces)"
                 )
                 await writer.set_ready(raw, "False", Reason.ADOPTION_NOT_PERMITTED, message)
                 return Outcome(requeue_after=RETRY_PARENT)
-            holder = self._holder(link, obj, kind.id_of(existing))
+            holder = self._holder(link, obj, id_of(kind, existing))
             if holder is None and (recovering or adopting):
                 # Two resources reaching for one object at once: the claim object's name decides.
-                holder = await self._claims().take(self._account_id(link), kind.id_of(existing), obj)
+                holder = await self._claims().take(self._account_id(link), id_of(kind, existing), obj)
             if holder is not None:
-                return await self._claimed_elsewhere(raw, obj, kind.describe(existing), holder)
+                return await self._claimed_elsewhere(raw, obj, described(kind, existing), holder)
             if recovering:
                 # Created by this resource just before a crash (or before a move to this cluster): ours, not an
                 # adoption.
-                logger.info("recovered object created before a restart", extra={"id": kind.id_of(existing)})
+                logger.info("recovered object created before a restart", extra={"id": id_of(kind, existing)})
                 return await self._claim(raw, existing, adopted=False), existing
             if adopting:
-                note = kind.adoption_note(existing)
-                logger.info("adopting existing object: %s", note, extra={"id": kind.id_of(existing)})
+                note = (
+                    kind.adoption_note(existing)
+                    if isinstance(kind, NotesAdoption)
+                    else f"adopted {described(kind, existing)}"
+                )
+                logger.info("adopting existing object: %s", note, extra={"id": id_of(kind, existing)})
                 raw = await self._claim(raw, existing, adopted=True)
                 await self.ctx.recorder.record(raw, type_="Normal", reason="Adopted", note=note)
                 return raw, existing
             message = (
-                f"{kind.describe(existing)} already exists in Cloudflare; set the annotation "
+                f"{described(kind, existing)} already exists in Cloudflare; set the annotation "
                 f"{ADOPTION_POLICY_ANNOTATION}: adopt to manage it"
             )
             await writer.set_ready(raw, "False", Reason.ALREADY_EXISTS, message)
@@ -262,7 +289,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
             await writer.set_ready(raw, "False", "AdoptionTargetNotFound", message)
             return Outcome(requeue_after=RETRY_PARENT)
         intent: dict[str, str] = {"at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
-        match = kind.intent_match(obj)
+        match = kind.intent_match(obj) if isinstance(kind, MatchesIntent) else None
         if match is not None:
             intent["match"] = match
         if object_id:
@@ -279,9 +306,9 @@ class Lifecycle(Generic[R, L, ObservedT]):
         # An adopted object this resource held before is gone: its claim goes with it.
         await self._claims().release(obj.metadata.uid)
         created = await kind.create(link, obj)
-        logger.info("created", extra={"id": kind.id_of(created)})
+        logger.info("created", extra={"id": id_of(kind, created)})
         # Until the status records it, the new object is held here, in memory: no adoption elsewhere takes it.
-        self._creating[key] = (kind.id_of(created), obj.metadata.uid or "")
+        self._creating[key] = (id_of(kind, created), obj.metadata.uid or "")
         return await self._claim(raw, created, adopted=False), created
 
     async def _claimed_elsewhere(self, raw: JSON, obj: R, what: str, holder: Holder) -> Outcome:
@@ -299,11 +326,11 @@ class Lifecycle(Generic[R, L, ObservedT]):
         )
 
     def _account_id(self, link: L) -> str:
-        account = self.of.account_of(link)
+        account = account_of(link)
         return "" if account is None else account.account_id
 
     def _may_adopt(self, link: L, obj: R) -> bool:
-        account = self.of.account_of(link)
+        account = account_of(link)
         return account is None or may_adopt(self.ctx, account, obj.metadata.namespace)
 
     async def _contest(self, link: L, obj: R, object_id: str) -> Holder | None:
@@ -314,7 +341,11 @@ class Lifecycle(Generic[R, L, ObservedT]):
         claimed = claims.holder(account, object_id)
         if claimed is not None and claimed.uid == obj.metadata.uid:
             return None
-        if claimed is None and self.of.holder_of(object_id, obj) is None and self._creator(obj, object_id) is None:
+        if (
+            claimed is None
+            and self.of.owners.holder_of(object_id, obj) is None
+            and self._creator(obj, object_id) is None
+        ):
             return None  # the usual case: nobody else names it, and no claim is needed
         return await claims.take(account, object_id, obj)
 
@@ -324,7 +355,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
         writes the label (the webhook), so this is a second lock: a forged one would otherwise delete what it
         names."""
         kind = self.of
-        if not kind.claim_in_status or object_id == kind.object_id(obj):
+        if not kind.claim_in_status or object_id == declared.object_id(kind, obj):
             return False
         if obj.metadata.labels.get(kind.claim_label) != object_id:
             return False
@@ -347,7 +378,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
 
     def _holder(self, link: L, obj: R, object_id: str) -> Holder | None:
         """Who else owns the object: a resource recording it, one that has just created it, or a claim's owner."""
-        holder = self.of.holder_of(object_id, obj) or self._creator(obj, object_id)
+        holder = self.of.owners.holder_of(object_id, obj) or self._creator(obj, object_id)
         if holder is not None:
             return holder
         holder = self._claims().holder(self._account_id(link), object_id)
@@ -362,7 +393,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
         return await self.writer.patch_meta(
             raw,
             finalizers=self.writer.with_finalizer(raw),
-            labels={self.of.claim_label: self.of.id_of(observed)},
+            labels={self.of.claim_label: id_of(self.of, observed)},
             annotations={CREATE_INTENT_ANNOTATION: None, ADOPTED_ANNOTATION: "true" if adopted else None},
         )
 
@@ -395,9 +426,19 @@ class Lifecycle(Generic[R, L, ObservedT]):
         kind = self.of
         if kind.creates:
             claimed = obj.metadata.labels.get(kind.claim_label)
-            if claimed and not kind.claimed_by_other(claimed, obj):
+            if claimed and not kind.owners.claimed_by_other(claimed, obj):
                 return claimed
-        return kind.object_id(obj)
+        return declared.object_id(kind, obj)
+
+    def dependants(self, key: Key) -> list[Ref]:
+        """Objects that still reference this one and exist: its deletion waits for them (or for what the kind
+        chooses instead)."""
+        referencing = [
+            child
+            for child in self.ctx.index.children(Ref(self.kind, *key))
+            if child.kind != "Secret" and self.ctx.cached(child.kind, child.name, child.namespace or None) is not None
+        ]
+        return self.of.dependants(key, referencing) if isinstance(self.of, ChoosesDependants) else referencing
 
     def deletion_policy(self, obj: R) -> DeletionPolicy:
         annotations = obj.metadata.annotations
@@ -415,7 +456,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
         if paused(obj):
             await writer.set_paused(raw, deleting=True)
             return Outcome.done()
-        users = kind.dependants(key)
+        users = self.dependants(key)
         if users:
             listed = ", ".join(str(u) for u in users[:MAX_LISTED_DEPENDANTS])
             more = ", ..." if len(users) > MAX_LISTED_DEPENDANTS else ""
@@ -425,7 +466,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
             return Outcome.done()  # each dependant's deletion enqueues this object again
         logger = writer.logger(key)
         object_id = self.current_id(obj)
-        intent = kind.pending_intent(obj) is not None
+        intent = declared.pending_intent(kind, obj) is not None
         if kind.creates and self.deletion_policy(obj) == DeletionPolicy.DELETE and (object_id or intent):
             try:
                 link = await kind.connect(obj)
@@ -440,7 +481,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
                 try:
                     if not object_id:
                         existing = await kind.find(link, obj)
-                        object_id = None if existing is None else kind.id_of(existing)
+                        object_id = None if existing is None else id_of(kind, existing)
                     if object_id and self._adopted_without_leave(link, obj, object_id):
                         logger.info("keeping an object the namespace may not adopt", extra={"id": object_id})
                         object_id = None
@@ -463,13 +504,13 @@ class Lifecycle(Generic[R, L, ObservedT]):
         return await self._finish_deletion(raw, key, obj)
 
     async def _finish_deletion(self, raw: JSON, key: Key, obj: R | None) -> Outcome:
-        if obj is not None:
+        if obj is not None and isinstance(self.of, KeepsBeside):
             await self.of.releasing(obj)
         # The claims go before the finalizer: a claim whose owner is gone would only be replaced by the next taker.
         await self._claims().release(raw["metadata"].get("uid"))
         await self.writer.remove_finalizer(raw)
-        if obj is not None:
+        if obj is not None and isinstance(self.of, KeepsBeside):
             await self.of.released(obj)
-        for parent in self.ctx.index.remove(self.of.ref(key)):
+        for parent in self.ctx.index.remove(Ref(self.kind, *key)):
             self.ctx.enqueue(parent)
         return Outcome.done()

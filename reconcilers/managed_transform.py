@@ -24,9 +24,11 @@ from app.cloudflare.models import ManagedHeaders
 from app.kube.client import JSON
 from app.kube.index import Ref
 from app.kube.informer import Indexer, key_of
+from reconcilers.capabilities import Indexed, KeepsBeside
 from reconcilers.claims import holder_of
 from reconcilers.credentials import ZoneLink, ready_zone, zone_ref_key, zones_of
-from reconcilers.managed_kind import CLAIM_INDEX, ManagedKind
+from reconcilers.holders import CLAIM_INDEX, done_with
+from reconcilers.managed_kind import ManagedKind, object_id
 from reconcilers.waiting import RETRY_PARENT, NotReady
 
 ZONE_INDEX = "zone"
@@ -43,16 +45,21 @@ class Observed:
         doc = self.document
         return {t.id: t.enabled for t in (*doc.managed_request_headers, *doc.managed_response_headers)}
 
+    def described(self) -> str:
+        return f"managed transforms {', '.join(self.document.enabled())} of zone {self.zone_id}"
 
-class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
+
+class ManagedTransformKind(
+    ManagedKind[ManagedTransform, ZoneLink, Observed], Indexed, KeepsBeside[ManagedTransform, ZoneLink, Observed]
+):
     model = ManagedTransform
     observed_id = "zone_id"
     status_id = "zone_id"
     claim_in_status = False  # the label says which ManagedTransform holds the zone (`_configured_by`)
 
     @classmethod
-    def indexes(cls) -> dict[str, Indexer]:
-        return {**super().indexes(), ZONE_INDEX: zone_ref_key}
+    def more_indexes(cls) -> dict[str, Indexer]:
+        return {ZONE_INDEX: zone_ref_key}
 
     async def connect(self, obj: ManagedTransform) -> ZoneLink:
         zone = await ready_zone(self.ctx, obj.namespace, obj.spec.zone_ref.name)
@@ -75,7 +82,7 @@ class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
             return None
         uid = obj.metadata.uid
         for other in informer.by_index(CLAIM_INDEX, zone_id):
-            if other["metadata"].get("uid") != uid and not self.done_with(other):
+            if other["metadata"].get("uid") != uid and not done_with(other):
                 return holder_of(other).described_to(obj.namespace)
         if obj.metadata.labels.get(self.claim_label) == zone_id:
             return None
@@ -98,9 +105,6 @@ class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
         if informer is None:
             return []
         return [found for ns, name in sorted(zones) for found in informer.by_index(ZONE_INDEX, f"{ns}/{name}")]
-
-    def describe(self, observed: Observed) -> str:
-        return f"managed transforms {', '.join(observed.document.enabled())} of zone {observed.zone_id}"
 
     async def observe(self, link: ZoneLink, obj: ManagedTransform, object_id: str) -> Observed | None:
         if object_id != link.zone_id:
@@ -145,7 +149,7 @@ class ManagedTransformKind(ManagedKind[ManagedTransform, ZoneLink, Observed]):
 
     async def released(self, obj: ManagedTransform) -> None:
         """The zone is free: the next ManagedTransform for it goes on now rather than at its next retry."""
-        zone_id = self.object_id(obj) or obj.metadata.labels.get(self.claim_label)
+        zone_id = object_id(self, obj) or obj.metadata.labels.get(self.claim_label)
         for other in self._of_zone(zone_id, obj.namespace or "", obj.spec.zone_ref.name):
             if other["metadata"].get("uid") != obj.metadata.uid:
                 self.ctx.enqueue(Ref(self.kind, *key_of(other)))

@@ -44,9 +44,10 @@ from app.cloudflare.models import Ruleset, RulesetRule
 from app.kube.client import JSON
 from app.kube.informer import Indexer
 from app.kube.manager import IndexLink
+from reconcilers.capabilities import DriftGrouped, Indexed
 from reconcilers.context import ENTRYPOINT, AccountLink, Context, lists_key
 from reconcilers.credentials import ready_zone, zone_ids, zones_of
-from reconcilers.managed_kind import ManagedKind
+from reconcilers.managed_kind import ManagedKind, pending_intent
 from reconcilers.waiting import RETRY_PARENT, NotReady
 
 REF_PREFIX = "kflare-"
@@ -90,6 +91,9 @@ def collection_key(zone_id: str, phase: str) -> str:
 class ObservedRule:
     rule: RulesetRule
     ruleset: Ruleset
+
+    def described(self) -> str:
+        return f"rule {self.rule.id} in the {self.ruleset.phase} phase"
 
 
 def list_names(expression: str, phase: str) -> frozenset[str]:
@@ -169,11 +173,12 @@ def _normal(value: Any) -> Any:
     return value
 
 
-class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
+class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule], Indexed, DriftGrouped):
     """A rule kind: its model, and the action and parameters of its rule. The engine does the rest."""
 
     key_marks_ownership = True
     status_id = "rule_id"
+    observed_id = "rule.id"
     concurrency = 16
     drops_empty_entrypoint: ClassVar[bool] = False
     """Delete the entry point once its last rule is gone (ManagedRuleset: the zone gets Cloudflare's default)."""
@@ -213,7 +218,7 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
     # ---- the lifecycle's part ----------------------------------------------------------------------------------
 
     @classmethod
-    def indexes(cls) -> dict[str, Indexer]:
+    def more_indexes(cls) -> dict[str, Indexer]:
         """Beside the claim: the lists a rule names, and its Zone and phase."""
 
         def lists(raw: JSON) -> list[str]:
@@ -225,7 +230,7 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
             name = (spec.get("zoneRef") or {}).get("name")
             return [zone_phase(raw["metadata"].get("namespace") or "", name, cls.phase_of(spec))] if name else []
 
-        return {**super().indexes(), LISTS_INDEX: lists, ZONE_PHASE_INDEX: zone_and_phase}
+        return {LISTS_INDEX: lists, ZONE_PHASE_INDEX: zone_and_phase}
 
     @classmethod
     def links(cls) -> Sequence[IndexLink]:
@@ -311,12 +316,6 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
                 requeue_after=RETRY_PARENT,
             )
 
-    def id_of(self, observed: ObservedRule) -> str:
-        return observed.rule.id
-
-    def describe(self, observed: ObservedRule) -> str:
-        return f"rule {observed.rule.id} in the {observed.ruleset.phase} phase"
-
     async def observe(self, link: RuleLink, obj: RuleT, object_id: str) -> ObservedRule | None:
         ruleset = await self.entrypoint(link)
         found = _by_id(ruleset, object_id)
@@ -328,7 +327,7 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule]):
 
     async def find(self, link: RuleLink, obj: RuleT) -> ObservedRule | None:
         # After a crash or a timeout a create may have landed: only a copy read from now on is sure to show it.
-        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
+        newer_than = time.monotonic() if pending_intent(self, obj) is not None else None
         return _by_ref(await self.entrypoint(link, newer_than=newer_than), self.ref_of(obj))
 
     def definition(self, obj: RuleT) -> dict[str, Any]:

@@ -35,9 +35,10 @@ from app.cloudflare.models import KVNamespace as CloudflareNamespace
 from app.cloudflare.models import R2Bucket as CloudflareBucket
 from app.kube.client import JSON
 from reconcilers.account_members import AccountMember, AccountScope, account_name, collection_name
+from reconcilers.capabilities import RecordsIdElsewhere
 from reconcilers.claims import holder_of
 from reconcilers.credentials import account_id_of, account_ref_key
-from reconcilers.managed_kind import CLAIM_INDEX
+from reconcilers.holders import CLAIM_INDEX
 from reconcilers.waiting import RETRY_PARENT, NotReady
 
 BUCKET_NOT_EMPTY_CODE = 10008
@@ -56,11 +57,8 @@ class KVNamespaceKind(AccountMember[KVNamespace, CloudflareNamespace]):
     def listed_key(self, observed: CloudflareNamespace) -> str:
         return observed.title
 
-    def describe(self, observed: CloudflareNamespace) -> str:
-        return f"KV namespace {observed.title!r} ({observed.id})"
-
     async def find(self, link: AccountScope, obj: KVNamespace) -> CloudflareNamespace | None:
-        return self.first_unclaimed(
+        return self.owners.first_unclaimed(
             await self.named(link, obj, obj.spec.title),
             obj,
             Reason.TITLE_CONFLICT,
@@ -91,7 +89,7 @@ class KVNamespaceKind(AccountMember[KVNamespace, CloudflareNamespace]):
         obj.status.cloudflare_metadata = KVNamespaceMetadata(namespace_id=observed.id)
 
 
-class R2BucketKind(AccountMember[R2Bucket, CloudflareBucket]):
+class R2BucketKind(AccountMember[R2Bucket, CloudflareBucket], RecordsIdElsewhere[R2Bucket]):
     """Buckets are listed per jurisdiction (each is a namespace of names of its own): the account's collection of
     buckets is one per jurisdiction, and so are their drift checks."""
 
@@ -137,7 +135,7 @@ class R2BucketKind(AccountMember[R2Bucket, CloudflareBucket]):
         return account_id_of(self.ctx, account)
 
     def _check_claim(self, obj: R2Bucket) -> None:
-        owner = self.owner_of(obj.spec.name, obj)
+        owner = self.owners.owner_of(obj.spec.name, obj)
         if owner is not None:
             raise NotReady(
                 Reason.NAME_CONFLICT,
@@ -148,9 +146,6 @@ class R2BucketKind(AccountMember[R2Bucket, CloudflareBucket]):
     def object_id(self, obj: R2Bucket) -> str | None:
         meta = obj.status.cloudflare_metadata
         return obj.spec.name if meta is not None and meta.creation_date else None
-
-    def describe(self, observed: CloudflareBucket) -> str:
-        return f"R2 bucket {observed.name} ({observed.jurisdiction or 'default'})"
 
     async def observe(self, link: AccountScope, obj: R2Bucket, object_id: str) -> CloudflareBucket | None:
         self._check_claim(obj)
@@ -205,11 +200,8 @@ class D1DatabaseKind(AccountMember[D1Database, CloudflareDatabase]):
     def listed_key(self, observed: CloudflareDatabase) -> str:
         return observed.name
 
-    def describe(self, observed: CloudflareDatabase) -> str:
-        return f"D1 database {observed.name} ({observed.uuid})"
-
     async def find(self, link: AccountScope, obj: D1Database) -> CloudflareDatabase | None:
-        return self.first_unclaimed(
+        return self.owners.first_unclaimed(
             await self.named(link, obj, obj.spec.name),
             obj,
             Reason.NAME_CONFLICT,

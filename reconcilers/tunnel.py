@@ -41,8 +41,11 @@ from app.cloudflare.errors import NotFound
 from app.cloudflare.models import Tunnel as CloudflareTunnel
 from app.kube.client import JSON, SECRETS, KubeError
 from reconcilers.account_members import AccountMember, AccountScope
+from reconcilers.capabilities import KeepsBeside, NotesAdoption
 from reconcilers.credentials import must_read
+from reconcilers.managed_kind import resource_type
 from reconcilers.waiting import RETRY_PARENT, NotReady
+from reconcilers.writer import logger_of
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kflare"}
 TOKEN_DIGEST_ANNOTATION = "kflare.dev/token-digest"
@@ -54,7 +57,11 @@ def controlled_by(secret: JSON, owner_uid: str) -> bool:
     )
 
 
-class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
+class TunnelKind(
+    AccountMember[Tunnel, CloudflareTunnel],
+    NotesAdoption[CloudflareTunnel],
+    KeepsBeside[Tunnel, AccountScope, CloudflareTunnel],
+):
     model = Tunnel
     status_id = "tunnel_id"
 
@@ -70,9 +77,6 @@ class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
     def gone(self, observed: CloudflareTunnel) -> bool:
         return observed.deleted  # only live tunnels are listed; a soft-deleted one read alone counts as gone
 
-    def describe(self, observed: CloudflareTunnel) -> str:
-        return f"tunnel {observed.name} ({observed.id})"
-
     def adoption_note(self, observed: CloudflareTunnel) -> str:
         return (
             f"adopted tunnel {observed.name} ({observed.id}, created {observed.created_at or 'at an unknown time'}): "
@@ -87,7 +91,7 @@ class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
 
     async def find(self, link: AccountScope, obj: Tunnel) -> CloudflareTunnel | None:
         named = await self.named(link, obj, obj.spec.name)
-        live = [t for t in named if not t.deleted and not self.claimed_by_other(t.id, obj)]
+        live = [t for t in named if not t.deleted and not self.owners.claimed_by_other(t.id, obj)]
         live.sort(key=lambda t: (t.created_at or "", t.id))
         return live[0] if live else None
 
@@ -171,7 +175,7 @@ class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
                 # Made meanwhile (by someone, or by an earlier reconcile whose answer was lost): its watch event
                 # brings this Tunnel back at once to judge it, as an existing Secret.
                 return
-            self.logger((namespace, obj.name)).info("wrote the tunnel token to Secret %s", name)
+            logger_of(self.kind, (namespace, obj.name)).info("wrote the tunnel token to Secret %s", name)
             return
         if not controlled_by(current, uid):
             raise NotReady(
@@ -185,7 +189,7 @@ class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
         if held != encoded or current.get("type", "Opaque") != "Opaque":
             patch: JSON = {"metadata": {"annotations": {TOKEN_DIGEST_ANNOTATION: digest}}, "data": {TOKEN_KEY: encoded}}
             await self.ctx.kube.patch(SECRETS, name, patch, namespace)
-            self.logger((namespace, obj.name)).info("restored the tunnel token in Secret %s", name)
+            logger_of(self.kind, (namespace, obj.name)).info("restored the tunnel token in Secret %s", name)
         elif annotations.get(TOKEN_DIGEST_ANNOTATION) != digest:
             # The right token without its digest (written by an older kflare, or the annotation edited away).
             patch = {"metadata": {"annotations": {TOKEN_DIGEST_ANNOTATION: digest}}}
@@ -200,7 +204,7 @@ class TunnelKind(AccountMember[Tunnel, CloudflareTunnel]):
 
     def _owner_reference(self, obj: Tunnel) -> JSON:
         return {
-            "apiVersion": self.resource_type().api_version,
+            "apiVersion": resource_type(type(self)).api_version,
             "kind": self.kind,
             "name": obj.name,
             "uid": obj.metadata.uid or "",

@@ -30,6 +30,7 @@ from app.cloudflare.errors import NotFound, Terminal
 from app.cloudflare.models import TunnelConfiguration as CloudflareConfiguration
 from app.kube.index import Ref
 from reconcilers import tunnel_document
+from reconcilers.capabilities import KeepsBeside, QualifiesReady
 from reconcilers.context import AccountLink
 from reconcilers.credentials import account_key, ready_account
 from reconcilers.managed_kind import ManagedKind
@@ -66,7 +67,11 @@ def desired(obj: TunnelConfiguration) -> dict[str, Any]:
     return {"ingress": [*(rule_document(rule) for rule in spec.ingress), {"service": spec.default_service}]}
 
 
-class TunnelConfigurationKind(ManagedKind[TunnelConfiguration, ConfigLink, CloudflareConfiguration]):
+class TunnelConfigurationKind(
+    ManagedKind[TunnelConfiguration, ConfigLink, CloudflareConfiguration],
+    KeepsBeside[TunnelConfiguration, ConfigLink, CloudflareConfiguration],
+    QualifiesReady[TunnelConfiguration, CloudflareConfiguration],
+):
     model = TunnelConfiguration
     observed_id = "tunnel_id"
     status_id = "tunnel_id"
@@ -112,9 +117,6 @@ class TunnelConfigurationKind(ManagedKind[TunnelConfiguration, ConfigLink, Cloud
             )
         account_ref = account_key(raw) or ""
         return ConfigLink(await ready_account(self.ctx, account_ref, obj.namespace), tunnel_id, account_ref)
-
-    def describe(self, observed: CloudflareConfiguration) -> str:
-        return f"the configuration of tunnel {observed.tunnel_id} (version {observed.version})"
 
     async def _read(self, link: ConfigLink) -> CloudflareConfiguration:
         return await link.account.client.get_tunnel_configuration(link.account.account_id, link.tunnel_id)

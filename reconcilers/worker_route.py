@@ -17,10 +17,11 @@ from app.api.workers import WorkerRoute, WorkerRouteMetadata
 from app.cloudflare.models import WorkerRoute as CloudflareRoute
 from app.kube.client import JSON
 from reconcilers.account_members import account_name
+from reconcilers.capabilities import DriftGrouped
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
 from reconcilers.credentials import ready_zone
-from reconcilers.managed_kind import ManagedKind
+from reconcilers.managed_kind import ManagedKind, pending_intent
 from reconcilers.waiting import NotReady, can_serve
 
 
@@ -45,7 +46,7 @@ class RouteLink:
         return f"zone:{self.zone_id}"
 
 
-class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute]):
+class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute], DriftGrouped):
     model = WorkerRoute
     status_id = "route_id"
 
@@ -93,9 +94,6 @@ class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute]):
     def _lister(self, link: RouteLink) -> AsyncIterator[CloudflareRoute]:
         return link.account.client.list_worker_routes(link.zone_id)
 
-    def describe(self, observed: CloudflareRoute) -> str:
-        return f"route {observed.pattern} ({observed.id})"
-
     async def observe(self, link: RouteLink, obj: WorkerRoute, object_id: str) -> CloudflareRoute | None:
         # Missing from the listing: deleted with its Worker, most likely; one read makes sure before a new one.
         return await self.listings.member(
@@ -106,11 +104,11 @@ class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute]):
         )
 
     async def find(self, link: RouteLink, obj: WorkerRoute) -> CloudflareRoute | None:
-        newer_than = time.monotonic() if self.pending_intent(obj) is not None else None
+        newer_than = time.monotonic() if pending_intent(self, obj) is not None else None
         named = await self.listings.named(
             link.collection, obj.spec.pattern, lambda: self._lister(link), newer_than=newer_than
         )
-        return self.first_unclaimed(
+        return self.owners.first_unclaimed(
             named, obj, Reason.PATTERN_CONFLICT, lambda route: f"route {obj.spec.pattern} ({route.id})"
         )
 

@@ -34,12 +34,14 @@ from app.cloudflare.models import WorkerScript as CloudflareScript
 from app.kube.client import JSON
 from app.kube.index import Ref
 from reconcilers.account_members import AccountMemberBase, AccountScope, account_name
+from reconcilers.capabilities import ChoosesDependants, KeepsBeside, RecordsIdElsewhere
 from reconcilers.claims import holder_of
 from reconcilers.context import Context
 from reconcilers.credentials import account_id_of, account_ref_key, must_read
-from reconcilers.managed_kind import CLAIM_INDEX
+from reconcilers.holders import CLAIM_INDEX
 from reconcilers.tenancy import reference_granted
 from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve
+from reconcilers.writer import logger_of
 
 ENTRY_MODULE = "worker.js"
 BOUND_KINDS = reference_fields(WorkerBinding, BoundObjectReference)
@@ -74,7 +76,12 @@ def _decode(value: str | None) -> str | None:
     return None
 
 
-class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScript, CloudflareScript]):
+class WorkerScriptKind(
+    AccountMemberBase[WorkerScript, WorkerLink, CloudflareScript, CloudflareScript],
+    ChoosesDependants,
+    KeepsBeside[WorkerScript, WorkerLink, CloudflareScript],
+    RecordsIdElsewhere[WorkerScript],
+):
     model = WorkerScript
 
     def __init__(self, ctx: Context) -> None:
@@ -82,10 +89,10 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
         # resource UID -> (hash, modified_on) this process last uploaded; dropped when the resource is released
         self._uploaded: dict[str, tuple[str, str | None]] = {}
 
-    def dependants(self, key: tuple[str, str]) -> list[Ref]:
+    def dependants(self, key: tuple[str, str], referencing: list[Ref]) -> list[Ref]:
         # Routes do not hold their Worker: Cloudflare deletes them with it, and a WorkerRoute whose Worker is gone
         # says so (and cleans up under its own policy).
-        return [r for r in super().dependants(key) if r.kind != "WorkerRoute"]
+        return [r for r in referencing if r.kind != "WorkerRoute"]
 
     # ---- what is uploaded --------------------------------------------------------------------------------------
 
@@ -279,9 +286,6 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
         meta = obj.status.cloudflare_metadata
         return obj.spec.name if meta is not None and meta.modified_on else None
 
-    def describe(self, observed: CloudflareScript) -> str:
-        return f"Worker {observed.id}"
-
     def _check_claim(self, obj: WorkerScript) -> None:
         informer = self.ctx.informer_of(self.kind)
         for other in [] if informer is None else informer.by_index(CLAIM_INDEX, obj.spec.name):
@@ -310,7 +314,7 @@ class WorkerScriptKind(AccountMemberBase[WorkerScript, WorkerLink, CloudflareScr
         )
         self.listings.put(link.collection, uploaded)
         self._uploaded[obj.metadata.uid or ""] = (upload.digest, uploaded.modified_on)
-        self.logger((obj.namespace or "", obj.name)).info(
+        logger_of(self.kind, (obj.namespace or "", obj.name)).info(
             "uploaded Worker", extra={"worker": obj.spec.name, "hash": upload.digest, "bytes": len(upload.code)}
         )
         return uploaded

@@ -15,11 +15,12 @@ from app.api.zone import ZoneMetadata
 from app.cloudflare.models import Zone as CloudflareZone
 from app.kube.informer import Indexer
 from reconcilers.account_members import AccountMember, AccountScope
+from reconcilers.capabilities import Indexed
 from reconcilers.credentials import ZONE_ID_INDEX, zone_ids
 from reconcilers.tenancy import DOMAIN_INDEX, zone_domains
 
 
-class ZoneKind(AccountMember[Zone, CloudflareZone]):
+class ZoneKind(AccountMember[Zone, CloudflareZone], Indexed):
     model = Zone
     status_id = "zone_id"
 
@@ -31,9 +32,6 @@ class ZoneKind(AccountMember[Zone, CloudflareZone]):
 
     def listed_key(self, observed: CloudflareZone) -> str:
         return observed.name.lower()
-
-    def describe(self, observed: CloudflareZone) -> str:
-        return f"zone {observed.name} ({observed.id})"
 
     async def find(self, link: AccountScope, obj: Zone) -> CloudflareZone | None:
         account_id = link.account.account_id
@@ -86,10 +84,10 @@ class ZoneKind(AccountMember[Zone, CloudflareZone]):
         )
 
     @classmethod
-    def indexes(cls) -> dict[str, Indexer]:
+    def more_indexes(cls) -> dict[str, Indexer]:
         """Beside the claim: the Cloudflare zone, which the rules and ManagedTransforms of one zone are found by, and
         the domain, which a host name's Zone is found by."""
-        return {**super().indexes(), ZONE_ID_INDEX: zone_ids, DOMAIN_INDEX: zone_domains}
+        return {ZONE_ID_INDEX: zone_ids, DOMAIN_INDEX: zone_domains}
 
 
 def _pending_plan(zone: CloudflareZone) -> str | None:

@@ -2,7 +2,8 @@
 
 The models are permissive: they name the fields kflare reads, keep every other field the API sends (`extra="allow"`,
 reachable through `model_extra` / `model_dump()`), and tolerate missing optional fields, so a change on Cloudflare's
-side does not break parsing. Adding an object type is a model here and a few lines in `client.py`.
+side does not break parsing. Adding an object type is a model here and a few lines in `client.py`. An object a
+resource manages names itself in messages (`described`).
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ class Zone(CloudflareModel):
     modified_on: str | None = None
     activated_on: str | None = None
 
+    def described(self) -> str:
+        return f"zone {self.name} ({self.id})"
+
 
 class DNSRecord(CloudflareModel):
     id: str
@@ -81,6 +85,9 @@ class DNSRecord(CloudflareModel):
     settings: dict[str, Any] | None = None
     created_on: str | None = None
     modified_on: str | None = None
+
+    def described(self) -> str:
+        return f"{self.type} record {self.name} ({self.id})"
 
 
 class DNSBatchResult(CloudflareModel):
@@ -106,16 +113,25 @@ class WorkerScript(CloudflareModel):
     created_on: str | None = None
     modified_on: str | None = None
 
+    def described(self) -> str:
+        return f"Worker {self.id}"
+
 
 class WorkerRoute(CloudflareModel):
     id: str
     pattern: str
     script: str | None = None
 
+    def described(self) -> str:
+        return f"route {self.pattern} ({self.id})"
+
 
 class KVNamespace(CloudflareModel):
     id: str
     title: str
+
+    def described(self) -> str:
+        return f"KV namespace {self.title!r} ({self.id})"
 
 
 class R2Bucket(CloudflareModel):
@@ -125,6 +141,9 @@ class R2Bucket(CloudflareModel):
     jurisdiction: str | None = None
     storage_class: str | None = None
 
+    def described(self) -> str:
+        return f"R2 bucket {self.name} ({self.jurisdiction or 'default'})"
+
 
 class D1Database(CloudflareModel):
     uuid: str
@@ -132,6 +151,9 @@ class D1Database(CloudflareModel):
     created_at: str | None = None
     version: str | None = None
     jurisdiction: str | None = None
+
+    def described(self) -> str:
+        return f"D1 database {self.name} ({self.uuid})"
 
 
 class Tunnel(CloudflareModel):
@@ -150,6 +172,9 @@ class Tunnel(CloudflareModel):
     def deleted(self) -> bool:
         return self.deleted_at is not None
 
+    def described(self) -> str:
+        return f"tunnel {self.name} ({self.id})"
+
 
 class TunnelConfiguration(CloudflareModel):
     """A tunnel's remote configuration; `config` is None (version 0) before the first write."""
@@ -160,6 +185,9 @@ class TunnelConfiguration(CloudflareModel):
     config: dict[str, Any] | None = None
     source: str | None = None
     created_at: str | None = None
+
+    def described(self) -> str:
+        return f"the configuration of tunnel {self.tunnel_id} (version {self.version})"
 
 
 class RulesetRule(CloudflareModel):

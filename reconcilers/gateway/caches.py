@@ -49,17 +49,18 @@ from reconcilers.gateway.shapes import (
 )
 from reconcilers.gateway.status import TunnelLookup, TunnelState
 from reconcilers.gateway.translate import Hostname, World, certificate_refs
+from reconcilers.managed_kind import resource_type
 from reconcilers.tunnel import TunnelKind
 from reconcilers.tunnel_configuration import TunnelConfigurationKind
 from reconcilers.zone import ZoneKind
 
 T = TypeVar("T")
 
-TUNNELS = TunnelKind.resource_type()
-TUNNEL_CONFIGURATIONS = TunnelConfigurationKind.resource_type()
-ZONES = ZoneKind.resource_type()
-DNS_RECORDS = DNSRecordKind.resource_type()
-ACCOUNTS = CloudflareAccountKind.resource_type()
+TUNNELS = resource_type(TunnelKind)
+TUNNEL_CONFIGURATIONS = resource_type(TunnelConfigurationKind)
+ZONES = resource_type(ZoneKind)
+DNS_RECORDS = resource_type(DNSRecordKind)
+ACCOUNTS = resource_type(CloudflareAccountKind)
 
 
 def shaped(objects: Iterable[JSON], shape: type[T]) -> list[T]:

@@ -50,6 +50,7 @@ from reconcilers.credentials import ready_account
 from reconcilers.gateway.kinds import CLASS_CONFIG_KIND, GATEWAY_CLASSES, Classes, derived_name
 from reconcilers.gateway.plane_manifests import adopting_tunnel
 from reconcilers.lifecycle import NotReady
+from reconcilers.managed_kind import resource_type
 from reconcilers.tunnel import TunnelKind
 
 log = logging.getLogger(__name__)
@@ -65,8 +66,8 @@ GATEWAY_CONFIGS: Final = ResourceType(
 EXTERNAL_BACKENDS: Final = ResourceType(
     PACKAGE_GROUP, VERSION, ExternalBackend.info.plural, ExternalBackend.info.kind, optional=True
 )
-ACCOUNTS: Final = CloudflareAccountKind.resource_type()
-TUNNELS: Final = TunnelKind.resource_type()
+ACCOUNTS: Final = resource_type(CloudflareAccountKind)
+TUNNELS: Final = resource_type(TunnelKind)
 CONFIG_LABEL: Final = "kflare.dev/gateway-class-config"
 """On each derived object: the name of the GatewayClassConfig it is made of."""
 RETRY: Final = 30.0

@@ -111,6 +111,9 @@ class CloudflareQueue(CloudflareModel):
     queue_name: str
     settings: QueueSettings = QueueSettings()
 
+    def described(self) -> str:
+        return f"queue {self.queue_name} ({self.queue_id})"
+
 
 def _path(link: AccountScope, queue_id: str | None = None) -> str:
     base = f"/accounts/{segment(link.account.account_id)}/queues"
@@ -131,11 +134,8 @@ class QueueKind(AccountMember[Queue, CloudflareQueue]):
     def listed_key(self, observed: CloudflareQueue) -> str:
         return observed.queue_name
 
-    def describe(self, observed: CloudflareQueue) -> str:
-        return f"queue {observed.queue_name} ({observed.queue_id})"
-
     async def find(self, link: AccountScope, obj: Queue) -> CloudflareQueue | None:
-        return self.first_unclaimed(
+        return self.owners.first_unclaimed(
             await self.named(link, obj, obj.spec.name),
             obj,
             Reason.NAME_CONFLICT,

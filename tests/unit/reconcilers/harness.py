@@ -40,7 +40,7 @@ from reconcilers.claims import CLAIM_INDEXES, CLAIMS
 from reconcilers.context import Context
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.lifecycle import Lifecycle
-from reconcilers.managed_kind import ManagedKind
+from reconcilers.managed_kind import ManagedKind, indexes, resource_type
 from reconcilers.tenancy import GRANTS
 from reconcilers.writer import merge_patch
 from tests.fixtures.driver import Driver, is_ready, token_data
@@ -336,9 +336,9 @@ class Runtime:
             queued=lambda _: False,
         )
         for kind in self.kinds:
-            rt = kind.resource_type()
+            rt = resource_type(kind)
             informer = Informer(self.kube, rt)  # type: ignore[arg-type]
-            for name, indexer in kind.indexes().items():
+            for name, indexer in indexes(kind).items():
                 informer.add_index(name, indexer)
             for (stored_kind, _, _), obj in self.kube.objects.items():
                 if stored_kind == rt.kind:

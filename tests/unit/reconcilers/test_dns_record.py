@@ -11,6 +11,8 @@ from app.cloudflare.models import DNSRecord as CloudflareRecord
 from app.kube.index import Ref
 from app.kube.informer import Informer
 from reconcilers.dns_record import DNSRecordKind, fqdn, normal_content
+from reconcilers.holders import Owners
+from reconcilers.managed_kind import indexes, resource_type
 from reconcilers.writer import merge_patch
 
 
@@ -90,6 +92,7 @@ def test_a_record_just_created_for_one_resource_is_claimed_for_the_others() -> N
 
     kind = DNSRecordKind.__new__(DNSRecordKind)
     kind.ctx = Ctx()  # type: ignore[assignment]
+    kind.owners = Owners(kind.kind, Ctx().informer_of, lambda record: record.id)
     kind.created_for = {"rec-1": "uid-a"}
     mine = DNSRecord.model_validate(
         {
@@ -110,8 +113,8 @@ def test_a_record_just_created_for_one_resource_is_claimed_for_the_others() -> N
 def test_a_zones_batch_waits_for_queued_records_and_not_for_those_backing_off() -> None:
     """A record that failed waits out its back-off (up to minutes): a batch held for it would hold every other
     record's edit of the zone, and under a slow Cloudflare cut their reconciles before the batch went."""
-    informer = Informer(None, DNSRecordKind.resource_type())  # type: ignore[arg-type]
-    for name, index in DNSRecordKind.indexes().items():
+    informer = Informer(None, resource_type(DNSRecordKind))  # type: ignore[arg-type]
+    for name, index in indexes(DNSRecordKind).items():
         informer.add_index(name, index)
     for name in ("queued", "backing-off", "done"):
         meta = {"generation": 1, "uid": f"uid-{name}", "name": name, "namespace": "ns"}

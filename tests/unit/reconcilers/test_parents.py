@@ -16,6 +16,7 @@ from app.api.links import reference_fields
 from app.api.refs import BoundObjectReference
 from app.api.registry import KINDS, kind_for
 from app.api.workers import WorkerBinding
+from reconcilers.managed_kind import parents_of
 from reconcilers.registry import reconciler_of
 from tests import kinds as kind_samples
 from tests.unit.api import samples
@@ -248,12 +249,12 @@ def test_every_sample_has_its_edges_written_out() -> None:
 @pytest.mark.parametrize("where", sorted(EXPECTED))
 def test_the_parents_of_a_sample_are_derived_from_its_model(where: str) -> None:
     raw = copy.deepcopy(MANIFESTS[where])
-    assert [tuple(p) for p in reconciler_of(raw["kind"]).parents_of(raw)] == EXPECTED[where]
+    assert [tuple(p) for p in parents_of(reconciler_of(raw["kind"]), raw)] == EXPECTED[where]
 
 
 @pytest.mark.parametrize(("where", "raw"), EXTRA, ids=[where for where, _ in EXTRA])
 def test_unusual_references_are_derived_too(where: str, raw: dict[str, Any]) -> None:
-    assert [tuple(p) for p in reconciler_of(raw["kind"]).parents_of(raw)] == EXPECTED_EXTRA[where]
+    assert [tuple(p) for p in parents_of(reconciler_of(raw["kind"]), raw)] == EXPECTED_EXTRA[where]
 
 
 def test_the_bound_kinds_of_a_binding_are_its_model_s() -> None:
