@@ -42,7 +42,7 @@ from reconcilers.context import AccountLink, Context
 from reconcilers.credentials import account_key, ready_account, zone_namespace, zone_ref_key
 from reconcilers.dns_batch import Batches, ZoneBatcher
 from reconcilers.managed_kind import ManagedKind, pending_intent
-from reconcilers.tenancy import zone_grants
+from reconcilers.tenancy import RECORD_NAME_INDEX, record_names, zone_grants
 from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve
 
 HOST_TYPES = frozenset({"CNAME", "MX", "NS", "PTR"})
@@ -200,7 +200,7 @@ class DNSRecordKind(
 
     @classmethod
     def more_indexes(cls) -> dict[str, Indexer]:
-        return {ZONE_INDEX: zone_ref_key}
+        return {ZONE_INDEX: zone_ref_key, RECORD_NAME_INDEX: record_names}
 
     @classmethod
     def drift_group(cls, raw: JSON) -> str | None:

@@ -32,6 +32,16 @@ def zone_domains(raw: JSON) -> list[str]:
     return [str(name).lower().rstrip(".")] if name else []
 
 
+RECORD_NAME_INDEX = "record-name"
+"""DNSRecord's index of the name each record gives (lower case, no final dot): whether a record names a host is one
+lookup."""
+
+
+def record_names(raw: JSON) -> list[str]:
+    name = (raw.get("spec") or {}).get("name")
+    return [str(name).rstrip(".").lower()] if name else []
+
+
 def account_policies(ctx: Context, account: CloudflareAccount) -> tuple[NamespacePolicy, NamespacePolicy]:
     """Who may use the account, and who may adopt through it (`app.api.tenancy.account_policies`)."""
     spec = account.spec

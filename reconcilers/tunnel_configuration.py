@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.api.constants import Reason
+from app.api.tenancy import suffixes
 from app.api.tunnel import (
     IngressRule,
     TunnelConfiguration,
     TunnelConfigurationMetadata,
-    uncovered_hostnames,
 )
 from app.cloudflare.errors import NotFound, Terminal
 from app.cloudflare.models import TunnelConfiguration as CloudflareConfiguration
@@ -34,7 +34,7 @@ from reconcilers.capabilities import KeepsBeside, QualifiesReady
 from reconcilers.context import AccountLink
 from reconcilers.credentials import account_key, ready_account
 from reconcilers.managed_kind import ManagedKind
-from reconcilers.tenancy import hostname_refusal
+from reconcilers.tenancy import DOMAIN_INDEX, RECORD_NAME_INDEX, hostname_refusal
 from reconcilers.tunnel_document import RESET, normalise, says_something
 from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve
 
@@ -186,16 +186,24 @@ class TunnelConfigurationKind(
         return self.ready_reason, self.ready_message
 
     def uncovered(self, obj: TunnelConfiguration) -> list[str]:
+        """The hostnames no Zone of the tunnel's account contains and no DNSRecord of the namespace names: looked up
+        in the caches' indexes (the Zones by each domain the name may be in, the records by name), as this runs at
+        the end of every reconcile."""
         tunnel = self.ctx.cached("Tunnel", obj.spec.tunnel_ref.name, obj.namespace)
         account = None if tunnel is None else account_key(tunnel)
-        zones = [
-            str(z["spec"]["name"])
-            for z in self.ctx.cached_all("Zone")
-            if account_key(z) == account and z["spec"].get("name")
-        ]
-        records = [
-            str(r["spec"]["name"])
-            for r in self.ctx.cached_all("DNSRecord")
-            if r["metadata"].get("namespace") == obj.namespace and (r.get("spec") or {}).get("name")
-        ]
-        return uncovered_hostnames(obj.spec.hostnames(), zones, records)
+        zones, records = self.ctx.informer_of("Zone"), self.ctx.informer_of("DNSRecord")
+        out = []
+        for host in obj.spec.hostnames():
+            name = host.rstrip(".").lower()
+            in_zone = zones is not None and any(
+                account_key(zone) == account
+                for domain in dict.fromkeys([name, *suffixes(name)])
+                for zone in zones.by_index(DOMAIN_INDEX, domain)
+            )
+            named = records is not None and any(
+                record["metadata"].get("namespace") == obj.namespace
+                for record in records.by_index(RECORD_NAME_INDEX, name)
+            )
+            if not (in_zone or named):
+                out.append(host)
+        return out
