@@ -3,7 +3,8 @@
 Three parts: `reconcilers.managed_kind.ManagedKind` is what a kind supplies (its model, where its ID lives, and the
 Cloudflare calls: connect, observe, find, create, diff, update, delete, record; what only some kinds need is a
 capability of `reconcilers.capabilities`), `Lifecycle` here is the engine that runs every kind through the same
-steps, and `reconcilers.writer.ObjectWriter` makes its Kubernetes writes.
+steps, `reconcilers.ownership.Ownership` answers who owns an object and makes the claim, and
+`reconcilers.writer.ObjectWriter` makes its Kubernetes writes.
 
 deletion (policy, dependants first) -> finalizer -> paused -> parents and credentials -> observe by the ID in status
 -> if none: adopt per `kflare.dev/adoption-policy`, else create, else `AlreadyExists` -> diff -> write only what
@@ -41,7 +42,6 @@ from typing import Any, Generic, cast
 
 from pydantic import ValidationError
 
-from app.api.claim import CloudflareClaim
 from app.api.constants import (
     ADOPTED_ANNOTATION,
     ADOPTION_POLICY_ANNOTATION,
@@ -79,9 +79,9 @@ from reconcilers.capabilities import (
     NotesAdoption,
     QualifiesReady,
 )
-from reconcilers.claims import Claims, Holder
-from reconcilers.managed_kind import L, ManagedKind, ObservedT, R, account_of, described, id_of
-from reconcilers.tenancy import may_adopt
+from reconcilers.claims import Holder
+from reconcilers.managed_kind import L, ManagedKind, ObservedT, R, described, id_of
+from reconcilers.ownership import Ownership
 from reconcilers.waiting import RETRY_PARENT, NotReady, new_and_waiting_for_a_parent
 from reconcilers.writer import ObjectWriter
 
@@ -108,8 +108,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
         self.drift_group = None if grouped is None else grouped.drift_group
         self.open_drift_round = None if grouped is None else grouped.open_drift_round
         self.concurrency = kind.concurrency
-        self._creating: dict[Key, tuple[str, str]] = {}
-        """The objects reconciles in flight have created and not yet recorded, with their resources' UIDs."""
+        self.ownership = Ownership(kind, self.writer)
 
     # What the manager reads of the kind: its resource, the links and indexes its cache keeps.
 
@@ -138,7 +137,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
             with held:
                 return await self._reconcile(key)
         finally:
-            self._creating.pop(key, None)
+            self.ownership.creating.pop(key, None)
 
     async def timed_out(self, key: Key, seconds: float) -> None:
         raw = self.ctx.cached(self.kind, key[1], key[0] or None)
@@ -227,7 +226,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
         annotations = obj.metadata.annotations
         object_id = self.current_id(obj)
         if object_id and kind.creates:
-            holder = await self._contest(link, obj, object_id)
+            holder = await self.ownership.contest(link, obj, object_id)
             if holder is not None:
                 return await self._claimed_elsewhere(raw, obj, f"{self.kind} {object_id}", holder)
         if object_id:
@@ -246,27 +245,27 @@ class Lifecycle(Generic[R, L, ObservedT]):
         if existing is not None:
             if kind.key_marks_ownership:
                 # The key is this resource's own (a rule's ref): nobody else can hold what it names.
-                return await self._claim(raw, existing, adopted=False), existing
+                return await self.ownership.claim(raw, existing, adopted=False), existing
             recovering = declared.pending_intent(kind, obj) is not None
             adopting = not recovering and policy in ("adopt", "adopt-or-create")
-            if adopting and not self._may_adopt(link, obj):
+            if adopting and not self.ownership.may_adopt(link, obj):
                 message = (
                     f"{described(kind, existing)} exists in Cloudflare, and the account does not let namespace"
                     f" {obj.metadata.namespace} adopt objects (its spec.adoptionNamespaces)"
                 )
                 await writer.set_ready(raw, "False", Reason.ADOPTION_NOT_PERMITTED, message)
                 return Outcome(requeue_after=RETRY_PARENT)
-            holder = self._holder(link, obj, id_of(kind, existing))
+            holder = self.ownership.holder(link, obj, id_of(kind, existing))
             if holder is None and (recovering or adopting):
                 # Two resources reaching for one object at once: the claim object's name decides.
-                holder = await self._claims().take(self._account_id(link), id_of(kind, existing), obj)
+                holder = await self.ownership.claims().take(self.ownership.account_id(link), id_of(kind, existing), obj)
             if holder is not None:
                 return await self._claimed_elsewhere(raw, obj, described(kind, existing), holder)
             if recovering:
                 # Created by this resource just before a crash (or before a move to this cluster): ours, not an
                 # adoption.
                 logger.info("recovered object created before a restart", extra={"id": id_of(kind, existing)})
-                return await self._claim(raw, existing, adopted=False), existing
+                return await self.ownership.claim(raw, existing, adopted=False), existing
             if adopting:
                 note = (
                     kind.adoption_note(existing)
@@ -274,7 +273,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
                     else f"adopted {described(kind, existing)}"
                 )
                 logger.info("adopting existing object: %s", note, extra={"id": id_of(kind, existing)})
-                raw = await self._claim(raw, existing, adopted=True)
+                raw = await self.ownership.claim(raw, existing, adopted=True)
                 await self.ctx.recorder.record(raw, type_="Normal", reason="Adopted", note=note)
                 return raw, existing
             message = (
@@ -304,12 +303,12 @@ class Lifecycle(Generic[R, L, ObservedT]):
             annotations={CREATE_INTENT_ANNOTATION: json.dumps(intent, sort_keys=True), ADOPTED_ANNOTATION: None},
         )
         # An adopted object this resource held before is gone: its claim goes with it.
-        await self._claims().release(obj.metadata.uid)
+        await self.ownership.claims().release(obj.metadata.uid)
         created = await kind.create(link, obj)
         logger.info("created", extra={"id": id_of(kind, created)})
         # Until the status records it, the new object is held here, in memory: no adoption elsewhere takes it.
-        self._creating[key] = (id_of(kind, created), obj.metadata.uid or "")
-        return await self._claim(raw, created, adopted=False), created
+        self.ownership.creating[key] = (id_of(kind, created), obj.metadata.uid or "")
+        return await self.ownership.claim(raw, created, adopted=False), created
 
     async def _claimed_elsewhere(self, raw: JSON, obj: R, what: str, holder: Holder) -> Outcome:
         """Say that another resource owns the object (as this namespace may be told), and look again later."""
@@ -319,83 +318,6 @@ class Lifecycle(Generic[R, L, ObservedT]):
         )
         await self.writer.set_ready(raw, "False", Reason.CLAIMED_ELSEWHERE, message)
         return Outcome(requeue_after=RETRY_PARENT)
-
-    def _claims(self) -> Claims:
-        return Claims(
-            self.ctx.kube, self.kind, self.ctx.informer_of(CloudflareClaim.info.kind), self.ctx.informer_of(self.kind)
-        )
-
-    def _account_id(self, link: L) -> str:
-        account = account_of(link)
-        return "" if account is None else account.account_id
-
-    def _may_adopt(self, link: L, obj: R) -> bool:
-        account = account_of(link)
-        return account is None or may_adopt(self.ctx, account, obj.metadata.namespace)
-
-    async def _contest(self, link: L, obj: R, object_id: str) -> Holder | None:
-        """Who owns an object this resource records, when another resource records or claims it too (two Zones of
-        one domain from before claims existed): the claim decides, taken now if nobody holds it. None: this one."""
-        claims = self._claims()
-        account = self._account_id(link)
-        claimed = claims.holder(account, object_id)
-        if claimed is not None and claimed.uid == obj.metadata.uid:
-            return None
-        if (
-            claimed is None
-            and self.of.owners.holder_of(object_id, obj) is None
-            and self._creator(obj, object_id) is None
-        ):
-            return None  # the usual case: nobody else names it, and no claim is needed
-        return await claims.take(account, object_id, obj)
-
-    def _adopted_without_leave(self, link: L, obj: R, object_id: str) -> bool:
-        """Whether the object is recorded only by the claim label (an adoption, for a kind whose status records what
-        it creates), without this resource's claim, in a namespace the account does not let adopt. Only kflare
-        writes the label (the webhook), so this is a second lock: a forged one would otherwise delete what it
-        names."""
-        kind = self.of
-        if not kind.claim_in_status or object_id == declared.object_id(kind, obj):
-            return False
-        if obj.metadata.labels.get(kind.claim_label) != object_id:
-            return False
-        claimed = self._claims().holder(self._account_id(link), object_id)
-        return (claimed is None or claimed.uid != obj.metadata.uid) and not self._may_adopt(link, obj)
-
-    def _creator(self, obj: R, object_id: str) -> Holder | None:
-        """Another resource whose reconcile in flight has just created the object and not yet recorded it."""
-        for (namespace, name), (created, uid) in self._creating.items():
-            if created == object_id and uid != obj.metadata.uid:
-                return Holder(self.kind, namespace, name, uid)
-        return None
-
-    def _owned_elsewhere(self, link: L, obj: R, object_id: str) -> bool:
-        """Whether another resource owns the object: it holds its claim, or records it while this one holds none."""
-        claimed = self._claims().holder(self._account_id(link), object_id)
-        if claimed is not None:
-            return claimed.uid != obj.metadata.uid
-        return self._holder(link, obj, object_id) is not None
-
-    def _holder(self, link: L, obj: R, object_id: str) -> Holder | None:
-        """Who else owns the object: a resource recording it, one that has just created it, or a claim's owner."""
-        holder = self.of.owners.holder_of(object_id, obj) or self._creator(obj, object_id)
-        if holder is not None:
-            return holder
-        holder = self._claims().holder(self._account_id(link), object_id)
-        return None if holder is None or holder.uid == obj.metadata.uid else holder
-
-    async def _claim(self, raw: JSON, observed: ObservedT, *, adopted: bool) -> JSON:
-        """Make the object this resource's: the claim and how it was made, in one metadata write. The status
-        (the ID, Ready) follows at the end of the reconcile; until then the label is the record of the claim. An
-        object this resource created needs no write when the status is its claim: the live intent covers it."""
-        if not adopted and self.of.claim_in_status:
-            return raw
-        return await self.writer.patch_meta(
-            raw,
-            finalizers=self.writer.with_finalizer(raw),
-            labels={self.of.claim_label: id_of(self.of, observed)},
-            annotations={CREATE_INTENT_ANNOTATION: None, ADOPTED_ANNOTATION: "true" if adopted else None},
-        )
 
     async def _cloudflare_failed(self, raw: JSON, key: Key, exc: CloudflareError) -> Outcome:
         logger, set_ready = self.writer.logger(key), self.writer.set_ready
@@ -482,10 +404,10 @@ class Lifecycle(Generic[R, L, ObservedT]):
                     if not object_id:
                         existing = await kind.find(link, obj)
                         object_id = None if existing is None else id_of(kind, existing)
-                    if object_id and self._adopted_without_leave(link, obj, object_id):
+                    if object_id and self.ownership.adopted_without_leave(link, obj, object_id):
                         logger.info("keeping an object the namespace may not adopt", extra={"id": object_id})
                         object_id = None
-                    if object_id and self._owned_elsewhere(link, obj, object_id):
+                    if object_id and self.ownership.owned_elsewhere(link, obj, object_id):
                         # Found by its key, or recorded by another resource too: never this resource's to delete.
                         logger.info("keeping the Cloudflare object another resource owns", extra={"id": object_id})
                         object_id = None
@@ -507,7 +429,7 @@ class Lifecycle(Generic[R, L, ObservedT]):
         if obj is not None and isinstance(self.of, KeepsBeside):
             await self.of.releasing(obj)
         # The claims go before the finalizer: a claim whose owner is gone would only be replaced by the next taker.
-        await self._claims().release(raw["metadata"].get("uid"))
+        await self.ownership.claims().release(raw["metadata"].get("uid"))
         await self.writer.remove_finalizer(raw)
         if obj is not None and isinstance(self.of, KeepsBeside):
             await self.of.released(obj)
