@@ -16,6 +16,9 @@ from reconcilers.credentials import account_object
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.gateway import publish
 from reconcilers.gateway.data_planes import cached_choices
+from reconcilers.gateway.gatewayapi.policies import config_map_refs
+from reconcilers.gateway.gatewayapi.route_shapes import Route
+from reconcilers.gateway.gatewayapi.status import TunnelLookup, TunnelState
 from reconcilers.gateway.kinds import (
     BACKEND_TLS_POLICIES,
     ENDPOINT_SLICES,
@@ -33,8 +36,6 @@ from reconcilers.gateway.kinds import (
 from reconcilers.gateway.owners import zones_revision
 from reconcilers.gateway.package import EXTERNAL_BACKENDS, GATEWAY_CONFIGS
 from reconcilers.gateway.planes import PARAMETERS, PlanePolicy
-from reconcilers.gateway.policies import config_map_refs
-from reconcilers.gateway.route_shapes import Route
 from reconcilers.gateway.shapes import (
     BackendTLSPolicy,
     ConfigMap,
@@ -47,7 +48,6 @@ from reconcilers.gateway.shapes import (
     Secret,
     Service,
 )
-from reconcilers.gateway.status import TunnelLookup, TunnelState
 from reconcilers.gateway.translate import Hostname, World, certificate_refs
 from reconcilers.managed_kind import resource_type
 from reconcilers.tunnel import TunnelKind

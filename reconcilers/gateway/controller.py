@@ -23,7 +23,7 @@ from app.kube.index import Ref
 from app.kube.informer import Key
 from app.kube.manager import CONFIGMAP_KIND, SECRET_KIND, DocumentsOf, Input, Manager
 from reconcilers.context import Context
-from reconcilers.gateway import envoy, https_listeners, publish, publish_status, shapes
+from reconcilers.gateway import envoy, publish, publish_status, shapes
 from reconcilers.gateway.caches import (
     ACCOUNTS,
     DNS_RECORDS,
@@ -39,6 +39,10 @@ from reconcilers.gateway.caches import (
     tunnel_view,
 )
 from reconcilers.gateway.data_planes import PlaneReconciler
+from reconcilers.gateway.gatewayapi.policies import config_map_refs
+from reconcilers.gateway.gatewayapi.route_shapes import Route
+from reconcilers.gateway.gatewayapi.status import TunnelState
+from reconcilers.gateway.ir import Chain
 from reconcilers.gateway.kinds import (
     BACKEND_TLS_POLICIES,
     BUNDLE_VERSION_ANNOTATION,
@@ -56,20 +60,11 @@ from reconcilers.gateway.kinds import (
 )
 from reconcilers.gateway.package import EXTERNAL_BACKENDS, GATEWAY_CONFIGS, PackageReconciler
 from reconcilers.gateway.planes import PARAMETERS, Plane, PlanePolicy, PlaneSettings
-from reconcilers.gateway.policies import config_map_refs
-from reconcilers.gateway.route_shapes import Route
 from reconcilers.gateway.shapes import JSON, BackendTLSPolicy, Condition, GatewayClass, ObjectKey
 from reconcilers.gateway.snapshot import SnapshotStore
-from reconcilers.gateway.status import TunnelState
-from reconcilers.gateway.translate import (
-    ParentStatus,
-    Translation,
-    World,
-    certificate_refs,
-    publishes_dns,
-    translate,
-)
+from reconcilers.gateway.translate import ParentStatus, Translation, World, certificate_refs, publishes_dns, translate
 from reconcilers.gateway.tunnels import TunnelOptions, TunnelPublisher
+from reconcilers.gateway.xds import https_listeners
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +140,7 @@ class GatewayOptions:
             f"https://{self._dial_host}:{self.tls_port}", self.server_name, f"{self.tls_dir}/ca.crt"
         )
 
-    def listeners(self, chains: Sequence[https_listeners.Chain] = ()) -> list[JSON]:
+    def listeners(self, chains: Sequence[Chain] = ()) -> list[JSON]:
         """The listeners of a data plane: plaintext for cloudflared's HTTP/1.1, TLS for its HTTP/2 (gRPC), and the
         one serving the plane's HTTPS listeners' certificates (`chains`) to clients reaching it directly."""
         out = [envoy.ingress_listener(self.data_plane_host, self.data_plane_port)]

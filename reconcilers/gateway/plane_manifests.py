@@ -36,7 +36,7 @@ CLOUDFLARED_LOOPBACK: Final = "127.0.0.1:20000"
 turn them off, so only the pod itself reaches it."""
 GATEWAY_HTTPS_PORT: Final = "gateway-https"
 """Envoy's container port serving the Gateway's HTTPS listeners' certificates to clients reaching the plane directly
-(`reconcilers.gateway.https_listeners`)."""
+(`reconcilers.gateway.xds.https_listeners`)."""
 XDS_KEYS: Final = ("bootstrap.json", "ca.crt", "client.crt", "client.key")
 ORIGIN_KEYS: Final = ("ca.crt", "tls.crt", "tls.key")
 

@@ -1,6 +1,6 @@
 """The Gateway API objects (and the core objects beside them) as the translation reads them: typed shapes of the
 JSON the caches hold, with the handful of accessors every part of the translation shares. A route's own shapes (its
-rules, matches and filters) are `reconcilers.gateway.route_shapes`.
+rules, matches and filters) are `reconcilers.gateway.gatewayapi.route_shapes`.
 
 The Gateway API objects' shapes are generated from the CRDs' schemas (`reconcilers.gateway.gateway_api`), named
 here as the translation reads them. Keys the schemas require are `Required`; the rest may be absent (the API server

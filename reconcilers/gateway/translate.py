@@ -4,13 +4,18 @@ The translation flows one way, in two stages joined by an intermediate represent
 
     World (the caches' objects) --gatewayapi--> IR (planes' content, statuses) --xds--> Envoy resources
 
-- `gatewayapi` decides everything a status says: which classes and Gateways are accepted and their listeners valid
-  (`status`, `https_listeners` for the certificates), which routes attach where and with which hostnames
-  (`gatewayapi.attach`), what their rules build to and which backends resolve (`gatewayapi.builds` over `rules`,
-  `backends`, `policies`), the ListenerSets' and the BackendTLSPolicies' statuses, and the hostnames published
-  (`gatewayapi.to_ir`).
-- `ir` holds the result as plain values: per plane its virtual hosts and clusters, and the statuses.
-- `xds` turns a plane into its route configuration, clusters and endpoints, deciding nothing.
+- `gatewayapi` reads the Gateway API objects and decides everything a status says: which classes and Gateways are
+  accepted and their listeners valid (`gatewayapi.status`), which certificates each plane serves by SNI
+  (`gatewayapi.https_listeners`), which routes attach where and with which hostnames (`gatewayapi.attach`), what
+  their rules build to and which backends resolve (`gatewayapi.builds` over `gatewayapi.rules`,
+  `gatewayapi.backends`, `gatewayapi.policies`), the ListenerSets' and the BackendTLSPolicies' statuses, and the
+  hostnames published (`gatewayapi.to_ir`).
+- `ir` holds the result as plain values: per plane its virtual hosts (their routes in no data plane's terms,
+  `ir.routes`) and clusters, the certificates, the statuses.
+- `xds` turns a plane into its route configuration (each route as Envoy's, `xds.routes`), clusters and endpoints,
+  and a plane's certificates into its TLS listener (`xds.https_listeners`), deciding nothing.
+
+`Translation` is the IR with the xDS stage's resources beside it.
 
 This module composes them and keeps the result per cache revision (`World.revision`): the data plane's reconcile
 and every tunnel's reconcile of one change share one translation. Each route's build is kept apart, per route
@@ -27,7 +32,7 @@ import dataclasses
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-from reconcilers.gateway import https_listeners, xds
+from reconcilers.gateway import xds
 from reconcilers.gateway.gatewayapi import (
     DNS_PUBLISHING_ANNOTATION,
     World,
@@ -37,33 +42,56 @@ from reconcilers.gateway.gatewayapi import (
     publishes_dns,
     to_ir,
 )
-from reconcilers.gateway.ir import Hostname, ParentStatus
+from reconcilers.gateway.gatewayapi.route_matches import regex_error
+from reconcilers.gateway.gatewayapi.status import TunnelState
+from reconcilers.gateway.ir import IR, Chain, Hostname, ParentStatus
+from reconcilers.gateway.ir.status import ClassStatus, GatewayStatus, ListenerSetStatus
 from reconcilers.gateway.kinds import CLASS_NAME
-from reconcilers.gateway.route_matches import regex_error
 from reconcilers.gateway.shapes import JSON, ObjectKey, PolicyAncestorStatus, RouteKey
-from reconcilers.gateway.status import ClassStatus, GatewayStatus, ListenerSetStatus, TunnelState
 
 
-@dataclass
+@dataclass(frozen=True)
 class Translation:
+    """The IR, with the xDS stage's resources of every plane; the IR's statuses and hostnames read through."""
+
+    ir: IR
     resources: dict[str, list[JSON]]
     """Envoy resources by xDS type key (envoy.TYPES), the ingress listener excepted (it comes from settings): the
     shared data plane's."""
-    class_status: dict[str, ClassStatus]
-    gateway_status: dict[ObjectKey, GatewayStatus]
-    route_parents: dict[RouteKey, list[ParentStatus]]
-    """This controller's entries of each route's status.parents (others' entries are kept when writing)."""
-    hostnames: list[Hostname]
-    classes_in_use: set[str]
-    policy_ancestors: dict[ObjectKey, list[PolicyAncestorStatus]] = field(default_factory=dict)
-    """This controller's entries of each BackendTLSPolicy's status.ancestors (empty: no Gateway of the class uses
-    it; others' entries are kept when writing)."""
-    listener_set_status: dict[ObjectKey, ListenerSetStatus] = field(default_factory=dict)
-    """The status of each ListenerSet whose parent is a Gateway of the class."""
     planes: dict[str, dict[str, list[JSON]]] = field(default_factory=dict)
     """The resources of each Gateway's own data plane, by its xDS cluster name (`Plane.cluster`)."""
-    https_chains: dict[str, tuple[https_listeners.Chain, ...]] = field(default_factory=dict)
-    """The certificates each data plane ("" the shared one) serves clients reaching it directly, by SNI."""
+
+    @property
+    def class_status(self) -> dict[str, ClassStatus]:
+        return self.ir.class_status
+
+    @property
+    def gateway_status(self) -> dict[ObjectKey, GatewayStatus]:
+        return self.ir.gateway_status
+
+    @property
+    def route_parents(self) -> dict[RouteKey, list[ParentStatus]]:
+        return self.ir.route_parents
+
+    @property
+    def hostnames(self) -> list[Hostname]:
+        return self.ir.hostnames
+
+    @property
+    def classes_in_use(self) -> set[str]:
+        return self.ir.classes_in_use
+
+    @property
+    def policy_ancestors(self) -> dict[ObjectKey, list[PolicyAncestorStatus]]:
+        return self.ir.policy_ancestors
+
+    @property
+    def listener_set_status(self) -> dict[ObjectKey, ListenerSetStatus]:
+        return self.ir.listener_set_status
+
+    @property
+    def https_chains(self) -> dict[str, tuple[Chain, ...]]:
+        return self.ir.https_chains
 
 
 def published_hostnames(world: World) -> list[Hostname]:
@@ -90,15 +118,17 @@ def translate(world: World) -> Translation:
         while len(_memo) >= _MEMO_SIZE:
             del _memo[next(iter(_memo))]
         _memo[memo_key] = found
-    return dataclasses.replace(
-        found,
+    ir = found.ir
+    copied = dataclasses.replace(
+        ir,
         class_status=class_statuses(world)[0],
-        gateway_status=copy.deepcopy(found.gateway_status),
-        route_parents=_parents_copy(found.route_parents),
-        classes_in_use=set(found.classes_in_use),
-        policy_ancestors=copy.deepcopy(found.policy_ancestors),
-        listener_set_status=copy.deepcopy(found.listener_set_status),
+        gateway_status=copy.deepcopy(ir.gateway_status),
+        route_parents=_parents_copy(ir.route_parents),
+        classes_in_use=set(ir.classes_in_use),
+        policy_ancestors=copy.deepcopy(ir.policy_ancestors),
+        listener_set_status=copy.deepcopy(ir.listener_set_status),
     )
+    return dataclasses.replace(found, ir=copied)
 
 
 def _parents_copy(parents: dict[RouteKey, list[ParentStatus]]) -> dict[RouteKey, list[ParentStatus]]:
@@ -120,18 +150,8 @@ def _parents_copy(parents: dict[RouteKey, list[ParentStatus]]) -> dict[RouteKey,
 
 def _translate(world: World) -> Translation:
     ir = to_ir(world)
-    return Translation(
-        resources=xds.resources(ir.planes[""]),
-        planes={name: xds.resources(plane) for name, plane in ir.planes.items() if name},
-        https_chains=ir.https_chains,
-        class_status=ir.class_status,
-        gateway_status=ir.gateway_status,
-        route_parents=ir.route_parents,
-        hostnames=ir.hostnames,
-        classes_in_use=ir.classes_in_use,
-        policy_ancestors=ir.policy_ancestors,
-        listener_set_status=ir.listener_set_status,
-    )
+    resources = xds.planes(ir.planes)
+    return Translation(ir, resources.pop(""), resources)
 
 
 __all__ = [

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from reconcilers.gateway import shapes
+from reconcilers.gateway.gatewayapi.route_shapes import Route
+from reconcilers.gateway.gatewayapi.status import ServedGateway, ServedListener
 from reconcilers.gateway.gatewayapi.world import World
 from reconcilers.gateway.kinds import GATEWAY_GROUP
 from reconcilers.gateway.owners import Owners
-from reconcilers.gateway.route_shapes import Route
 from reconcilers.gateway.shapes import Condition, ListenerSet, ObjectKey, ParentReference, RouteKey, condition
-from reconcilers.gateway.status import ServedGateway, ServedListener
 
 if TYPE_CHECKING:
     from reconcilers.gateway.gatewayapi.builds import Build

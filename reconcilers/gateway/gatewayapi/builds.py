@@ -1,4 +1,4 @@
-"""A route's build (its Envoy routes, the backends they resolved, the policies deciding their TLS), remembered per
+"""A route's build (its routes in the IR, the backends they resolved, the policies deciding their TLS), remembered per
 route version and resolver revision: the incremental rebuild, a change to one route of a thousand building that one."""
 
 from __future__ import annotations
@@ -8,13 +8,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconcilers.gateway import shapes
-from reconcilers.gateway.backends import UNRESOLVED, Backend, Resolver
+from reconcilers.gateway.gatewayapi.backends import UNRESOLVED, Backend, Resolver
+from reconcilers.gateway.gatewayapi.route_matches import Unsupported
+from reconcilers.gateway.gatewayapi.route_shapes import Route
+from reconcilers.gateway.gatewayapi.rules import BuiltRoute, build_route
 from reconcilers.gateway.gatewayapi.world import World
+from reconcilers.gateway.ir.routes import Forward, RouteIR
 from reconcilers.gateway.planes import Plane
-from reconcilers.gateway.route_matches import Unsupported
-from reconcilers.gateway.route_shapes import Route
-from reconcilers.gateway.rules import BuiltRoute, build_route
-from reconcilers.gateway.shapes import JSON, ObjectKey
+from reconcilers.gateway.shapes import ObjectKey
 
 
 def follows_external_names(world: World, gateway: ObjectKey) -> bool:
@@ -70,7 +71,7 @@ class Build:
 
 
 _built: dict[tuple[str, str, str, bool], Build] = {}
-"""(kind, namespace, name, whether ExternalName Services are followed) -> the route's last build: a route's Envoy
+"""(kind, namespace, name, whether ExternalName Services are followed) -> the route's last build: a route's
 routes are a function of the route and of the Services, ReferenceGrants and BackendTLSPolicies it resolves against,
 so a change to one route of a thousand builds that one (the endpoints are not part of it: the replay registers the
 Services' current ones)."""
@@ -93,7 +94,7 @@ def built_route(
         result = build_route(kind, route, recording)
     except Unsupported as exc:
         unsupported, result = str(exc), BuiltRoute()
-    unresolved = UNRESOLVED in weighted_in(r.entry for r in result.routes)
+    unresolved = UNRESOLVED in weighted_in(result.routes)
     build = Build(
         version,
         revision,
@@ -116,6 +117,6 @@ def forget_built(present: set[tuple[str, str, str]]) -> None:
             del _built[key]
 
 
-def weighted_in(entries: Iterable[JSON]) -> set[str]:
-    """The clusters the routes' weighted splits name."""
-    return {c["name"] for r in entries for c in r.get("route", {}).get("weighted_clusters", {}).get("clusters", [])}
+def weighted_in(routes: Iterable[RouteIR]) -> set[str]:
+    """The clusters the routes forward to (a backend that does not resolve is the unresolved cluster's share)."""
+    return {b.cluster for r in routes if isinstance(r.action, Forward) for b in r.action.backends}

@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from reconcilers.gateway import shapes
-from reconcilers.gateway.backends import Resolver
 from reconcilers.gateway.gatewayapi.attach import Attachment, attach, settle_hostname_owners
+from reconcilers.gateway.gatewayapi.backends import Resolver
 from reconcilers.gateway.gatewayapi.builds import Build, built_route, follows_external_names, forget_built
+from reconcilers.gateway.gatewayapi.rules import DEFAULT_PORTS
+from reconcilers.gateway.gatewayapi.status import GRPC_ROUTE, HTTP_ROUTE, LISTENER_SETS_UNSUPPORTED, ServedGateway
 from reconcilers.gateway.gatewayapi.world import World
 from reconcilers.gateway.kinds import GATEWAY_GROUP
 from reconcilers.gateway.owners import Owners
-from reconcilers.gateway.rules import DEFAULT_PORTS
 from reconcilers.gateway.shapes import ObjectKey, condition
-from reconcilers.gateway.status import GRPC_ROUTE, HTTP_ROUTE, LISTENER_SETS_UNSUPPORTED, ServedGateway
 
 
 def attachments_of(

@@ -7,21 +7,17 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 
-from reconcilers.gateway import https_listeners, shapes
-from reconcilers.gateway.backends import UNRESOLVED, Resolver
+from reconcilers.gateway import shapes
+from reconcilers.gateway.gatewayapi import https_listeners
 from reconcilers.gateway.gatewayapi.attach import isolating_hosts, listener_set_parent, not_served
+from reconcilers.gateway.gatewayapi.backends import UNRESOLVED, Resolver
 from reconcilers.gateway.gatewayapi.builds import weighted_in
+from reconcilers.gateway.gatewayapi.policies import BackendTLS
 from reconcilers.gateway.gatewayapi.routes import attachments_of, scheme_of, unusual_port
-from reconcilers.gateway.gatewayapi.world import World, publishes_dns
-from reconcilers.gateway.ir import IR, EnvoyRoute, Hostname, ParentStatus, PlaneIR
-from reconcilers.gateway.planes import Plane, finalized
-from reconcilers.gateway.policies import BackendTLS
-from reconcilers.gateway.rules import for_scheme, on_port
-from reconcilers.gateway.shapes import ObjectKey, RouteKey, condition
-from reconcilers.gateway.status import (
+from reconcilers.gateway.gatewayapi.rules import for_scheme, on_port
+from reconcilers.gateway.gatewayapi.status import (
     GRPC_ROUTE,
     Certificates,
-    ClassStatus,
     ServedClass,
     ServedGateway,
     TunnelState,
@@ -29,6 +25,12 @@ from reconcilers.gateway.status import (
     gateway_status,
     listener_set_status,
 )
+from reconcilers.gateway.gatewayapi.world import World, publishes_dns
+from reconcilers.gateway.ir import IR, Hostname, ParentStatus, PlaneIR
+from reconcilers.gateway.ir.routes import RouteIR
+from reconcilers.gateway.ir.status import ClassStatus
+from reconcilers.gateway.planes import Plane, finalized
+from reconcilers.gateway.shapes import ObjectKey, RouteKey, condition
 
 
 def class_statuses(world: World) -> tuple[dict[str, ClassStatus], dict[str, ServedClass | None]]:
@@ -92,7 +94,7 @@ def to_ir(world: World) -> IR:
         gkey: controller_of_class.get(g.gateway["spec"]["gatewayClassName"], "") for gkey, g in gateways.items()
     }
 
-    vhosts: dict[str, dict[str, list[EnvoyRoute]]] = defaultdict(lambda: defaultdict(list))
+    vhosts: dict[str, dict[str, list[RouteIR]]] = defaultdict(lambda: defaultdict(list))
     published: dict[str, tuple[bool, ObjectKey | None, set[RouteKey], list[bool]]] = {}
     route_parents: dict[RouteKey, list[ParentStatus]] = {}
     unresolved = False
@@ -114,15 +116,15 @@ def to_ir(world: World) -> IR:
             parent = gateways[attachment.gateway]
             unresolved |= not parent.plane and attachment.build.unresolved
             scheme = scheme_of(attachment, parent)
-            envoy_routes = attachment.build.result.routes
-            routes = envoy_routes if scheme is None else [for_scheme(r, scheme) for r in envoy_routes]
+            built = attachment.build.result.routes
+            routes = built if scheme is None else [for_scheme(r, scheme) for r in built]
             port = unusual_port(attachment)
             if port is not None:
                 routes = [on_port(r, port) for r in routes]
             plane_vhosts = vhosts[parent.plane]
             for hostname in attachment.hostnames:
-                existing = {route.entry["name"] for route in plane_vhosts[hostname]}
-                plane_vhosts[hostname] += [r for r in routes if r.entry["name"] not in existing]
+                existing = {route.name for route in plane_vhosts[hostname]}
+                plane_vhosts[hostname] += [r for r in routes if r.name not in existing]
                 if hostname != "*":
                     entry = published.setdefault(
                         hostname, (attachment.kind == GRPC_ROUTE, parent.tunnel_key, set(), [False])
@@ -159,9 +161,9 @@ def to_ir(world: World) -> IR:
     )
 
 
-def _own_plane(vhosts: Mapping[str, list[EnvoyRoute]], resolver: Resolver) -> PlaneIR:
+def _own_plane(vhosts: Mapping[str, list[RouteIR]], resolver: Resolver) -> PlaneIR:
     """A Gateway's own plane: its routes, and the clusters resolved (the xDS stage keeps those they name)."""
-    clusters, endpoints = resolver.resources(weighted_in(r.entry for routes in vhosts.values() for r in routes))
+    clusters, endpoints = resolver.resources(weighted_in(r for routes in vhosts.values() for r in routes))
     return PlaneIR(vhosts, clusters, endpoints, own=True)
 
 

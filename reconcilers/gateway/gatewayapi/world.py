@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconcilers.gateway import shapes
+from reconcilers.gateway.gatewayapi.policies import ConfigMapLookup
+from reconcilers.gateway.gatewayapi.route_shapes import Route
+from reconcilers.gateway.gatewayapi.status import TunnelLookup
 from reconcilers.gateway.kinds import Classes
 from reconcilers.gateway.planes import Choice
-from reconcilers.gateway.policies import ConfigMapLookup
-from reconcilers.gateway.route_shapes import Route
 from reconcilers.gateway.shapes import (
     JSON,
     BackendTLSPolicy,
@@ -24,7 +25,6 @@ from reconcilers.gateway.shapes import (
     Secret,
     Service,
 )
-from reconcilers.gateway.status import TunnelLookup
 
 
 @dataclass

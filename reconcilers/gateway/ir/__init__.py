@@ -1,26 +1,34 @@
 """The intermediate representation between the two stages of the translation: what each data plane serves and every
 status decided, as the Gateway API stage (`gatewayapi`) leaves them and the xDS stage (`xds`) reads them.
 
-Nothing here decides: these are plain values. A route is kept as the Envoy route entry its rule and match build (with
-what orders it on its hostname), since that build is what the per-route cache remembers across translations.
+Nothing here decides: these are plain values, in no data plane's terms but the clusters' (`routes` holds a route's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypedDict
+from typing import TypedDict
 
-from reconcilers.gateway.https_listeners import Chain
+from reconcilers.gateway.ir.routes import RouteIR
+from reconcilers.gateway.ir.status import ClassStatus, GatewayStatus, ListenerSetStatus
 from reconcilers.gateway.shapes import JSON, Condition, ObjectKey, ParentReference, PolicyAncestorStatus, RouteKey
-from reconcilers.gateway.status import ClassStatus, GatewayStatus, ListenerSetStatus
 
 
-class EnvoyRoute(NamedTuple):
-    """One Envoy route (a rule x one of its matches) with what orders it among the others on its hostname."""
+@dataclass(frozen=True)
+class Chain:
+    """One certificate the listener serves, for the clients whose SNI is `server_name` (None: any other client)."""
 
-    entry: JSON
-    precedence: tuple[Any, ...]
+    server_name: str | None
+    certificate: str
+    """PEM, as the Secret's tls.crt holds it."""
+    key: str
+    """PEM of the private key: it goes into the xDS stream (authenticated, over TLS) and nowhere else."""
+    gateway: str
+    """`namespace/name/listener` it is the certificate of (what a status or a test can tell it by)."""
+
+    def __repr__(self) -> str:  # the key is never printed, whatever prints a chain
+        return f"Chain({self.server_name!r}, {self.gateway})"
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,7 @@ class ParentStatus(TypedDict):
 class PlaneIR:
     """What one data plane serves."""
 
-    virtual_hosts: Mapping[str, Sequence[EnvoyRoute]]
+    virtual_hosts: Mapping[str, Sequence[RouteIR]]
     """Each hostname's routes, in no order (the xDS stage orders them by precedence); an isolated listener's
     hostname with none answers 404, `*` is the catch-all."""
     clusters: Sequence[JSON]
@@ -69,9 +77,13 @@ class IR:
     class_status: dict[str, ClassStatus]
     gateway_status: dict[ObjectKey, GatewayStatus]
     route_parents: dict[RouteKey, list[ParentStatus]]
+    """This controller's entries of each route's status.parents (others' entries are kept when writing)."""
     hostnames: list[Hostname]
     classes_in_use: set[str]
     policy_ancestors: dict[ObjectKey, list[PolicyAncestorStatus]] = field(default_factory=dict)
+    """This controller's entries of each BackendTLSPolicy's status.ancestors (empty: no Gateway of the class uses
+    it; others' entries are kept when writing)."""
     listener_set_status: dict[ObjectKey, ListenerSetStatus] = field(default_factory=dict)
+    """The status of each ListenerSet whose parent is a Gateway of the class."""
     https_chains: dict[str, tuple[Chain, ...]] = field(default_factory=dict)
     """The certificates each data plane serves clients reaching it directly, by SNI."""

@@ -2,20 +2,47 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 from reconcilers.gateway import envoy
-from reconcilers.gateway.ir import EnvoyRoute, PlaneIR
+from reconcilers.gateway.ir import PlaneIR
+from reconcilers.gateway.ir.routes import Forward, RouteIR
 from reconcilers.gateway.shapes import JSON
+from reconcilers.gateway.xds.routes import route_entry
 
 
-def route_configuration(vhosts: Mapping[str, Sequence[EnvoyRoute]]) -> JSON:
+class Entries:
+    """Each route's entry, made once: a route served on several hostnames (or planes) is one entry, shared by them,
+    and a route the Gateway API stage kept from the previous translation (its build remembered) keeps its entry, so
+    that a change to one route of a thousand makes one entry."""
+
+    def __init__(self, previous: Entries | None = None) -> None:
+        self._made: dict[int, tuple[RouteIR, JSON]] = {}
+        """By the route's identity, the route kept beside its entry so that the identity stays its own."""
+        self._previous = previous._made if previous is not None else {}
+
+    def entry(self, route: RouteIR) -> JSON:
+        found = self._made.get(id(route))
+        if found is None:
+            found = self._previous.get(id(route))
+            if found is None or found[0] is not route:
+                found = (route, route_entry(route))
+            self._made[id(route)] = found
+        return found[1]
+
+
+_previous: Entries | None = None
+"""The last translation's entries (the routes it served, no more)."""
+
+
+def route_configuration(vhosts: Mapping[str, Sequence[RouteIR]], entries: Entries | None = None) -> JSON:
+    """The route configuration of a plane's virtual hosts."""
+    made = Entries() if entries is None else entries
     virtual_hosts = [
         {
             "name": hostname,
             "domains": [hostname],
-            "routes": [route.entry for route in sorted(vhosts[hostname], key=lambda item: item.precedence)],
+            "routes": [made.entry(route) for route in sorted(vhosts[hostname], key=lambda item: item.precedence)],
         }
         for hostname in sorted(vhosts, key=lambda h: (h == "*", h))
     ]
@@ -31,12 +58,12 @@ def route_configuration(vhosts: Mapping[str, Sequence[EnvoyRoute]]) -> JSON:
     }
 
 
-def resources(plane: PlaneIR) -> dict[str, list[JSON]]:
+def resources(plane: PlaneIR, entries: Entries | None = None) -> dict[str, list[JSON]]:
     """A plane's resources by xDS type key (`envoy.TYPES`), the listeners excepted (they come from settings)."""
-    configuration = route_configuration(plane.virtual_hosts)
+    configuration = route_configuration(plane.virtual_hosts, entries)
     if not plane.own:
         return {"routes": [configuration], "clusters": list(plane.clusters), "endpoints": list(plane.endpoints)}
-    used = _cluster_names(configuration)
+    used = _cluster_names(route for routes in plane.virtual_hosts.values() for route in routes)
     return {
         "routes": [configuration],
         "clusters": [c for c in plane.clusters if c["name"] in used],
@@ -44,20 +71,23 @@ def resources(plane: PlaneIR) -> dict[str, list[JSON]]:
     }
 
 
-def _cluster_names(value: Any) -> set[str]:
-    """Every cluster a route configuration names (a route's `cluster`, a weighted split's, a mirror's)."""
-    out: set[str] = set()
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key == "cluster" and isinstance(item, str):
-                out.add(item)
-            elif key == "clusters" and isinstance(item, list):
-                out.update(str(c.get("name")) for c in item if isinstance(c, dict))
-            out |= _cluster_names(item)
-    elif isinstance(value, list):
-        for item in value:
-            out |= _cluster_names(item)
+def planes(planes: Mapping[str, PlaneIR]) -> dict[str, dict[str, list[JSON]]]:
+    """Every plane's resources, by plane as the IR names them."""
+    global _previous
+    entries = Entries(_previous)
+    out = {name: resources(plane, entries) for name, plane in planes.items()}
+    _previous = entries
     return out
 
 
-__all__ = ["resources", "route_configuration"]
+def _cluster_names(routes: Iterable[RouteIR]) -> set[str]:
+    """Every cluster the routes name (a route's, a weighted split's, a mirror's)."""
+    out: set[str] = set()
+    for route in routes:
+        if isinstance(route.action, Forward):
+            out.update(b.cluster for b in route.action.backends)
+            out.update(m.cluster for m in route.action.mirrors)
+    return out
+
+
+__all__ = ["planes", "resources", "route_configuration"]

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from reconcilers.gateway.gatewayapi.policies import SYSTEM_CA_FILE
 from reconcilers.gateway.kinds import CONTROLLER_NAME, GATEWAY_GROUP
-from reconcilers.gateway.policies import SYSTEM_CA_FILE
 from reconcilers.gateway.translate import Translation, World, translate
 from tests.dataplane.world import NS, backend, gateway, grpc_route, http_route, meta, world
 from tests.unit.gateway.test_xds_mtls import CA

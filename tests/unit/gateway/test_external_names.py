@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from app.cli import build_parser, settings_from
-from reconcilers.gateway.backends import EXTERNAL_NAMES_REFUSED, UNRESOLVED, in_cluster
 from reconcilers.gateway.envoy import CARES_RESOLVER
+from reconcilers.gateway.gatewayapi.backends import EXTERNAL_NAMES_REFUSED, UNRESOLVED, in_cluster
 from reconcilers.gateway.kinds import CONTROLLER_NAME, Classes
 from reconcilers.gateway.planes import Plane, PlanePolicy, choose
 from reconcilers.gateway.translate import Translation, translate

@@ -9,10 +9,11 @@ from typing import Any
 
 from app.pki import CertificateAuthority
 from app.xds_encoding import Encoder
-from reconcilers.gateway import envoy, https_listeners
+from reconcilers.gateway import envoy
 from reconcilers.gateway.controller import GatewayOptions
 from reconcilers.gateway.planes import Plane, choose
 from reconcilers.gateway.translate import Translation, translate
+from reconcilers.gateway.xds import https_listeners
 from tests.dataplane.world import CLASS_NAME, NS, backend, gateway, http_route, meta, world
 
 JSON = dict[str, Any]

@@ -8,13 +8,13 @@ import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import NotRequired, TypedDict
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from reconcilers.gateway import shapes
-from reconcilers.gateway.features import SupportedFeature, supported_features
+from reconcilers.gateway.features import supported_features
+from reconcilers.gateway.ir.status import ClassStatus, GatewayStatus, ListenerSetStatus, ListenerStatus
 from reconcilers.gateway.kinds import (
     BUNDLE_VERSION,
     CLASS_CONFIG_KIND,
@@ -43,39 +43,6 @@ class TunnelState:
 
 TunnelLookup = Callable[[str, str], TunnelState | None]
 """(namespace, name) of a Tunnel -> its state, None when there is no such Tunnel."""
-
-
-class ClassStatus(TypedDict):
-    conditions: list[Condition]
-    supportedFeatures: list[SupportedFeature]
-
-
-class SupportedKind(TypedDict):
-    group: str
-    kind: str
-
-
-class ListenerStatus(TypedDict):
-    name: str
-    supportedKinds: list[SupportedKind]
-    attachedRoutes: int
-    conditions: list[Condition]
-
-
-class GatewayAddress(TypedDict):
-    type: str
-    value: str
-
-
-class GatewayStatus(TypedDict):
-    conditions: list[Condition]
-    listeners: list[ListenerStatus]
-    attachedListenerSets: int
-    addresses: NotRequired[list[GatewayAddress]]
-
-
-class ListenerSetStatus(TypedDict):
-    conditions: list[Condition]
 
 
 LISTENER_SETS_UNSUPPORTED = (

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from reconcilers.gateway import envoy, shapes
+from reconcilers.gateway.gatewayapi.policies import SYSTEM_CA_FILE, BackendTLS, UpstreamTLS, backend_services
+from reconcilers.gateway.gatewayapi.route_shapes import BackendObjectReference, Route
 from reconcilers.gateway.kinds import PACKAGE_GROUP
-from reconcilers.gateway.policies import SYSTEM_CA_FILE, BackendTLS, UpstreamTLS, backend_services
-from reconcilers.gateway.route_shapes import BackendObjectReference, Route
 from reconcilers.gateway.shapes import (
     JSON,
     EndpointSlice,

@@ -1,6 +1,6 @@
-"""A route's rules as Envoy routes: each rule's matches (`reconcilers.gateway.route_matches`: paths, headers, query
-parameters, methods, gRPC methods), its filters (`reconcilers.gateway.route_filters`: header modifiers, redirects,
-rewrites, mirrors) and the route action over the rule's backends.
+"""A route's rules as the IR's routes: each rule's matches (`route_matches`: paths, headers, query parameters, methods,
+gRPC methods), its filters (`route_filters`: header modifiers, redirects, rewrites, mirrors) and the route action
+over the rule's backends.
 
 Nothing in a route is silently ignored: a field, match or filter the data plane does not implement raises
 `Unsupported` with a message naming it; the rule holding it is left out (the route is `PartiallyInvalid`), and a
@@ -9,15 +9,14 @@ route with no rule left, or whose spec holds it, is refused with it.
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from reconcilers.gateway import envoy, shapes
-from reconcilers.gateway.backends import UNRESOLVED, Backend, Backends
-from reconcilers.gateway.ir import EnvoyRoute
-from reconcilers.gateway.route_filters import (
+from reconcilers.gateway import shapes
+from reconcilers.gateway.gatewayapi.backends import UNRESOLVED, Backend, Backends
+from reconcilers.gateway.gatewayapi.route_filters import (
     BACKEND_FILTERS,
     Filters,
     HeaderChanges,
@@ -25,10 +24,11 @@ from reconcilers.gateway.route_filters import (
     redirect,
     rule_filters,
 )
-from reconcilers.gateway.route_matches import Unsupported, check_keys, route_match
-from reconcilers.gateway.route_shapes import PathMatch, Route, RouteRule
-from reconcilers.gateway.shapes import JSON
-from reconcilers.gateway.status import GRPC_ROUTE, HTTP_ROUTE
+from reconcilers.gateway.gatewayapi.route_matches import Unsupported, check_keys, route_match
+from reconcilers.gateway.gatewayapi.route_shapes import PathMatch, Route, RouteRule
+from reconcilers.gateway.gatewayapi.status import GRPC_ROUTE, HTTP_ROUTE
+from reconcilers.gateway.ir import routes as ir
+from reconcilers.gateway.ir.routes import RouteIR
 
 _RULE_KEYS = {
     HTTP_ROUTE: {"name", "matches", "filters", "backendRefs", "timeouts", "retry"},
@@ -41,36 +41,36 @@ _HEADER_COUNT = 3
 """Where in a route's precedence the number of its header matches is (negated: more headers, earlier)."""
 
 
-def for_scheme(route: EnvoyRoute, scheme: str) -> EnvoyRoute:
+def for_scheme(route: RouteIR, scheme: str) -> RouteIR:
     """`route` for requests the visitor made over `scheme` only (the edge says which in X-Forwarded-Proto): how
     an HTTP and an HTTPS listener of one Gateway are told apart, all traffic reaching Envoy over one plaintext hop."""
-    entry = copy.deepcopy(route.entry)
-    entry["name"] += f"/{scheme}"
-    headers = entry["match"].setdefault("headers", [])
-    headers.append({"name": "x-forwarded-proto", "string_match": {"exact": scheme}})
     precedence = list(route.precedence)
     precedence[_HEADER_COUNT] -= 1  # one header more to match: ahead of the same route for either scheme
-    return EnvoyRoute(entry, tuple(precedence))
+    return dataclasses.replace(
+        route,
+        name=f"{route.name}/{scheme}",
+        match=dataclasses.replace(route.match, scheme=scheme),
+        precedence=tuple(precedence),
+    )
 
 
 DEFAULT_PORTS: Final = {"HTTP": 80, "HTTPS": 443}
 
 
-def on_port(route: EnvoyRoute, port: int) -> EnvoyRoute:
+def on_port(route: RouteIR, port: int) -> RouteIR:
     """`route` as served by a listener of `port`, not its protocol's usual one: a redirect that names neither a
     scheme nor a port keeps the listener's port (Gateway API), which Envoy would drop with the host it replaces."""
-    redirect = route.entry.get("redirect")
-    if redirect is None or "scheme_redirect" in redirect or "port_redirect" in redirect:
+    action = route.action
+    if not isinstance(action, ir.Redirect) or action.scheme is not None or action.port is not None:
         return route
-    entry = {**route.entry, "redirect": {**redirect, "port_redirect": port}}
-    return EnvoyRoute(entry, route.precedence)
+    return dataclasses.replace(route, action=dataclasses.replace(action, port=port))
 
 
 @dataclass
 class BuiltRoute:
-    """A route's Envoy routes, and the backends it names that do not resolve."""
+    """A route's routes in the IR, and the backends it names that do not resolve."""
 
-    routes: list[EnvoyRoute] = field(default_factory=list)
+    routes: list[RouteIR] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
     """Why each rule left out was (a rule the data plane cannot serve is dropped, the others are served)."""
@@ -84,8 +84,7 @@ class BuiltRoute:
 class _Timeouts:
     request_ms: int | None = None
     per_try_ms: int | None = None
-    retry: JSON | None = None
-    """The rule's retry: codes, attempts and backoff."""
+    retry: ir.Retry | None = None
 
 
 def _timeouts(rule: RouteRule, where: str) -> _Timeouts:
@@ -105,31 +104,19 @@ def _timeouts(rule: RouteRule, where: str) -> _Timeouts:
         out.request_ms, out.per_try_ms = out.per_try_ms, None
     retry = rule.get("retry")
     if retry:
-        if retry.get("backoff") is not None and shapes.duration_ms(str(retry["backoff"])) is None:
-            raise Unsupported(f"{where}.retry.backoff: {retry['backoff']!r} is not a duration")
-        out.retry = retry
-    return out
-
-
-def _retry_policy(timeouts: _Timeouts) -> JSON | None:
-    """Envoy's retry policy: the rule's retry (on the codes it names), and the timeout of each try."""
-    if timeouts.retry is None and not timeouts.per_try_ms:
-        return None
-    policy: JSON = {"num_retries": 0}
-    if timeouts.retry is not None:
-        retry = timeouts.retry
-        policy["num_retries"] = int(retry.get("attempts", 2))  # the spec's default when only codes are given
-        codes = [int(c) for c in retry.get("codes", [])]
-        # Connection errors are retried too, as the spec says a retry should.
-        policy["retry_on"] = "connect-failure,refused-stream,reset" + (",retriable-status-codes" if codes else ",5xx")
-        if codes:
-            policy["retriable_status_codes"] = codes
+        backoff_ms: int | None = None
         if retry.get("backoff") is not None:
-            base = shapes.duration_ms(str(retry["backoff"])) or 1
-            policy["retry_back_off"] = {"base_interval": f"{base / 1000:g}s"}
-    if timeouts.per_try_ms:
-        policy["per_try_timeout"] = f"{timeouts.per_try_ms / 1000:g}s"
-    return policy
+            backoff_ms = shapes.duration_ms(str(retry["backoff"]))
+            if backoff_ms is None:
+                raise Unsupported(f"{where}.retry.backoff: {retry['backoff']!r} is not a duration")
+            backoff_ms = backoff_ms or 1
+        out.retry = ir.Retry(
+            # The spec's default when only codes are given.
+            int(retry.get("attempts", 2)),
+            tuple(int(c) for c in retry.get("codes", [])),
+            backoff_ms,
+        )
+    return out
 
 
 def _action(
@@ -138,68 +125,57 @@ def _action(
     path_match: PathMatch | None,
     timeouts: _Timeouts,
     where: str,
-) -> JSON:
-    """The route action; `{"direct_response": ...}` when the rule has no backend to send to."""
+) -> ir.Forward | ir.DirectResponse:
+    """What is done with a request; a direct response when the rule has no backend to send to."""
     live = [(b, headers) for b, headers in backends if b.weight > 0]
     if not live or all(b.cluster is None for b, _ in live):
         # No backend, or none that resolves: the spec wants a 500 for that traffic.
-        return {"direct_response": {"status": 500}}
-    action: JSON = {}
-    if len(live) == 1 and not live[0][1]:
-        action["cluster"] = live[0][0].cluster
-    else:
-        # A split, or a backend of its own header changes: those are per cluster of a weighted split.
-        clusters = []
-        for b, headers in live:
-            cluster: JSON = {"name": b.cluster or UNRESOLVED, "weight": b.weight}
-            headers.apply(cluster)
-            clusters.append(cluster)
-        action["weighted_clusters"] = {"clusters": clusters}
-    # Envoy's default of 15 s is not the route's: no timeout unless the route sets one.
-    action["timeout"] = f"{(timeouts.request_ms or 0) / 1000:g}s"
-    retry = _retry_policy(timeouts)
-    if retry is not None:
-        action["retry_policy"] = retry
-    if filters.mirrors:
-        action["request_mirror_policies"] = filters.mirrors
+        return ir.DirectResponse(500)
+    host_rewrite: str | None = None
+    path_rewrite: ir.PathChange | None = None
     rewrite = filters.rewrite
     if rewrite:
         if rewrite.get("hostname"):
-            action["host_rewrite_literal"] = rewrite["hostname"]
+            host_rewrite = rewrite["hostname"]
         path = rewrite.get("path")
         if path:
             if path["type"] == "ReplaceFullPath":
-                value = path.get("replaceFullPath", "/")
-                action["regex_rewrite"] = {"pattern": {"regex": "^.*$"}, "substitution": value.replace("\\", "\\\\")}
+                path_rewrite = ir.ReplaceFullPath(path.get("replaceFullPath", "/"))
             elif path["type"] == "ReplacePrefixMatch":
-                action.update(prefix_rewrite(path.get("replacePrefixMatch", "/"), path_match, where))
+                path_rewrite = prefix_rewrite(path.get("replacePrefixMatch", "/"), path_match, where)
             else:
                 raise Unsupported(f"{where}: URLRewrite path type {path['type']} is not supported")
     based = [b.path for b, _ in live if b.path]
     if based:
-        action["regex_rewrite"] = _base_path(based[0], len(live), bool(rewrite and rewrite.get("path")), where)
-    return action
+        _check_base_path(based[0], len(live), bool(rewrite and rewrite.get("path")), where)
+    return ir.Forward(
+        tuple(ir.WeightedCluster(b.cluster or UNRESOLVED, b.weight, headers.frozen()) for b, headers in live),
+        timeout_ms=timeouts.request_ms,
+        per_try_ms=timeouts.per_try_ms,
+        retry=timeouts.retry,
+        mirrors=tuple(filters.mirrors),
+        host_rewrite=host_rewrite,
+        path_rewrite=path_rewrite,
+        base_path=based[0] if based else None,
+    )
 
 
-def _base_path(base: str, backends: int, rewritten: bool, where: str) -> JSON:
-    """The rewrite prepending an ExternalBackend's base path to the request's path (Envoy rewrites the path alone,
-    its query string is kept). One rewrite per route: with another backend beside it, or a URLRewrite of the path,
-    which path a request gets could not be said."""
+def _check_base_path(base: str, backends: int, rewritten: bool, where: str) -> None:
+    """An ExternalBackend's base path is prepended to the request's path (its query string kept), once per route:
+    with another backend beside it, or a URLRewrite of the path, which path a request gets could not be said."""
     if backends > 1 or rewritten:
         raise Unsupported(
             f"{where}: an ExternalBackend with a path must be the rule's only backend, without a URLRewrite"
         )
     if "?" in base or "#" in base:
         raise Unsupported(f"{where}: an ExternalBackend path with a query string ({base!r}) is not supported")
-    prefix = base.rstrip("/").replace("\\", "\\\\")
-    return {"pattern": {"regex": "^(.*)$"}, "substitution": f"{prefix}\\1"}
 
 
 # ---- a route --------------------------------------------------------------------------------------------------------
 
 
 def build_route(kind: str, route: Route, resolver: Backends) -> BuiltRoute:
-    """The route's Envoy routes (with their precedence), its unresolved backends, and the rules left out because
+    """The route's routes (with their precedence), its unresolved backends, and the rules left out because
     the data plane cannot serve them; raises Unsupported for what refuses the whole route."""
     spec = route["spec"]
     check_keys(spec, _SPEC_KEYS, "spec")
@@ -220,7 +196,7 @@ def build_route(kind: str, route: Route, resolver: Backends) -> BuiltRoute:
 
 def _build_rule(
     kind: str, route: Route, r: int, rule: RouteRule, resolver: Backends, problems: list[tuple[str, str]]
-) -> list[EnvoyRoute]:
+) -> list[RouteIR]:
     namespace, name = shapes.key(route)
     grpc = kind == GRPC_ROUTE
     where = f"spec.rules[{r}]"
@@ -241,18 +217,24 @@ def _build_rule(
             problems.append(backend.problem)
         backends.append((backend, headers))
     timeouts = _timeouts(rule, where)
-    out: list[EnvoyRoute] = []
+    out: list[RouteIR] = []
     matches: list[Mapping[str, Any]] = list(rule.get("matches") or [{}])
+    route_headers = filters.headers.frozen()
     for m, raw in enumerate(matches):
         match = route_match(kind, raw, f"{where}.matches[{m}]")
-        entry: JSON = {"name": f"{kind}/{namespace}/{name}/rule/{r}/match/{m}", "match": match.envoy}
+        action: ir.Action
         if filters.redirect is not None:
-            entry["redirect"] = redirect(filters.redirect, match.path, where)
+            action = redirect(filters.redirect, match.path, where)
         else:
             action = _action(backends, filters, match.path, timeouts, where)
-            entry.update(action if "direct_response" in action else {"route": action})
-        filters.headers.apply(entry)
-        if filters.cors is not None:
-            entry["typed_per_filter_config"] = {envoy.CORS_FILTER: {"@type": envoy.CORS_POLICY, **filters.cors}}
-        out.append(EnvoyRoute(entry, (*match.precedence, *shapes.age_key(route), r, m)))
+        out.append(
+            RouteIR(
+                f"{kind}/{namespace}/{name}/rule/{r}/match/{m}",
+                match.match,
+                action,
+                (*match.precedence, *shapes.age_key(route), r, m),
+                route_headers,
+                filters.cors,
+            )
+        )
     return out

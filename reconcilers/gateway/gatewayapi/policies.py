@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from cryptography import x509
 
 from reconcilers.gateway import shapes
+from reconcilers.gateway.gatewayapi.route_shapes import BackendObjectReference, Route
 from reconcilers.gateway.kinds import GATEWAY_GROUP
-from reconcilers.gateway.route_shapes import BackendObjectReference, Route
 from reconcilers.gateway.shapes import (
     JSON,
     BackendTLSPolicy,

@@ -1,6 +1,6 @@
-"""A rule's matches as Envoy's route matches (paths, headers, query parameters, methods, gRPC methods), with what
-every part of the rule builder (`reconcilers.gateway.rules`) shares: `Unsupported`, and the checks of a regex and of
-the fields a part sets.
+"""A rule's matches as the IR's (paths, headers, query parameters, methods, gRPC methods), with what
+every part of the rule builder (`rules`) shares: `Unsupported`, and the checks of a regex and of the fields a part
+sets.
 """
 
 from __future__ import annotations
@@ -10,9 +10,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from reconcilers.gateway.route_shapes import GRPCMethodMatch, GRPCRouteMatch, HeaderMatch, HTTPRouteMatch, PathMatch
-from reconcilers.gateway.shapes import JSON
-from reconcilers.gateway.status import GRPC_ROUTE, HTTP_ROUTE
+from reconcilers.gateway.gatewayapi.route_shapes import (
+    GRPCMethodMatch,
+    GRPCRouteMatch,
+    HeaderMatch,
+    HTTPRouteMatch,
+    PathMatch,
+)
+from reconcilers.gateway.gatewayapi.status import GRPC_ROUTE, HTTP_ROUTE
+from reconcilers.gateway.ir import routes as ir
 
 _MATCH_KEYS = {HTTP_ROUTE: {"path", "headers", "queryParams", "method"}, GRPC_ROUTE: {"method", "headers"}}
 DEFAULT_PATH: PathMatch = {"type": "PathPrefix", "value": "/"}
@@ -43,66 +49,65 @@ def check_keys(obj: Mapping[str, Any], allowed: set[str], where: str) -> None:
         raise Unsupported(f"{where}.{extra[0]} is not supported by this data plane")
 
 
-def _string_match(kind: str | None, value: str, where: str) -> JSON:
+def _string_match(kind: str | None, value: str, where: str) -> ir.StringMatch:
     if kind in (None, "Exact"):
-        return {"exact": value}
+        return ir.StringMatch(value)
     if kind == "RegularExpression":
         problem = regex_error(value)
         if problem:
             raise Unsupported(f"{where}: regular expression {value!r} {problem}")
-        return {"safe_regex": {"regex": value}}
+        return ir.StringMatch(value, regex=True)
     raise Unsupported(f"{where}.type {kind} is not supported")
 
 
-def _path_match(path: PathMatch, where: str) -> tuple[JSON, tuple[int, int]]:
-    """Envoy's path match and the precedence of this match (rank, length): Exact first, then the longest prefix."""
+def _path_match(path: PathMatch, where: str) -> tuple[ir.PathMatch, tuple[int, int]]:
+    """The path match and the precedence of this match (rank, length): Exact first, then the longest prefix."""
     kind, value = path.get("type", "PathPrefix"), path.get("value", "/")
     if kind == "Exact":
-        return {"path": value}, (0, -len(value))
+        return ir.PathMatch("exact", value), (0, -len(value))
     if kind == "PathPrefix":
         trimmed = value.rstrip("/") or "/"
-        # Gateway API prefixes match whole path elements: /foo matches /foo and /foo/bar, never /foobar.
-        match = {"prefix": "/"} if trimmed == "/" else {"path_separated_prefix": trimmed}
+        match = ir.PathMatch("prefix", "/") if trimmed == "/" else ir.PathMatch("segment_prefix", trimmed)
         return match, (1, -len(trimmed))
     if kind == "RegularExpression":
         problem = regex_error(value)
         if problem:
             raise Unsupported(f"{where}.path: regular expression {value!r} {problem}")
-        return {"safe_regex": {"regex": value}}, (2, -len(value))
+        return ir.PathMatch("regex", value), (2, -len(value))
     raise Unsupported(f"{where}.path.type {kind} is not supported")
 
 
-def _headers(headers: list[HeaderMatch], where: str) -> list[JSON]:
-    return [
-        {"name": h["name"], "string_match": _string_match(h.get("type"), h.get("value", ""), f"{where}[{i}]")}
+def _headers(headers: list[HeaderMatch], where: str) -> tuple[ir.HeaderMatch, ...]:
+    return tuple(
+        ir.HeaderMatch(h["name"], _string_match(h.get("type"), h.get("value", ""), f"{where}[{i}]"))
         for i, h in enumerate(headers)
-    ]
+    )
 
 
-def _grpc_path(method: GRPCMethodMatch, where: str) -> JSON:
+def _grpc_path(method: GRPCMethodMatch, where: str) -> ir.PathMatch:
     kind = method.get("type", "Exact")
     service, name = method.get("service"), method.get("method")
     if kind == "Exact":
         if service and name:
-            return {"path": f"/{service}/{name}"}
+            return ir.PathMatch("exact", f"/{service}/{name}")
         if service:
-            return {"prefix": f"/{service}/"}
+            return ir.PathMatch("prefix", f"/{service}/")
         if name:
-            return {"safe_regex": {"regex": f"/[^/]+/{re.escape(name)}"}}
-        return {"prefix": "/"}
+            return ir.PathMatch("regex", f"/[^/]+/{re.escape(name)}")
+        return ir.PathMatch("prefix", "/")
     if kind == "RegularExpression":
         for part in (service, name):
             if part and (problem := regex_error(part)):
                 raise Unsupported(f"{where}.method: regular expression {part!r} {problem}")
-        return {"safe_regex": {"regex": f"/{service or '[^/]+'}/{name or '[^/]+'}"}}
+        return ir.PathMatch("regex", f"/{service or '[^/]+'}/{name or '[^/]+'}")
     raise Unsupported(f"{where}.method.type {kind} is not supported")
 
 
 @dataclass
 class Match:
-    """One match of a rule, as Envoy's route match, with its precedence and the path match a rewrite reads."""
+    """One match of a rule, with its precedence and the path match a rewrite reads."""
 
-    envoy: JSON
+    match: ir.Match
     precedence: tuple[Any, ...]
     path: PathMatch | None
 
@@ -110,30 +115,27 @@ class Match:
 def route_match(kind: str, match: Mapping[str, Any], where: str) -> Match:
     check_keys(match, _MATCH_KEYS[kind], where)
     path: PathMatch | None = None
-    envoy_match: JSON
+    method: str | None = None
+    query_params: tuple[ir.HeaderMatch, ...] = ()
     method_rank = 1
     if kind == GRPC_ROUTE:
         grpc = cast(GRPCRouteMatch, match)
-        envoy_match = _grpc_path(grpc["method"], where) if grpc.get("method") else {"prefix": "/"}
-        precedence_path: tuple[int, int] = (0 if "path" in envoy_match else 1, 0)
+        path_match = _grpc_path(grpc["method"], where) if grpc.get("method") else ir.PathMatch("prefix", "/")
+        precedence_path: tuple[int, int] = (0 if path_match.kind == "exact" else 1, 0)
         headers = _headers(grpc.get("headers", []), f"{where}.headers")
     else:
         http = cast(HTTPRouteMatch, match)
         path = http.get("path", DEFAULT_PATH)
-        envoy_match, precedence_path = _path_match(path, where)
+        path_match, precedence_path = _path_match(path, where)
         headers = _headers(http.get("headers", []), f"{where}.headers")
         if http.get("method"):
-            headers.append({"name": ":method", "string_match": {"exact": http["method"]}})
+            method = http["method"]
             method_rank = 0
         if http.get("queryParams"):
-            envoy_match["query_parameters"] = [
-                {
-                    "name": q["name"],
-                    "string_match": _string_match(q.get("type"), q.get("value", ""), f"{where}.queryParams"),
-                }
+            query_params = tuple(
+                ir.HeaderMatch(q["name"], _string_match(q.get("type"), q.get("value", ""), f"{where}.queryParams"))
                 for q in http["queryParams"]
-            ]
-    if headers:
-        envoy_match["headers"] = headers
+            )
     counts = (-len(match.get("headers") or []), -len(match.get("queryParams") or []))
-    return Match(envoy_match, (*precedence_path, method_rank, *counts), path)
+    found = ir.Match(path_match, headers, query_params, method)
+    return Match(found, (*precedence_path, method_rank, *counts), path)
