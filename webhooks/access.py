@@ -20,9 +20,9 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 
 from app.api import FieldError, ResourceClass
 from app.api.base import wire_name
@@ -47,7 +47,7 @@ ACCESS_TIMEOUT: Final = 2.0
 """Seconds the reads of these checks may take; the API server waits at most 30 s for a whole review (10 s by
 default). Past it the object is allowed and the controller decides."""
 
-JSON = Mapping[str, Any]
+JSON = Mapping[str, JsonValue]
 
 
 class Cluster(Protocol):
@@ -83,19 +83,19 @@ ALLOWED: Final = Verdict()
 UNREAD: Final = Verdict(read=False)
 
 
-def _dict(value: Any) -> JSON:
+def _dict(value: object) -> JSON:
     return value if isinstance(value, Mapping) else {}
 
 
-def _spec(obj: Any) -> JSON:
+def _spec(obj: object) -> JSON:
     return _dict(_dict(obj).get("spec"))
 
 
-def _annotation(obj: Any, key: str) -> Any:
+def _annotation(obj: object, key: str) -> JsonValue:
     return _dict(_dict(_dict(obj).get("metadata")).get("annotations")).get(key)
 
 
-def _policy(raw: Any) -> NamespacePolicy | None:
+def _policy(raw: JsonValue) -> NamespacePolicy | None:
     if raw is None:
         return None
     try:
@@ -122,7 +122,7 @@ class _Review:
             return True  # no look-up for the usual answer
         return policy.admits(self.namespace, await self.labels_of(self.namespace))
 
-    async def account(self, ref: Any) -> tuple[str, NamespacePolicy, NamespacePolicy] | None:
+    async def account(self, ref: object) -> tuple[str, NamespacePolicy, NamespacePolicy] | None:
         """The CloudflareAccount `ref` names and its policies (None: another kind, or none of that name yet)."""
         ref = _dict(ref)
         name = ref.get("name")
@@ -135,13 +135,14 @@ class _Review:
         allowed, adoption = _policy(spec.get("allowedNamespaces")), _policy(spec.get("adoptionNamespaces"))
         return (name, *account_policies(allowed, adoption, self.cluster.default_account_namespaces))
 
-    async def zone(self, ref: Any) -> tuple[str, str, JSON] | None:
+    async def zone(self, ref: object) -> tuple[str, str, JSON] | None:
         """The Zone `ref` names: its namespace, how to show it here, and the object (None: not there yet)."""
         ref = _dict(ref)
         name = ref.get("name")
         if not isinstance(name, str):
             return None
-        where = ref.get("namespace") if isinstance(ref.get("namespace"), str) else self.namespace
+        namespace = ref.get("namespace")
+        where = namespace if isinstance(namespace, str) else self.namespace
         zone = await self.cluster.get("Zone", name, where)
         if zone is None:
             return None
@@ -218,12 +219,16 @@ class _Review:
     async def ingress(self, new: JSON, old: JSON | None) -> list[FieldError]:
         """Tunnel ingress hostnames in a zone another namespace's Zone manages, that it does not grant. Names the
         object already had are left alone: the controller reports them."""
-        before = {_dict(r).get("hostname") for r in _spec(old).get("ingress") or []} if old is not None else set()
+        # The API server stores `ingress` as a list (its schema says so): an old object holds no other.
+        had = _spec(old).get("ingress") if old is not None else None
+        before = {_dict(r).get("hostname") for r in had} if isinstance(had, list) else set()
         rules = _spec(new).get("ingress")
         wanted = [
-            (i, rule["hostname"])
+            (i, hostname)
             for i, rule in enumerate(rules if isinstance(rules, list) else [])
-            if isinstance(rule, Mapping) and isinstance(rule.get("hostname"), str) and rule["hostname"] not in before
+            if isinstance(rule, Mapping)
+            and isinstance(hostname := rule.get("hostname"), str)
+            and hostname not in before
         ]
         if not wanted:
             return []

@@ -12,39 +12,44 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from typing import Final
+
+from pydantic import JsonValue
 
 from app.api import ResourceClass
 from app.api.tunnel import TunnelConfiguration, uncovered_hostnames
 
 log = logging.getLogger(__name__)
 
-ListObjects = Callable[[str, str | None], Awaitable[list[Mapping[str, Any]]]]
+ListObjects = Callable[[str, str | None], Awaitable[list[Mapping[str, JsonValue]]]]
 """The objects of a kflare kind, in a namespace (None: all namespaces): `Cluster.list`."""
 
 ADVICE_TIMEOUT: Final = 2.0
 """Seconds the warnings may take; the API server waits at most 30 s for the whole review (10 s by default)."""
 
 
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
+def _mapping(value: object) -> Mapping[str, JsonValue]:
+    return value if isinstance(value, Mapping) else {}
 
 
-async def _tunnel_warnings(obj: Mapping[str, Any], namespace: str, objects: ListObjects) -> list[str]:
+def _spec(obj: Mapping[str, JsonValue]) -> Mapping[str, JsonValue]:
+    return _mapping(obj.get("spec"))
+
+
+async def _tunnel_warnings(obj: Mapping[str, object], namespace: str, objects: ListObjects) -> list[str]:
     try:
         config = TunnelConfiguration.model_validate(obj)
     except ValueError:
         return []
     tunnels = await objects("Tunnel", namespace)
-    tunnel = next((t for t in tunnels if t.get("metadata", {}).get("name") == config.spec.tunnel_ref.name), None)
+    tunnel = next((t for t in tunnels if _mapping(t.get("metadata")).get("name") == config.spec.tunnel_ref.name), None)
     if tunnel is None:
         return []  # its account is unknown until it exists
-    account = (_spec(tunnel).get("accountRef") or {}).get("name")
+    account = _mapping(_spec(tunnel).get("accountRef")).get("name")
     zones = [
         str(_spec(z)["name"])
         for z in await objects("Zone", None)
-        if (_spec(z).get("accountRef") or {}).get("name") == account and _spec(z).get("name")
+        if _mapping(_spec(z).get("accountRef")).get("name") == account and _spec(z).get("name")
     ]
     records = [str(_spec(r)["name"]) for r in await objects("DNSRecord", namespace) if _spec(r).get("name")]
     return [
@@ -54,7 +59,9 @@ async def _tunnel_warnings(obj: Mapping[str, Any], namespace: str, objects: List
     ]
 
 
-async def warnings_for(model: ResourceClass, obj: Any, namespace: str, objects: ListObjects | None) -> tuple[str, ...]:
+async def warnings_for(
+    model: ResourceClass, obj: object, namespace: str, objects: ListObjects | None
+) -> tuple[str, ...]:
     """The warnings about an object the webhook allows (none when they cannot be worked out in time)."""
     if objects is None or model is not TunnelConfiguration or not isinstance(obj, Mapping):
         return ()

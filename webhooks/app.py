@@ -20,13 +20,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from typing import Final, TypedDict
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import Response
 from pydantic_core import to_json
 from starlette.types import Receive, Scope, Send
+from typing_extensions import Unpack
 
 from app.api import KINDS, FieldError, ResourceClass
 from app.api.schema import structural_schema
@@ -58,6 +59,16 @@ RequestObserver = Callable[[str, str, str, float], None]
 Answer = Callable[[ResourceClass, Request], Awaitable[Response]]
 
 
+class AppOptions(TypedDict, total=False):
+    """What `WebhookApp` passes on to FastAPI."""
+
+    title: str
+    version: str
+    docs_url: str | None
+    redoc_url: str | None
+    openapi_url: str | None
+
+
 class WebhookApp(FastAPI):
     """The webhook's FastAPI app, which answers a review (`POST /validate/<a kind's plural>`) before FastAPI's own
     layers. Those layers (the error page, OpenTelemetry's hooks, a body limit, an exit stack for dependencies, the
@@ -67,7 +78,7 @@ class WebhookApp(FastAPI):
     usual; the route is declared there too, so the OpenAPI document describes it. What instruments the app's
     requests (`app.metrics.collectors.instrument`) is told of each review by `observe_direct`."""
 
-    def __init__(self, answer: Answer, by_plural: Mapping[str, ResourceClass], **kwargs: Any) -> None:
+    def __init__(self, answer: Answer, by_plural: Mapping[str, ResourceClass], **kwargs: Unpack[AppOptions]) -> None:
         super().__init__(**kwargs)
         self._answer = answer
         self._by_plural = by_plural
@@ -113,18 +124,18 @@ class BodyDeadlines:
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self.period = min(1.0, timeout / 4)
-        self._due: dict[asyncio.Task[Any], float] = {}
-        self._expired: set[asyncio.Task[Any]] = set()
+        self._due: dict[asyncio.Task[object], float] = {}
+        self._expired: set[asyncio.Task[object]] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def watch(self, task: asyncio.Task[Any]) -> None:
+    def watch(self, task: asyncio.Task[object]) -> None:
         loop = task.get_loop()
         self._due[task] = loop.time() + self.timeout
         if self._timer is None or self._loop is not loop:
             self._loop, self._timer = loop, loop.call_later(self.period, self._sweep)
 
-    def late(self, task: asyncio.Task[Any]) -> bool:
+    def late(self, task: asyncio.Task[object]) -> bool:
         """Whether `task` was cancelled for missing its deadline; the cancellation is then withdrawn, as
         `asyncio.timeout` does, so the task carries on to answer 408."""
         if task not in self._expired:
@@ -133,7 +144,7 @@ class BodyDeadlines:
         task.uncancel()
         return True
 
-    def forget(self, task: asyncio.Task[Any]) -> None:
+    def forget(self, task: asyncio.Task[object]) -> None:
         self._due.pop(task, None)
         self._expired.discard(task)
 

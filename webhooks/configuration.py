@@ -6,11 +6,67 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Final
+from typing import Final, TypedDict
+
+from typing_extensions import Unpack
 
 from app.api import GROUP, KINDS, VERSION, ResourceClass
 from app.api.constants import KFLARE_ANNOTATIONS, PAUSED_ANNOTATION
 from app.api.registry import CLAIM_LABELS
+
+
+class MatchCondition(TypedDict):
+    name: str
+    expression: str
+    """CEL over `object`, `oldObject` and `request`: the webhook is called only when it holds."""
+
+
+class ServiceReference(TypedDict, total=False):
+    namespace: str
+    name: str
+    path: str
+    port: int
+
+
+class WebhookClientConfig(TypedDict, total=False):
+    """How the API server reaches a webhook: a `url`, or a `service` of the cluster; `caBundle` to trust."""
+
+    url: str
+    service: ServiceReference
+    caBundle: str
+
+
+class RuleWithOperations(TypedDict):
+    apiGroups: list[str]
+    apiVersions: list[str]
+    operations: list[str]
+    resources: list[str]
+    scope: str
+
+
+class ValidatingWebhook(TypedDict):
+    name: str
+    admissionReviewVersions: list[str]
+    sideEffects: str
+    failurePolicy: str
+    timeoutSeconds: int
+    matchPolicy: str
+    clientConfig: WebhookClientConfig
+    rules: list[RuleWithOperations]
+    matchConditions: list[MatchCondition]
+
+
+class ConfigurationMetadata(TypedDict, total=False):
+    name: str
+    labels: dict[str, str]
+
+
+class WebhookOptions(TypedDict, total=False):
+    """What `configuration` passes on to `webhook` for every kind."""
+
+    failure_policy: str
+    timeout_seconds: int
+    match_conditions: Sequence[MatchCondition]
 
 
 def _field(obj: str, path: str) -> str:
@@ -25,7 +81,7 @@ def _any_differs(path: str, keys: Iterable[str]) -> str:
     return f"[{listed}].exists(k, (k in {new} ? {new}[k] : '') != (k in {old} ? {old}[k] : ''))"
 
 
-NOT_BEING_DELETED: Final = {
+NOT_BEING_DELETED: Final[MatchCondition] = {
     "name": "not-being-deleted",
     "expression": " || ".join(
         [
@@ -48,7 +104,7 @@ def _ours_changed(new: str, old: str) -> str:
     return f"{a}.exists(k, k.startsWith('{GROUP}/') && k != '{PAUSED_ANNOTATION}' && !(k in {b} && {b}[k] == {a}[k]))"
 
 
-NOT_ONLY_PAUSED_OR_FOREIGN_ANNOTATIONS: Final = {
+NOT_ONLY_PAUSED_OR_FOREIGN_ANNOTATIONS: Final[MatchCondition] = {
     "name": "not-only-paused-or-foreign-annotations",
     "expression": " || ".join(
         [
@@ -66,7 +122,7 @@ webhook checks nothing in such a change (the spec, labels and kflare's other ann
 FAILURE_POLICY: Final = "Fail"
 TIMEOUT_SECONDS: Final = 10
 
-ClientConfig = Callable[[ResourceClass], dict[str, Any]]
+ClientConfig = Callable[[ResourceClass], WebhookClientConfig]
 
 
 def webhook_name(model: ResourceClass) -> str:
@@ -78,7 +134,7 @@ def url_client_config(base_url: str, ca_pem: bytes) -> ClientConfig:
     """Reach the webhooks at `base_url` (`https://127.0.0.1:9443`), trusting `ca_pem`."""
     bundle = base64.b64encode(ca_pem).decode()
 
-    def client_config(model: ResourceClass) -> dict[str, Any]:
+    def client_config(model: ResourceClass) -> WebhookClientConfig:
         return {"url": f"{base_url.rstrip('/')}/validate/{model.info.plural}", "caBundle": bundle}
 
     return client_config
@@ -90,8 +146,8 @@ def webhook(
     *,
     failure_policy: str = FAILURE_POLICY,
     timeout_seconds: int = TIMEOUT_SECONDS,
-    match_conditions: Sequence[dict[str, str]] = (),
-) -> dict[str, Any]:
+    match_conditions: Sequence[MatchCondition] = (),
+) -> ValidatingWebhook:
     """The webhook validating one kind on CREATE and UPDATE at `/validate/<plural>`."""
     return {
         "name": webhook_name(model),
@@ -120,11 +176,11 @@ def configuration(
     *,
     kinds: Iterable[ResourceClass] = KINDS,
     labels: dict[str, str] | None = None,
-    **options: Any,
-) -> dict[str, Any]:
+    **options: Unpack[WebhookOptions],
+) -> dict[str, str | ConfigurationMetadata | list[ValidatingWebhook]]:
     """The whole `admissionregistration.k8s.io/v1` ValidatingWebhookConfiguration, cluster-scoped kinds first."""
     ordered = sorted(kinds, key=lambda model: model.info.namespaced)
-    metadata: dict[str, Any] = {"name": name}
+    metadata: ConfigurationMetadata = {"name": name}
     if labels:
         metadata["labels"] = dict(labels)
     return {

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Final, Literal
+from typing import Annotated, ClassVar, Final, Literal, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, SkipValidation, ValidationError, WithJsonSchema
 from typing_extensions import TypedDict
 
 ADMISSION_API_VERSION: Final = "admission.k8s.io/v1"
@@ -43,11 +43,16 @@ class GroupVersionResource(_Wire):
     resource: str
 
 
+Raw = Annotated[JsonValue, SkipValidation, WithJsonSchema({})]
+"""A value of the review as the JSON parser made it: kept as it is, not walked a second time (what to make of it is the
+decision's business), and any JSON value to the OpenAPI document."""
+
+
 class _ObjectMeta(TypedDict, total=False):
-    name: Any
-    namespace: Any
-    labels: Any
-    annotations: Any
+    name: Raw
+    namespace: Raw
+    labels: Raw
+    annotations: Raw
 
 
 class _Object(TypedDict, total=False):
@@ -55,13 +60,13 @@ class _Object(TypedDict, total=False):
     rest (`status`, and of the metadata `managedFields` and the rest) is skipped by the parser, never built: on an
     object as the API server sends it, that is a third of what parsing a review cost."""
 
-    apiVersion: Any
-    kind: Any
+    apiVersion: Raw
+    kind: Raw
     metadata: _ObjectMeta  # metadata that is no JSON object: the whole object is kept as sent (`RawObject`)
-    spec: Any
+    spec: Raw
 
 
-RawObject = Annotated[_Object | Any, Field(union_mode="left_to_right"), WithJsonSchema({})]
+RawObject = Annotated[_Object | Raw, Field(union_mode="left_to_right"), WithJsonSchema({})]
 """An object of a review: the JSON object reduced to `_Object`'s fields, or whatever other JSON value was sent (which
 the decision refuses with a reason, rather than the parser with a parse error)."""
 
@@ -81,9 +86,9 @@ class AdmissionRequest(_Wire):
     object: RawObject = None
     old_object: RawObject = Field(None, alias="oldObject")
     dry_run: bool | None = Field(None, alias="dryRun")
-    options: Any = None
+    options: Raw = None
     """The request's CreateOptions / UpdateOptions / PatchOptions as the client sent them (`fieldManager`)."""
-    user_info: Any = Field(None, alias="userInfo")
+    user_info: Raw = Field(None, alias="userInfo")
     """Who sent the request, as the API server authenticated them (`username`, `groups`): what a decision that
     depends on the sender trusts, unlike anything the client says of itself."""
     cut: ClassVar[bool] = False
@@ -170,9 +175,9 @@ def cut_below(body: bytes, depth: int = MAX_DEPTH) -> bytes | None:
     return b"".join(out)
 
 
-def too_deep(value: Any, path: str = "", shown: int = 3) -> str | None:
+def too_deep(value: object, path: str = "", shown: int = 3) -> str | None:
     """The path (its first `shown` steps) of the first value cut by `cut_below`, if any."""
-    stack: list[tuple[Any, str, int]] = [(value, path, 0)]
+    stack: list[tuple[object, str, int]] = [(value, path, 0)]
     while stack:
         node, where, steps = stack.pop()
         if node == TOO_DEEP:
@@ -205,6 +210,26 @@ def parse_review(body: bytes, model: type[AdmissionReview] = AdmissionReview) ->
         raise ReviewError(f"not an admission.k8s.io/v1 AdmissionReview: {_explain(exc)}") from None
 
 
+class StatusWire(TypedDict):
+    code: int
+    reason: str
+    message: str
+    status: str
+
+
+class AdmissionResponse(TypedDict):
+    uid: str
+    allowed: bool
+    status: NotRequired[StatusWire]
+    warnings: NotRequired[list[str]]
+
+
+class AdmissionReviewResponse(TypedDict):
+    apiVersion: str
+    kind: str
+    response: AdmissionResponse
+
+
 @dataclass(frozen=True, slots=True)
 class ResponseStatus:
     """The `metav1.Status` of a denial: the API server returns it to the client, `code` as the HTTP status and
@@ -215,15 +240,15 @@ class ResponseStatus:
     message: str
     status: str = "Failure"
 
-    def wire(self) -> dict[str, Any]:
+    def wire(self) -> StatusWire:
         return {"code": self.code, "reason": self.reason, "message": self.message, "status": self.status}
 
 
 def review_response(
     uid: str, allowed: bool, status: ResponseStatus | None = None, warnings: tuple[str, ...] = ()
-) -> dict[str, Any]:
+) -> AdmissionReviewResponse:
     """The AdmissionReview answering request `uid`, as JSON."""
-    response: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    response: AdmissionResponse = {"uid": uid, "allowed": allowed}
     if status is not None:
         response["status"] = status.wire()
     if warnings:

@@ -27,7 +27,9 @@ import itertools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
+
+from pydantic import JsonValue
 
 from app.api import GROUP, VERSION, FieldError, ResourceClass, immutable_violations
 from app.api.constants import (
@@ -111,13 +113,13 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     if value is MISSING:
         return "unset"
     return _clip(json.dumps(value, sort_keys=True, separators=(",", ":"), default=str), MAX_VALUE_LENGTH)
 
 
-def explain_immutable(model: ResourceClass, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
+def explain_immutable(model: ResourceClass, old: Mapping[str, object], new: Mapping[str, object]) -> list[FieldError]:
     """`immutable_violations`, each message saying what the value was and what the update makes it."""
     out: list[FieldError] = []
     for error in immutable_violations(model, old, new):
@@ -142,7 +144,7 @@ def _wrong_kind(model: ResourceClass, request: AdmissionRequest) -> Decision | N
     )
 
 
-def _metadata(obj: Any, field: str) -> Mapping[str, Any]:
+def _metadata(obj: object, field: str) -> Mapping[str, JsonValue]:
     """The object's labels or annotations, empty where the object holds none (or something else)."""
     # dict, not Mapping: what JSON parses to, and an ABC's isinstance costs ten times as much on this hot path.
     metadata = obj.get("metadata") if isinstance(obj, dict) else None
@@ -153,7 +155,7 @@ def _metadata(obj: Any, field: str) -> Mapping[str, Any]:
 POLICIES: Final = {DELETION_POLICY_ANNOTATION: tuple(DeletionPolicy), ADOPTION_POLICY_ANNOTATION: ADOPTION_POLICIES}
 
 
-def policy_errors(new: Mapping[str, Any], old: Any) -> list[FieldError]:
+def policy_errors(new: Mapping[str, object], old: object) -> list[FieldError]:
     """A deletion or adoption policy this request sets to a value kflare does not know: read as absent, a typo of
     `retain` would let the next deletion delete the Cloudflare object."""
     after = _metadata(new, "annotations")
@@ -175,7 +177,7 @@ _KFLARE_ANNOTATIONS: Final = tuple(sorted(KFLARE_ANNOTATIONS))
 
 
 def claim_errors(
-    request: AdmissionRequest, new: Mapping[str, Any], old: Any, kflare: frozenset[str]
+    request: AdmissionRequest, new: Mapping[str, object], old: object, kflare: frozenset[str]
 ) -> list[FieldError]:
     """Claim labels and kflare's own annotations that this request sets or changes, unless it comes from kflare
     itself: the user the API server authenticated is one of `kflare`'s names (never what the client says of itself,

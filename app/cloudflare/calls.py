@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import TypeAlias, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -30,6 +30,13 @@ logger = logging.getLogger("app.cloudflare.client")
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R")
+
+JsonBody: TypeAlias = "str | int | float | bool | Sequence[JsonBody] | Mapping[str, JsonBody] | None"
+"""What a request may send as JSON. Its containers are read-only (unlike those of pydantic's `JsonValue`, which answers
+are read as), so that a caller's `dict[str, list[str]]` passes as it is."""
+
+Files = Sequence[tuple[str, tuple[str | None, bytes | str, str]]]
+"""Multipart parts: `(field name, (file name, content, content type))`."""
 
 
 def segment(value: str) -> str:
@@ -66,11 +73,11 @@ class CloudflareCalls:
         method: str,
         path: str,
         *,
-        params: Mapping[str, Any] | None = None,
-        json: Any = None,
+        params: Mapping[str, object] | None = None,
+        json: JsonBody = None,
         content: bytes | None = None,
-        data: Mapping[str, Any] | None = None,
-        files: Any = None,
+        data: Mapping[str, object] | None = None,
+        files: Files | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> ApiResponse:
         """One call whose reply is a Cloudflare envelope: its `ApiResponse`, or a `CloudflareError`."""
@@ -91,7 +98,7 @@ class CloudflareCalls:
         method: str,
         path: str,
         *,
-        params: Mapping[str, Any] | None = None,
+        params: Mapping[str, object] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> RawResponse:
         """One call whose successful reply is not an envelope (a Worker script's source, say). Failures are still
@@ -104,10 +111,10 @@ class CloudflareCalls:
         path: str,
         model: type[M],
         *,
-        params: Mapping[str, Any] | None = None,
-        json: Any = None,
-        files: Any = None,
-        data: Mapping[str, Any] | None = None,
+        params: Mapping[str, object] | None = None,
+        json: JsonBody = None,
+        files: Files | None = None,
+        data: Mapping[str, object] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> M:
         """One call whose `result` is one object, parsed into `model`."""
@@ -120,14 +127,14 @@ class CloudflareCalls:
         model: type[M],
         *,
         style: PageStyle = PageStyle.PAGE,
-        params: Mapping[str, Any] | None = None,
+        params: Mapping[str, object] | None = None,
         per_page: int | None = None,
         items_key: str | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> AsyncIterator[M]:
         """Every item of a list endpoint, across its pages, parsed into `model`. Each page is one call."""
 
-        async def fetch_page(query: Mapping[str, Any]) -> ApiResponse:
+        async def fetch_page(query: Mapping[str, object]) -> ApiResponse:
             return await self.request("GET", path, params=query, headers=headers)
 
         async def items() -> AsyncIterator[M]:
@@ -138,7 +145,7 @@ class CloudflareCalls:
 
     # -- the call ---------------------------------------------------------------------------------------------
 
-    def _parse(self, model: type[M], value: Any, method: str, path: str) -> M:
+    def _parse(self, model: type[M], value: object, method: str, path: str) -> M:
         try:
             return model.model_validate(value if value is not None else {})
         except ValidationError as exc:
@@ -175,11 +182,11 @@ class CloudflareCalls:
         path: str,
         convert: Callable[[RawResponse, str, str], R],
         *,
-        params: Mapping[str, Any] | None = None,
-        json: Any = None,
+        params: Mapping[str, object] | None = None,
+        json: JsonBody = None,
         content: bytes | None = None,
-        data: Mapping[str, Any] | None = None,
-        files: Any = None,
+        data: Mapping[str, object] | None = None,
+        files: Files | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> R:
         method = method.upper()
@@ -233,7 +240,9 @@ class CloudflareCalls:
             extra=self._log_fields(method, path, exc.status, exc.outcome, seconds),
         )
 
-    def _log_fields(self, method: str, path: str, status: int | None, outcome: str, seconds: float) -> dict[str, Any]:
+    def _log_fields(
+        self, method: str, path: str, status: int | None, outcome: str, seconds: float
+    ) -> dict[str, object]:
         return {
             "cf_method": method,
             "cf_path": path,
@@ -244,7 +253,7 @@ class CloudflareCalls:
         }
 
 
-def _query(params: Mapping[str, Any] | None) -> httpx.QueryParams | None:
+def _query(params: Mapping[str, object] | None) -> httpx.QueryParams | None:
     """Query parameters the way Cloudflare reads them: booleans as true/false, lists as repeated keys, None
     dropped."""
     if not params:
@@ -258,5 +267,6 @@ def _query(params: Mapping[str, Any] | None) -> httpx.QueryParams | None:
             if isinstance(item, bool):
                 items.append((key, "true" if item else "false"))
             else:
-                items.append((key, item))
+                # What httpx itself makes of a value that is no string or number.
+                items.append((key, item if isinstance(item, str | int | float) else str(item)))
     return httpx.QueryParams(items)

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import json as _json
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
 
-from app.cloudflare.calls import CloudflareCalls, segment
+from app.cloudflare.calls import CloudflareCalls, JsonBody, segment
 from app.cloudflare.errors import BadResponse, InvalidToken
 from app.cloudflare.models import (
     Account,
@@ -99,17 +98,17 @@ class CloudflareClient(CloudflareCalls):
         return self.iterate("/zones", Zone, params=params, per_page=per_page)
 
     async def create_zone(self, name: str, account_id: str, *, type: str = "full") -> Zone:
-        body = {"name": name, "account": {"id": account_id}, "type": type}
+        body: dict[str, JsonBody] = {"name": name, "account": {"id": account_id}, "type": type}
         return await self.fetch("POST", "/zones", Zone, json=body)
 
-    async def edit_zone(self, zone_id: str, changes: Mapping[str, Any]) -> Zone:
+    async def edit_zone(self, zone_id: str, changes: Mapping[str, JsonBody]) -> Zone:
         """PATCH a zone. Cloudflare takes one of `paused`, `type`, `vanity_name_servers` per call."""
         return await self.fetch("PATCH", f"/zones/{segment(zone_id)}", Zone, json=dict(changes))
 
     async def subscribe_zone(self, zone_id: str, rate_plan: str, *, first: bool) -> None:
         """Put a zone on a rate plan: the first subscription (a zone on the free plan has none) is created with
         POST, a change of plan is a PUT."""
-        body = {"rate_plan": {"id": rate_plan}, "frequency": "monthly"}
+        body: dict[str, JsonBody] = {"rate_plan": {"id": rate_plan}, "frequency": "monthly"}
         await self.request("POST" if first else "PUT", f"/zones/{segment(zone_id)}/subscription", json=body)
 
     async def delete_zone(self, zone_id: str) -> str | None:
@@ -128,16 +127,16 @@ class CloudflareClient(CloudflareCalls):
         self,
         zone_id: str,
         *,
-        filters: Mapping[str, Any] | None = None,
+        filters: Mapping[str, object] | None = None,
         per_page: int = DNS_PER_PAGE,
     ) -> AsyncIterator[DNSRecord]:
         """Every record of the zone (matching `filters`, e.g. `{"type": "A", "name.exact": "www.example.com"}`)."""
         return self.iterate(self._dns(zone_id), DNSRecord, params=filters, per_page=per_page)
 
-    async def create_dns_record(self, zone_id: str, record: Mapping[str, Any]) -> DNSRecord:
+    async def create_dns_record(self, zone_id: str, record: Mapping[str, JsonBody]) -> DNSRecord:
         return await self.fetch("POST", self._dns(zone_id), DNSRecord, json=dict(record))
 
-    async def patch_dns_record(self, zone_id: str, record_id: str, changes: Mapping[str, Any]) -> DNSRecord:
+    async def patch_dns_record(self, zone_id: str, record_id: str, changes: Mapping[str, JsonBody]) -> DNSRecord:
         """PATCH: only the fields sent change."""
         return await self.fetch("PATCH", self._dns(zone_id, record_id), DNSRecord, json=dict(changes))
 
@@ -149,13 +148,13 @@ class CloudflareClient(CloudflareCalls):
         zone_id: str,
         *,
         deletes: Sequence[str] = (),
-        patches: Sequence[Mapping[str, Any]] = (),
-        puts: Sequence[Mapping[str, Any]] = (),
-        posts: Sequence[Mapping[str, Any]] = (),
+        patches: Sequence[Mapping[str, JsonBody]] = (),
+        puts: Sequence[Mapping[str, JsonBody]] = (),
+        posts: Sequence[Mapping[str, JsonBody]] = (),
     ) -> DNSBatchResult:
         """Apply deletes (by ID), patches and puts (each with its `id`), then posts, all or nothing, in one call.
         Cloudflare caps the operations per call (200 on Free)."""
-        body: dict[str, Any] = {}
+        body: dict[str, JsonBody] = {}
         if deletes:
             body["deletes"] = [{"id": record_id} for record_id in deletes]
         for key, items in (("patches", patches), ("puts", puts), ("posts", posts)):
@@ -174,7 +173,7 @@ class CloudflareClient(CloudflareCalls):
         return self.iterate(self._scripts(account_id), WorkerScript, style=PageStyle.SINGLE)
 
     async def upload_worker_script(
-        self, account_id: str, name: str, metadata: Mapping[str, Any], modules: Sequence[tuple[str, bytes, str]]
+        self, account_id: str, name: str, metadata: Mapping[str, JsonBody], modules: Sequence[tuple[str, bytes, str]]
     ) -> WorkerScript:
         """Upload a Worker whole, as Cloudflare's multipart form: a `metadata` JSON part and one part per module
         (`(file name, content, content type)`). The whole-request bound covers the upload."""
@@ -198,14 +197,14 @@ class CloudflareClient(CloudflareCalls):
         return await self.fetch("GET", self._routes(zone_id, route_id), WorkerRoute)
 
     async def create_worker_route(self, zone_id: str, pattern: str, script: str | None) -> WorkerRoute:
-        body: dict[str, Any] = {"pattern": pattern}
+        body: dict[str, JsonBody] = {"pattern": pattern}
         if script:
             body["script"] = script
         return await self.fetch("POST", self._routes(zone_id), WorkerRoute, json=body)
 
     async def update_worker_route(self, zone_id: str, route_id: str, pattern: str, script: str | None) -> WorkerRoute:
         """PUT: a route sent without `script` becomes an exclusion route."""
-        body: dict[str, Any] = {"pattern": pattern}
+        body: dict[str, JsonBody] = {"pattern": pattern}
         if script:
             body["script"] = script
         return await self.fetch("PUT", self._routes(zone_id, route_id), WorkerRoute, json=body)
@@ -254,7 +253,7 @@ class CloudflareClient(CloudflareCalls):
     async def create_r2_bucket(
         self, account_id: str, name: str, *, location_hint: str | None = None, jurisdiction: str = "default"
     ) -> R2Bucket:
-        body: dict[str, Any] = {"name": name}
+        body: dict[str, JsonBody] = {"name": name}
         if location_hint:
             body["locationHint"] = location_hint
         return await self.fetch(
@@ -295,7 +294,7 @@ class CloudflareClient(CloudflareCalls):
     async def create_d1_database(
         self, account_id: str, name: str, *, jurisdiction: str | None = None, location_hint: str | None = None
     ) -> D1Database:
-        body: dict[str, Any] = {"name": name}
+        body: dict[str, JsonBody] = {"name": name}
         if jurisdiction:
             body["jurisdiction"] = jurisdiction
         if location_hint:
@@ -315,7 +314,7 @@ class CloudflareClient(CloudflareCalls):
         self, account_id: str, *, name: str | None = None, include_deleted: bool = False
     ) -> AsyncIterator[Tunnel]:
         """The account's tunnels (live ones only unless `include_deleted`)."""
-        params: dict[str, Any] = {} if include_deleted else {"is_deleted": False}
+        params: dict[str, object] = {} if include_deleted else {"is_deleted": False}
         if name is not None:
             params["name"] = name
         return self.iterate(self._tunnels(account_id), Tunnel, params=params, per_page=TUNNELS_PER_PAGE)
@@ -325,10 +324,10 @@ class CloudflareClient(CloudflareCalls):
 
     async def create_tunnel(self, account_id: str, name: str, *, tunnel_secret: str) -> Tunnel:
         """A remotely managed tunnel (its configuration lives in the API)."""
-        body = {"name": name, "config_src": "cloudflare", "tunnel_secret": tunnel_secret}
+        body: dict[str, JsonBody] = {"name": name, "config_src": "cloudflare", "tunnel_secret": tunnel_secret}
         return await self.fetch("POST", self._tunnels(account_id), Tunnel, json=body)
 
-    async def edit_tunnel(self, account_id: str, tunnel_id: str, changes: Mapping[str, Any]) -> Tunnel:
+    async def edit_tunnel(self, account_id: str, tunnel_id: str, changes: Mapping[str, JsonBody]) -> Tunnel:
         return await self.fetch("PATCH", self._tunnels(account_id, tunnel_id), Tunnel, json=dict(changes))
 
     async def delete_tunnel(self, account_id: str, tunnel_id: str) -> Tunnel:
@@ -352,7 +351,7 @@ class CloudflareClient(CloudflareCalls):
         return await self.fetch("GET", path, TunnelConfiguration)
 
     async def put_tunnel_configuration(
-        self, account_id: str, tunnel_id: str, config: Mapping[str, Any]
+        self, account_id: str, tunnel_id: str, config: Mapping[str, JsonBody]
     ) -> TunnelConfiguration:
         """Replace the whole configuration (Cloudflare bumps its version)."""
         path = f"{self._tunnels(account_id, tunnel_id)}/configurations"
@@ -368,7 +367,7 @@ class CloudflareClient(CloudflareCalls):
 
     async def create_entrypoint(self, zone_id: str, phase: str, *, name: str = "default") -> Ruleset:
         """A new, empty entry point (POST: unlike a PUT of the entry point, it can never replace anyone's rules)."""
-        body = {"name": name, "kind": "zone", "phase": phase, "rules": []}
+        body: dict[str, JsonBody] = {"name": name, "kind": "zone", "phase": phase, "rules": []}
         return await self.fetch("POST", f"/zones/{segment(zone_id)}/rulesets", Ruleset, json=body)
 
     async def delete_ruleset(self, zone_id: str, ruleset_id: str) -> None:
@@ -378,11 +377,11 @@ class CloudflareClient(CloudflareCalls):
         base = f"/zones/{segment(zone_id)}/rulesets/{segment(ruleset_id)}/rules"
         return base if rule_id is None else f"{base}/{segment(rule_id)}"
 
-    async def create_rule(self, zone_id: str, ruleset_id: str, rule: Mapping[str, Any]) -> Ruleset:
+    async def create_rule(self, zone_id: str, ruleset_id: str, rule: Mapping[str, JsonBody]) -> Ruleset:
         """Add one rule (where its `position` says, else last); the whole ruleset comes back."""
         return await self.fetch("POST", self._rules(zone_id, ruleset_id), Ruleset, json=dict(rule))
 
-    async def edit_rule(self, zone_id: str, ruleset_id: str, rule_id: str, rule: Mapping[str, Any]) -> Ruleset:
+    async def edit_rule(self, zone_id: str, ruleset_id: str, rule_id: str, rule: Mapping[str, JsonBody]) -> Ruleset:
         """Change a rule (the complete definition) and/or move it (`position` alone); the whole ruleset comes back."""
         return await self.fetch("PATCH", self._rules(zone_id, ruleset_id, rule_id), Ruleset, json=dict(rule))
 
@@ -394,7 +393,7 @@ class CloudflareClient(CloudflareCalls):
     async def get_managed_headers(self, zone_id: str) -> ManagedHeaders:
         return await self.fetch("GET", f"/zones/{segment(zone_id)}/managed_headers", ManagedHeaders)
 
-    async def patch_managed_headers(self, zone_id: str, changes: Mapping[str, Any]) -> ManagedHeaders:
+    async def patch_managed_headers(self, zone_id: str, changes: Mapping[str, JsonBody]) -> ManagedHeaders:
         """Turn the transforms sent on or off; the others keep their state."""
         return await self.fetch(
             "PATCH", f"/zones/{segment(zone_id)}/managed_headers", ManagedHeaders, json=dict(changes)
@@ -418,7 +417,7 @@ class CloudflareClient(CloudflareCalls):
         return await self.fetch("GET", self._lists(account_id, list_id), CustomList)
 
     async def create_list(self, account_id: str, name: str, *, kind: str = "ip", description: str = "") -> CustomList:
-        body = {"name": name, "kind": kind, "description": description}
+        body: dict[str, JsonBody] = {"name": name, "kind": kind, "description": description}
         return await self.fetch("POST", self._lists(account_id), CustomList, json=body)
 
     async def update_list(self, account_id: str, list_id: str, description: str) -> CustomList:
@@ -434,7 +433,7 @@ class CloudflareClient(CloudflareCalls):
             f"{self._lists(account_id, list_id)}/items", ListItem, style=PageStyle.CURSOR_AFTER, per_page=per_page
         )
 
-    async def replace_list_items(self, account_id: str, list_id: str, items: Sequence[Mapping[str, Any]]) -> str:
+    async def replace_list_items(self, account_id: str, list_id: str, items: Sequence[Mapping[str, JsonBody]]) -> str:
         """Replace every item of the list (asynchronously): the bulk operation's ID."""
         path = f"{self._lists(account_id, list_id)}/items"
         return (await self.fetch("PUT", path, OperationID, json=[dict(item) for item in items])).operation_id

@@ -15,7 +15,8 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from pydantic import JsonValue
 
 from app.cloudflare.errors import BadResponse, CloudflareError, ErrorDetail, RateLimited, classify
 
@@ -36,13 +37,13 @@ class ApiResponse:
     """A successful call: the unwrapped `result`, the `result_info` of list endpoints, and the `messages`."""
 
     status: int
-    result: Any
-    result_info: Mapping[str, Any] | None = None
+    result: JsonValue
+    result_info: Mapping[str, JsonValue] | None = None
     messages: tuple[ErrorDetail, ...] = ()
     ray_id: str | None = None
 
 
-def _as_int(value: Any) -> int | None:
+def _as_int(value: object) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -55,7 +56,7 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
-def parse_details(raw: Any) -> tuple[ErrorDetail, ...]:
+def parse_details(raw: object) -> tuple[ErrorDetail, ...]:
     """The `errors` (or `messages`) list as `ErrorDetail`s, tolerating any shape."""
     if not isinstance(raw, list):
         return ()
@@ -152,20 +153,22 @@ def unwrap(
     if status == 204:
         return ApiResponse(status=status, result=None, ray_id=ray_id)
 
-    data: Any = None
+    data: dict[str, JsonValue] | None = None
     decode_error: str | None = None
     if not body.strip():
         decode_error = "empty body"
     else:
         try:
-            data = json.loads(body)
+            parsed: JsonValue = json.loads(body)
         except (ValueError, UnicodeDecodeError) as exc:
             decode_error = f"invalid JSON ({type(exc).__name__} at char {getattr(exc, 'pos', '?')})"
         else:
-            if not isinstance(data, dict) or not isinstance(data.get("success"), bool):
+            if isinstance(parsed, dict) and isinstance(parsed.get("success"), bool):
+                data = parsed
+            else:
                 decode_error = "JSON without the success/errors/result envelope"
 
-    if decode_error is not None:
+    if data is None:
         content_type = headers.get("content-type", "no content type")
         message = f"not a Cloudflare envelope: {decode_error}; {content_type}, {len(body)} bytes"
         if body.strip():

@@ -37,7 +37,6 @@ import logging
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
 
 import httpx
 
@@ -123,7 +122,7 @@ class _CallTimer:
         """Whether the request may have reached the server."""
         return self.phase not in ("pool", "connect", "tls")
 
-    async def trace(self, event: str, info: Mapping[str, Any]) -> None:
+    async def trace(self, event: str, info: Mapping[str, object]) -> None:
         _, _, name = event.partition(".")
         if name == "connect_tcp.started":
             self.phase = "connect"

@@ -24,7 +24,6 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import Any
 
 import httpcore
 
@@ -104,7 +103,9 @@ class Keepalive:
 
         return forget
 
-    async def _ping(self, connection: Any, h2: Any, stream: MonitoredStream) -> None:
+    async def _ping(
+        self, connection: httpcore.AsyncConnectionInterface, h2: httpcore.AsyncHTTP2Connection, stream: MonitoredStream
+    ) -> None:
         sent_at = time.monotonic()
         deadline = sent_at + self.ping_timeout
         failure: str | None = None

@@ -8,9 +8,13 @@ resource manages names itself in messages (`described`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, SkipValidation
+
+Json = Annotated[JsonValue, SkipValidation]
+"""A value read as Cloudflare sent it, for kflare to pass on or compare: the parsed JSON of the reply, kept as it
+is rather than validated a second time."""
 
 
 class CloudflareModel(BaseModel):
@@ -42,7 +46,7 @@ class Account(CloudflareModel):
     name: str = ""
     type: str | None = None
     created_on: str | None = None
-    settings: dict[str, Any] | None = None
+    settings: dict[str, Json] | None = None
 
 
 class ZonePlan(CloudflareModel):
@@ -81,8 +85,8 @@ class DNSRecord(CloudflareModel):
     priority: int | None = None
     comment: str | None = None
     tags: list[str] = Field(default_factory=list)
-    data: dict[str, Any] | None = None
-    settings: dict[str, Any] | None = None
+    data: dict[str, Json] | None = None
+    settings: dict[str, Json] | None = None
     created_on: str | None = None
     modified_on: str | None = None
 
@@ -182,7 +186,7 @@ class TunnelConfiguration(CloudflareModel):
     tunnel_id: str
     account_id: str | None = None
     version: int = 0
-    config: dict[str, Any] | None = None
+    config: dict[str, Json] | None = None
     source: str | None = None
     created_at: str | None = None
 
@@ -200,9 +204,9 @@ class RulesetRule(CloudflareModel):
     expression: str | None = None
     description: str = ""
     enabled: bool = True
-    action_parameters: dict[str, Any] | None = None
-    ratelimit: dict[str, Any] | None = None
-    logging: dict[str, Any] | None = None
+    action_parameters: dict[str, Json] | None = None
+    ratelimit: dict[str, Json] | None = None
+    logging: dict[str, Json] | None = None
     last_updated: str | None = None
 
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+
+from pydantic import JsonValue
 
 from app.cloudflare.envelope import ApiResponse
 from app.cloudflare.errors import BadResponse
 
-Fetch = Callable[[Mapping[str, Any]], Awaitable[ApiResponse]]
+Fetch = Callable[[Mapping[str, object]], Awaitable[ApiResponse]]
 
 DEFAULT_MAX_PAGES = 10_000
 
@@ -36,7 +37,7 @@ class PageStyle(enum.Enum):
     SINGLE = "single"
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -46,7 +47,7 @@ def _int(value: Any) -> int | None:
     return None
 
 
-def _items(response: ApiResponse, items_key: str | None) -> Sequence[Any]:
+def _items(response: ApiResponse, items_key: str | None) -> Sequence[JsonValue]:
     result = response.result
     if items_key is not None:
         result = result.get(items_key) if isinstance(result, Mapping) else None
@@ -63,10 +64,10 @@ def _items(response: ApiResponse, items_key: str | None) -> Sequence[Any]:
 async def paginate_pages(
     fetch: Fetch,
     *,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
     per_page: int | None = None,
     max_pages: int = DEFAULT_MAX_PAGES,
-) -> AsyncIterator[Any]:
+) -> AsyncIterator[JsonValue]:
     """Page-number pagination (`page`, `per_page`, `result_info.total_pages`)."""
     page = 1
     while True:
@@ -94,7 +95,7 @@ async def paginate_pages(
         page += 1
 
 
-def _cursor_of(info: Mapping[str, Any], style: PageStyle) -> str | None:
+def _cursor_of(info: Mapping[str, JsonValue], style: PageStyle) -> str | None:
     if style is PageStyle.CURSOR_AFTER:
         cursors = info.get("cursors")
         value = cursors.get("after") if isinstance(cursors, Mapping) else None
@@ -107,11 +108,11 @@ async def paginate_cursor(
     fetch: Fetch,
     *,
     style: PageStyle = PageStyle.CURSOR,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
     per_page: int | None = None,
     items_key: str | None = None,
     max_pages: int = DEFAULT_MAX_PAGES,
-) -> AsyncIterator[Any]:
+) -> AsyncIterator[JsonValue]:
     """Cursor pagination: `result_info.cursor` (`CURSOR`) or `result_info.cursors.after` (`CURSOR_AFTER`), sent
     back as the `cursor` parameter. `items_key` names the list inside an object `result` (R2: `buckets`)."""
     if style not in (PageStyle.CURSOR, PageStyle.CURSOR_AFTER):
@@ -137,8 +138,8 @@ async def paginate_cursor(
 
 
 async def paginate_single(
-    fetch: Fetch, *, params: Mapping[str, Any] | None = None, items_key: str | None = None
-) -> AsyncIterator[Any]:
+    fetch: Fetch, *, params: Mapping[str, object] | None = None, items_key: str | None = None
+) -> AsyncIterator[JsonValue]:
     """A list endpoint that answers everything in one call."""
     response = await fetch(dict(params or {}))
     for item in _items(response, items_key):
@@ -149,11 +150,11 @@ def paginate(
     fetch: Fetch,
     style: PageStyle,
     *,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
     per_page: int | None = None,
     items_key: str | None = None,
     max_pages: int = DEFAULT_MAX_PAGES,
-) -> AsyncIterator[Any]:
+) -> AsyncIterator[JsonValue]:
     """The iterator for `style`."""
     if style is PageStyle.PAGE:
         if items_key is not None:

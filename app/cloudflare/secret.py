@@ -8,7 +8,7 @@ the token's SHA-256), which is also how budgets and statistics name a token. The
 from __future__ import annotations
 
 import hashlib
-from typing import Any, NoReturn, final
+from typing import NoReturn, final
 
 FINGERPRINT_LENGTH = 12
 
@@ -74,13 +74,13 @@ class Secret:
     def __hash__(self) -> int:
         return hash(self._digest)
 
-    def __setattr__(self, name: str, value: Any) -> NoReturn:
+    def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError("Secret is immutable")
 
     def __copy__(self) -> Secret:
         return self
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> Secret:
+    def __deepcopy__(self, memo: dict[int, object]) -> Secret:
         return self
 
     def __reduce__(self) -> NoReturn:

@@ -13,7 +13,7 @@ import asyncio
 import ssl
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TypedDict
 
 import httpcore
 import httpx
@@ -70,7 +70,7 @@ class MonitoredStream(httpcore.AsyncNetworkStream):
         inner = await self._inner.start_tls(ssl_context, server_hostname, bound)
         return MonitoredStream(inner, tls_timeout=self._tls_timeout)
 
-    def get_extra_info(self, info: str) -> Any:
+    def get_extra_info(self, info: str) -> object:
         return self._inner.get_extra_info(info)
 
 
@@ -107,6 +107,18 @@ class MonitoredBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
+class _PoolOptions(TypedDict):
+    """What the direct pool and the proxy's pool share."""
+
+    ssl_context: ssl.SSLContext
+    max_connections: int | None
+    max_keepalive_connections: int | None
+    keepalive_expiry: float | None
+    http1: bool
+    http2: bool
+    network_backend: httpcore.AsyncNetworkBackend
+
+
 class CloudflareTransport(httpx.AsyncHTTPTransport):
     """`httpx.AsyncHTTPTransport` over a pool that uses `MonitoredBackend`: direct, or through the HTTP proxy `proxy`
     (a CONNECT tunnel for https, which the TLS handshake with Cloudflare then runs inside)."""
@@ -121,7 +133,7 @@ class CloudflareTransport(httpx.AsyncHTTPTransport):
         proxy: str | None = None,
     ) -> None:
         super().__init__(verify=verify, http2=http2, limits=limits, trust_env=False)
-        options: dict[str, Any] = {
+        options: _PoolOptions = {
             "ssl_context": httpx.create_ssl_context(verify=verify, trust_env=False),
             "max_connections": limits.max_connections,
             "max_keepalive_connections": limits.max_keepalive_connections,
