@@ -96,6 +96,8 @@ class Input:
 
     documents_of: DocumentsOf
     state: Callable[[JSON], object] | None = None
+    indexes: Mapping[str, Indexer] = field(default_factory=dict)
+    """Indexes the aggregate reads the input's cache by, kept on that cache whoever owns it (a kind's controller)."""
 
 
 class AggregateReconciler(Reconciler, Protocol):
@@ -231,6 +233,9 @@ class Manager:
             if informer is None or reconciler.name in fed:
                 continue
             spec = feed if isinstance(feed, Input) else Input(feed)
+            for index, indexer in spec.indexes.items():
+                if index not in informer.indexers:
+                    informer.add_index(index, indexer)
             informer.add_handler(self._feeder(reconciler.name, rt.kind, spec.documents_of, spec.state or _input_state))
 
     def _feeder(self, name: str, kind: str, documents_of: DocumentsOf, state_of: Callable[[JSON], object]) -> _Feeder:

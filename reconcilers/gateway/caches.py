@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from typing import TypeGuard, TypeVar
 
 from app.kube.client import JSON
+from app.kube.index import Ref
+from app.kube.informer import Informer
 from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.context import Context
 from reconcilers.credentials import account_object
@@ -50,6 +52,7 @@ from reconcilers.gateway.shapes import (
 )
 from reconcilers.gateway.translate import Hostname, World, certificate_refs
 from reconcilers.managed_kind import resource_type
+from reconcilers.tenancy import DOMAIN_INDEX, RECORD_NAME_INDEX, managing_zone
 from reconcilers.tunnel import TunnelKind
 from reconcilers.tunnel_configuration import TunnelConfigurationKind
 from reconcilers.zone import ZoneKind
@@ -214,23 +217,64 @@ def record_status_state(raw: JSON) -> object:
     return repr((raw.get("spec"), meta.get("labels"), meta.get("deletionTimestamp"), ready))
 
 
-def record_tunnel(raw: JSON) -> list[str]:
-    """The tunnel document a DNSRecord of the class belongs to."""
-    annotation = ((raw.get("metadata") or {}).get("annotations") or {}).get(publish.TUNNEL_ANNOTATION)
-    return [str(annotation)] if annotation else []
-
-
 def tunnel_view(ctx: Context, key: tuple[str, str], hostnames: Iterable[Hostname]) -> publish.TunnelView:
     """The tunnel as the caches hold it, with the hostnames published through it."""
     return publish.tunnel_view(
         key,
         hostnames,
         ctx.cached(TUNNEL_KIND, key[1], key[0]),
-        ctx.cached_all(TUNNEL_CONFIGURATIONS.kind),
-        ctx.cached_all(ZONES.kind),
-        ctx.cached_all(DNS_RECORDS.kind),
+        _configurations_of(ctx, key),
+        _zones(ctx),
+        _records(ctx),
         lambda key: ctx.cached(*_account_at(key)),
     )
+
+
+class _CachedZones:
+    """The Zone that manages a hostname's zone, from the Zones' cache's domain index."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def managing(self, hostname: str) -> JSON | None:
+        return managing_zone(self.ctx, hostname)
+
+
+class _CachedRecords:
+    """DNSRecords by name and by record name, from the cache and its record-name index."""
+
+    def __init__(self, informer: Informer) -> None:
+        self.informer = informer
+
+    def at(self, namespace: str, name: str) -> JSON | None:
+        return self.informer.get(name, namespace)
+
+    def naming(self, record_name: str) -> list[JSON]:
+        return self.informer.by_index(RECORD_NAME_INDEX, record_name)
+
+
+def _zones(ctx: Context) -> publish.ZoneLookup | list[JSON]:
+    informer = ctx.informer_of(ZONES.kind)
+    if informer is not None and DOMAIN_INDEX in informer.indexers:
+        return _CachedZones(ctx)
+    return ctx.cached_all(ZONES.kind)  # a cache without the index (tests' stand-ins): listed
+
+
+def _records(ctx: Context) -> publish.RecordLookup | list[JSON]:
+    informer = ctx.informer_of(DNS_RECORDS.kind)
+    if informer is not None and RECORD_NAME_INDEX in informer.indexers:
+        return _CachedRecords(informer)
+    return ctx.cached_all(DNS_RECORDS.kind)
+
+
+def _configurations_of(ctx: Context, tunnel: tuple[str, str]) -> list[JSON]:
+    """The TunnelConfigurations naming the tunnel, from the dependency index (each names its Tunnel)."""
+    found = []
+    for child in ctx.index.children(Ref(TUNNEL_KIND, tunnel[0], tunnel[1]), kind=TUNNEL_CONFIGURATIONS.kind):
+        raw = ctx.cached(child.kind, child.name, child.namespace or None)
+        if raw is not None:
+            found.append(raw)
+    return found
 
 
 def _account_at(key: str) -> tuple[str, str, str | None]:

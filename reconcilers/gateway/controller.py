@@ -295,8 +295,10 @@ class GatewayClassReconciler:
                     {"status": "False", "reason": publish_status.CONFIGURATION_REFUSED, "message": refusal}
                 )
         records = {
-            (str(r["metadata"].get("namespace")), str(r["metadata"]["name"])): r
-            for r in self.ctx.cached_all(DNS_RECORDS.kind)
+            (plan.namespace, plan.name): record
+            for view in views.values()
+            for plan in view.plans
+            if (record := self.ctx.cached(DNS_RECORDS.kind, plan.name, plan.namespace)) is not None
         }
         dns_of = {shapes.key(g): publishes_dns(g) for g in world.gateways}
         for rkey, entries in result.route_parents.items():

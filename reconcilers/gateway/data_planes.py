@@ -381,7 +381,7 @@ class PlaneReconciler:
         released = await self.release((namespace, name))
         if released.retry or released.requeue_after:
             return released
-        if any(publish.is_ours(r, (namespace, name)) for r in self.ctx.cached_all(DNSRecordKind.model.info.kind)):
+        if publish.records_of(self.ctx.informer_of(DNSRecordKind.kind), (namespace, name)):
             return Outcome(requeue_after=TEARDOWN_POLL)
         # (2) The pods and what they read.
         pending = False

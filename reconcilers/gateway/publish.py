@@ -21,10 +21,11 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from app.api.account import effective_account_id
 from app.api.tunnel import CATCH_ALL_404
+from app.kube.informer import Informer
 from reconcilers.credentials import account_key
 from reconcilers.gateway.kinds import Classes
 from reconcilers.gateway.owners import ZoneIndex, holds_zone
@@ -179,13 +180,47 @@ def _bare(name: str) -> str:
     return name.rstrip(".").lower()
 
 
+@runtime_checkable
+class ZoneLookup(Protocol):
+    def managing(self, hostname: str) -> Mapping[str, Any] | None:
+        """The Zone that manages the zone `hostname` is in (`app.api.tenancy.ZoneIndex.managing`)."""
+
+
+@runtime_checkable
+class RecordLookup(Protocol):
+    """The DNSRecords the plans read: one by its name, and those giving a record name."""
+
+    def at(self, namespace: str, name: str) -> JSON | None: ...
+
+    def naming(self, record_name: str) -> Iterable[JSON]:
+        """The DNSRecords whose `spec.name` is `record_name` (lower case, no final dot)."""
+
+
+class ListedRecords:
+    """A RecordLookup over a listing of DNSRecords."""
+
+    def __init__(self, records: Iterable[JSON]) -> None:
+        self.by_key: dict[tuple[str, str], JSON] = {}
+        self.by_name: dict[str, list[JSON]] = {}
+        for record in records:
+            meta = _meta(record)
+            self.by_key[(str(meta.get("namespace")), str(meta.get("name")))] = record
+            self.by_name.setdefault(_bare(str(_spec(record).get("name"))), []).append(record)
+
+    def at(self, namespace: str, name: str) -> JSON | None:
+        return self.by_key.get((namespace, name))
+
+    def naming(self, record_name: str) -> Iterable[JSON]:
+        return self.by_name.get(record_name, [])
+
+
 def zone_of(
-    hostname: str, zones: Iterable[JSON] | ZoneIndex, tunnel: TunnelTarget, accounts: AccountLookup
+    hostname: str, zones: Iterable[JSON] | ZoneLookup, tunnel: TunnelTarget, accounts: AccountLookup
 ) -> JSON | None:
     """The kflare Zone a hostname's DNS record goes into: the Zone that manages its zone (`owners`: the one holding a
     Cloudflare zone whose domain is the longest suffix of it), when that Zone is of the tunnel's account and is not
     being deleted (its deletion waits for its records). None: the class makes no record for it."""
-    index = zones if isinstance(zones, ZoneIndex) else ZoneIndex(zones)
+    index = zones if isinstance(zones, ZoneLookup) else ZoneIndex(zones)
     zone = index.managing(hostname)
     if zone is None or _meta(zone).get("deletionTimestamp"):
         return None
@@ -237,6 +272,43 @@ def is_ours(record: JSON, tunnel: TunnelKey) -> bool:
     return (_meta(record).get("labels") or {}).get(TUNNEL_LABEL) == tunnel_label(tunnel)
 
 
+TUNNEL_INDEX = "gateway-tunnel"
+"""The DNSRecords' cache's index of the class's records by their tunnel label: a tunnel's records are one lookup."""
+
+
+def tunnel_labels(record: JSON) -> list[str]:
+    label = (_meta(record).get("labels") or {}).get(TUNNEL_LABEL)
+    return [str(label)] if label else []
+
+
+DOCUMENT_INDEX = "gateway-tunnel-document"
+"""The DNSRecords' cache's index of the class's records by the tunnel document they were made for (its annotation):
+which tunnels have records is the index's values."""
+
+
+def record_documents(record: JSON) -> list[str]:
+    annotation = (_meta(record).get("annotations") or {}).get(TUNNEL_ANNOTATION)
+    return [str(annotation)] if annotation else []
+
+
+def documents_with_records(informer: Informer | None) -> set[str]:
+    """The tunnel documents (`namespace/name`) the class's DNSRecords were made for."""
+    if informer is None:
+        return set()
+    if DOCUMENT_INDEX in informer.indexers:
+        return informer.index_values(DOCUMENT_INDEX)
+    return {document for record in informer.list() for document in record_documents(record)}
+
+
+def records_of(informer: Informer | None, tunnel: TunnelKey) -> list[JSON]:
+    """The class's DNSRecords of `tunnel`, from the index (a scan of the cache only before the index is kept)."""
+    if informer is None:
+        return []
+    if TUNNEL_INDEX in informer.indexers:
+        return informer.by_index(TUNNEL_INDEX, tunnel_label(tunnel))
+    return [record for record in informer.list() if is_ours(record, tunnel)]
+
+
 def record_hostname(record: JSON) -> str:
     """The hostname a DNSRecord of the class publishes."""
     annotated = (_meta(record).get("annotations") or {}).get(HOSTNAME_ANNOTATION)
@@ -283,26 +355,30 @@ def record_body(hostname: Hostname, zone: JSON, tunnel: TunnelTarget, name: str)
 def plan_records(
     tunnel: TunnelTarget,
     hostnames: Iterable[Hostname],
-    zones: Iterable[JSON],
-    records: Iterable[JSON],
+    zones: Iterable[JSON] | ZoneLookup,
+    records: Iterable[JSON] | RecordLookup,
     accounts: AccountLookup,
 ) -> list[RecordPlan]:
-    """The DNS record of each hostname published through the tunnel."""
-    index = ZoneIndex(zones)
-    by_name: dict[tuple[str, str], JSON] = {}
-    holders: dict[tuple[str, str, str], JSON] = {}
-    for record in records:
-        meta = _meta(record)
-        by_name[(str(meta.get("namespace")), str(meta.get("name")))] = record
-        if not is_ours(record, tunnel.key) and not meta.get("deletionTimestamp"):
-            spec = _spec(record)
-            zone_ref = spec.get("zoneRef") or {}
-            key = (
-                str(zone_ref.get("namespace") or meta.get("namespace")),  # a record may name another namespace's Zone
-                str(zone_ref.get("name")),
-                _bare(str(spec.get("name"))),
-            )
-            holders.setdefault(key, record)
+    """The DNS record of each hostname published through the tunnel: each looked up by its name (the caches'
+    indexes answer, as this runs on every change of what the class publishes)."""
+    index = zones if isinstance(zones, ZoneLookup) else ZoneIndex(zones)
+    lookup = records if isinstance(records, RecordLookup) else ListedRecords(records)
+
+    def holder_of(zone: JSON, hostname: str) -> JSON | None:
+        """Another DNSRecord of the record name in the Zone (any type: a CNAME stands alone), the first by key."""
+        zone_key = (str(_meta(zone).get("namespace")), str(_meta(zone)["name"]))
+        for record in sorted(
+            lookup.naming(_bare(hostname)), key=lambda r: (_meta(r).get("namespace"), _meta(r)["name"])
+        ):
+            meta = _meta(record)
+            if is_ours(record, tunnel.key) or meta.get("deletionTimestamp"):
+                continue
+            zone_ref = _spec(record).get("zoneRef") or {}
+            # A record may name another namespace's Zone.
+            if (str(zone_ref.get("namespace") or meta.get("namespace")), str(zone_ref.get("name"))) == zone_key:
+                return record
+        return None
+
     plans = []
     for hostname in hostnames:
         zone = zone_of(hostname.hostname, index, tunnel, accounts) if hostname.dns else None
@@ -310,11 +386,10 @@ def plan_records(
             plans.append(RecordPlan(hostname.hostname, hostname.routes, None))
             continue
         namespace, name = str(_meta(zone).get("namespace")), record_object_name(hostname.hostname)
-        existing = by_name.get((namespace, name))
+        existing = lookup.at(namespace, name)
         holder = None if existing is not None and is_ours(existing, tunnel.key) else existing
         if existing is None:
-            # Another DNSRecord for the same record name (any type: a CNAME stands alone) holds it first.
-            holder = holders.get((namespace, str(_meta(zone)["name"]), _bare(hostname.hostname)))
+            holder = holder_of(zone, hostname.hostname)
         if holder is not None:
             where = str(_meta(holder).get("namespace") or namespace)
             # Named to the routes' namespace only when it is theirs (the routes of one hostname share a namespace).
@@ -383,8 +458,8 @@ def tunnel_view(
     hostnames: Iterable[Hostname],
     tunnel: JSON | None,
     configurations: Iterable[JSON],
-    zones: Iterable[JSON],
-    records: Iterable[JSON],
+    zones: Iterable[JSON] | ZoneLookup,
+    records: Iterable[JSON] | RecordLookup,
     accounts: AccountLookup,
 ) -> TunnelView:
     mine = [h for h in hostnames if h.tunnel == key]

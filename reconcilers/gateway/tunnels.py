@@ -37,7 +37,6 @@ from reconcilers.gateway.caches import (
     cached_tunnel,
     cached_world,
     read_referenced,
-    record_tunnel,
     tunnel_status_state,
     tunnel_view,
 )
@@ -115,8 +114,7 @@ class TunnelPublisher:
             for c in self.ctx.cached_all(GATEWAY_CLASSES.kind)
             if (k := publish.class_tunnel(c, self.options.classes))
         } | self._plane_tunnels()
-        for record in self.ctx.cached_all(DNS_RECORDS.kind):
-            named.update(record_tunnel(record))
+        named |= publish.documents_with_records(self.ctx.informer_of(DNS_RECORDS.kind))
         return sorted(named)
 
     def inputs(self) -> Mapping[ResourceType, DocumentsOf | Input]:
@@ -153,7 +151,7 @@ class TunnelPublisher:
 
         def of_record(raw: JSON) -> list[str]:
             # A user's DNSRecord may take (or free) a hostname of any tunnel; one of the class's belongs to one.
-            return record_tunnel(raw) or self.all_tunnels()
+            return publish.record_documents(raw) or self.all_tunnels()
 
         inputs: dict[ResourceType, DocumentsOf | Input] = {
             GATEWAY_CLASSES: of_class,
@@ -165,7 +163,10 @@ class TunnelPublisher:
             TUNNEL_CONFIGURATIONS: of_configuration,
             PARAMETERS: everywhere,
             ZONES: everywhere,
-            DNS_RECORDS: of_record,
+            DNS_RECORDS: Input(
+                of_record,
+                indexes={publish.TUNNEL_INDEX: publish.tunnel_labels, publish.DOCUMENT_INDEX: publish.record_documents},
+            ),
             ACCOUNTS: everywhere,
         }
         if self.options.classes.package_namespace is not None:
@@ -294,8 +295,7 @@ class TunnelPublisher:
         failed = False
         ours = {
             (str(r["metadata"].get("namespace")), str(r["metadata"]["name"])): r
-            for r in self.ctx.cached_all(DNS_RECORDS.kind)
-            if publish.is_ours(r, tunnel)
+            for r in publish.records_of(self.ctx.informer_of(DNS_RECORDS.kind), tunnel)
         }
         for (namespace, name), body in sorted(wanted.items()):
             assert body is not None

@@ -8,10 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from app.kube.client import ResourceType
-from app.kube.index import DependencyIndex
+from app.kube.index import DependencyIndex, Ref
 from reconcilers.gateway.controller import GatewayClassReconciler, GatewayOptions
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.gateway.translate import TunnelState
+from reconcilers.managed_kind import parents_of
+from reconcilers.registry import KINDS, reconciler_of
 from tests.dataplane.world import NS, backend, endpoint_slice, gateway, gateway_class, http_route, service
 from tests.unit.gateway.test_backend_tls import config_map, listener_set, policy
 
@@ -52,11 +54,19 @@ class FakeReferenced:
         return ()
 
 
+KIND_NAMES = {kind.kind for kind in KINDS}
+
+
 class FakeContext:
     def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
         self.objects, self.kube = objects, FakeKube()
         self.secrets, self.index = FakeReferenced(), DependencyIndex()
         self.configmaps = FakeReferenced(objects.get("ConfigMap"))
+        for kind, listed in objects.items():  # the links of kflare's kinds, as the manager keeps them
+            if kind in KIND_NAMES:
+                for obj in listed:
+                    ref = Ref(kind, obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
+                    self.index.set_parents(ref, parents_of(reconciler_of(kind), obj))
 
     def cached(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         for obj in self.objects.get(kind, []):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.kube.client import ResourceType
+from app.kube.informer import Informer
 from reconcilers.gateway import publish
 from reconcilers.gateway.caches import DNS_RECORDS
 from reconcilers.gateway.translate import Translation, TunnelState, World, translate
@@ -237,6 +239,12 @@ class FakeContext:
 
     def cached_all(self, kind: str) -> list[dict[str, Any]]:
         return self.objects.get(kind, [])
+
+    def informer_of(self, kind: str) -> Informer:
+        informer = Informer(None, ResourceType("kflare.dev", "v1alpha1", kind.lower() + "s", kind))  # type: ignore[arg-type]
+        for obj in self.objects.get(kind, []):
+            informer.put(obj)
+        return informer
 
 
 def class_record(hostname: str, namespace: str = OWNER, zone_name: str = "example") -> dict[str, Any]:

@@ -162,3 +162,40 @@ async def test_an_input_read_with_its_status_reconciles_on_a_status_change() -> 
         assert reader.log == [("", "doc")] * 3, "the change of what it does not read reconciled nothing"
     finally:
         await manager.stop()
+
+
+class IndexedReader(StatusReader):
+    """A document that finds its inputs by an index of their cache, which it asks for with the input."""
+
+    name = "indexed-reader"
+
+    def inputs(self) -> Mapping[ResourceType, DocumentsOf | Input]:
+        def tunnel(raw: JSON) -> list[str]:
+            return [str((raw.get("spec") or {}).get("tunnel"))]
+
+        return {GATEWAYS: Input(lambda raw: ["doc"], indexes={"tunnel": tunnel})}
+
+
+async def test_an_inputs_index_is_kept_on_its_cache_and_follows_changes() -> None:
+    """The index is on the cache the input is read from: a lookup by it answers what a scan would, after a change
+    too."""
+    kube = FeedKube()
+    gw_a, gw_b = obj("a", 1), obj("b", 1)
+    gw_a["spec"], gw_b["spec"] = {"tunnel": "t1"}, {"tunnel": "t2"}
+    kube.put(GATEWAYS, gw_a, gw_b)
+    manager = Manager(kube, "kflare-system", workers=1)  # type: ignore[arg-type]
+    manager.register_aggregate(IndexedReader())
+    manager.start()
+    try:
+        informer = manager.informer_of("Gateway")
+        assert informer is not None
+        await until(lambda: len(informer.cache) == 2, "the cache to fill")
+        assert [g["metadata"]["name"] for g in informer.by_index("tunnel", "t2")] == ["b"]
+        assert [g["metadata"]["name"] for g in informer.by_index("tunnel", "t1")] == ["a"]
+        moved = obj("a", 2)
+        moved["spec"] = {"tunnel": "t2"}
+        kube.push(GATEWAYS, "MODIFIED", moved)
+        await until(lambda: len(informer.by_index("tunnel", "t2")) == 2, "the index to follow the change")
+        assert informer.by_index("tunnel", "t1") == []
+    finally:
+        await manager.stop()
