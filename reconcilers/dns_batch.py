@@ -25,9 +25,10 @@ import contextlib
 import contextvars
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from app.clock import Clock, MonotonicClock
+from app.cloudflare.calls import JsonBody
 from app.cloudflare.client import CloudflareClient
 from app.cloudflare.errors import (
     CloudflareError,
@@ -50,6 +51,8 @@ OPS_PER_CALL = {"free": 200}
 PAID_OPS_PER_CALL = 3500
 
 OpKind = Literal["delete", "patch", "post"]
+OpBody = Mapping[str, JsonBody]
+"""The create body, or the patch with its `id`, or `{"id": ...}` for a delete."""
 
 
 def ops_per_call(plan: str | None) -> int:
@@ -59,7 +62,7 @@ def ops_per_call(plan: str | None) -> int:
 @dataclass(eq=False)
 class _Op:
     kind: OpKind
-    body: Mapping[str, Any]  # the create body, or the patch with its `id`, or `{"id": ...}` for a delete
+    body: OpBody
     owner: str  # the resource the operation is for
     done: asyncio.Future[DNSRecord | None]
     sending: asyncio.Task[None] | None = None
@@ -68,7 +71,7 @@ class _Op:
     """When the batch must go for this operation's reconcile to be there for the answer (the batcher's clock)."""
 
 
-Applied = Callable[[OpKind, Mapping[str, Any], DNSRecord | None], None]
+Applied = Callable[[OpKind, OpBody, DNSRecord | None], None]
 
 
 @dataclass
@@ -92,12 +95,12 @@ class ZoneBatcher:
     _wake: asyncio.Event | None = None
     _sends: set[asyncio.Task[None]] = field(default_factory=set)
 
-    async def create(self, owner: str, body: Mapping[str, Any]) -> DNSRecord:
+    async def create(self, owner: str, body: OpBody) -> DNSRecord:
         created = await self._submit("post", body, owner)
         assert created is not None
         return created
 
-    async def patch(self, owner: str, record_id: str, changes: Mapping[str, Any]) -> DNSRecord:
+    async def patch(self, owner: str, record_id: str, changes: OpBody) -> DNSRecord:
         patched = await self._submit("patch", {**changes, "id": record_id}, owner)
         assert patched is not None
         return patched
@@ -112,7 +115,7 @@ class ZoneBatcher:
             with contextlib.suppress(Exception):
                 await asyncio.shield(op.done)
 
-    async def _submit(self, kind: OpKind, body: Mapping[str, Any], owner: str) -> DNSRecord | None:
+    async def _submit(self, kind: OpKind, body: OpBody, owner: str) -> DNSRecord | None:
         loop = asyncio.get_running_loop()
         op = _Op(kind, body, owner, loop.create_future())
         now = self.clock.now()
@@ -350,14 +353,14 @@ class Batches:
             if zone == zone_id:
                 batcher.wake()
 
-    applied: Callable[[str, OpKind, Mapping[str, Any], DNSRecord | None], None] = lambda zone, kind, body, rec: None
+    applied: Callable[[str, OpKind, OpBody, DNSRecord | None], None] = lambda zone, kind, body, rec: None
 
     def of(self, client: CloudflareClient, zone_id: str, plan: str | None, size: int | None = None) -> ZoneBatcher:
         key = (zone_id, client.fingerprint)
         batcher = self.batchers.get(key)
         if batcher is None:
 
-            def applied(kind: OpKind, body: Mapping[str, Any], record: DNSRecord | None) -> None:
+            def applied(kind: OpKind, body: OpBody, record: DNSRecord | None) -> None:
                 self.applied(zone_id, kind, body, record)
 
             batcher = self.batchers[key] = ZoneBatcher(

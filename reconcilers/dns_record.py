@@ -25,12 +25,15 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
+
+from pydantic import JsonValue
 
 from app.api import DNSRecord
 from app.api.constants import FINALIZER, Reason
 from app.api.dnsrecord import DNSRecordMetadata
 from app.api.tenancy import record_hostname
+from app.cloudflare.calls import JsonBody
 from app.cloudflare.client import CloudflareClient
 from app.cloudflare.models import DNSRecord as CloudflareRecord
 from app.kube.client import JSON
@@ -41,7 +44,7 @@ from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
 from reconcilers.credentials import account_key, ready_account, zone_namespace, zone_ref_key
 from reconcilers.dns_batch import Batches, ZoneBatcher
-from reconcilers.managed_kind import ManagedKind, pending_intent
+from reconcilers.managed_kind import Changes, ManagedKind, pending_intent
 from reconcilers.tenancy import RECORD_NAME_INDEX, record_names, zone_grants
 from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve
 
@@ -124,7 +127,14 @@ def normal_content(record_type: str, content: str | None) -> str:
     return text
 
 
-def _data_matches(wanted: dict[str, Any], actual: dict[str, Any] | None) -> bool:
+class ContentKey(TypedDict, total=False):
+    """What tells a record of the resource's name apart from the others: its `data`, or else its content."""
+
+    data: dict[str, JsonValue]
+    content: str
+
+
+def _data_matches(wanted: Mapping[str, object], actual: Mapping[str, object] | None) -> bool:
     actual = actual or {}
     for key, value in wanted.items():
         have = actual.get(key)
@@ -297,7 +307,7 @@ class DNSRecordKind(
         return candidates[0] if spec.type in EXCLUSIVE_TYPES and len(candidates) == 1 else None
 
     @staticmethod
-    def _content_key(obj: DNSRecord) -> dict[str, Any]:
+    def _content_key(obj: DNSRecord) -> ContentKey:
         spec = obj.spec
         if spec.data is not None:
             return {"data": spec.data}
@@ -306,9 +316,9 @@ class DNSRecordKind(
     def intent_match(self, obj: DNSRecord) -> str | None:
         return json.dumps(self._content_key(obj), sort_keys=True)
 
-    def desired(self, obj: DNSRecord, zone_name: str, tunnel_target: str | None = None) -> dict[str, Any]:
+    def desired(self, obj: DNSRecord, zone_name: str, tunnel_target: str | None = None) -> dict[str, JsonBody]:
         spec = obj.spec
-        body: dict[str, Any] = {
+        body: dict[str, JsonBody] = {
             "name": fqdn(spec.name, zone_name),
             "type": spec.type,
             "ttl": spec.ttl if spec.ttl is not None else 1,
@@ -338,16 +348,16 @@ class DNSRecordKind(
     def _batcher(self, link: RecordLink) -> ZoneBatcher:
         return self.batches.of(link.client, link.zone_id, link.plan, self.ctx.dns_batch_size or None)
 
-    def _applied(self, zone_id: str, kind: str, body: Mapping[str, Any], record: CloudflareRecord | None) -> None:
+    def _applied(self, zone_id: str, kind: str, body: Mapping[str, JsonBody], record: CloudflareRecord | None) -> None:
         """Cloudflare applied a write, perhaps after its reconcile stopped waiting: the listing shows it at once."""
         if record is not None:
             self.listings.put(f"zone:{zone_id}", record)
         elif kind == "delete":
             self.listings.drop(f"zone:{zone_id}", str(body["id"]))
 
-    def diff(self, link: RecordLink, obj: DNSRecord, observed: CloudflareRecord) -> dict[str, Any]:
+    def diff(self, link: RecordLink, obj: DNSRecord, observed: CloudflareRecord) -> Changes:
         spec = obj.spec
-        changes: dict[str, Any] = {}
+        changes: Changes = {}
         target = None if spec.tunnel_ref is None or obj.metadata.deleting else self._tunnel_target(obj)
         content = target or spec.content
         if spec.data is not None:
@@ -375,7 +385,7 @@ class DNSRecordKind(
         return changes
 
     async def update(
-        self, link: RecordLink, obj: DNSRecord, observed: CloudflareRecord, changes: dict[str, Any]
+        self, link: RecordLink, obj: DNSRecord, observed: CloudflareRecord, changes: Changes
     ) -> CloudflareRecord:
         body = dict(changes)
         if obj.spec.type in ("A", "AAAA", "CNAME"):

@@ -35,6 +35,7 @@ from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context, lists_key
 from reconcilers.credentials import account_id_of, account_key
 from reconcilers.holders import done_with
+from reconcilers.managed_kind import Changes
 from reconcilers.rulesets import LIST_NAME_INDEX, LISTS_INDEX
 from reconcilers.waiting import RETRY_PARENT, NotReady
 
@@ -144,17 +145,15 @@ class IPListKind(
     def _wanted(obj: IPList) -> tuple[tuple[str, str], ...]:
         return tuple(sorted((normal_ip(item.ip), item.comment or "") for item in obj.spec.items))
 
-    def diff(self, link: AccountScope, obj: IPList, observed: ObservedList) -> dict[str, object]:
-        changes: dict[str, object] = {}
+    def diff(self, link: AccountScope, obj: IPList, observed: ObservedList) -> Changes:
+        changes: Changes = {}
         if (obj.spec.description or "") != (observed.list.description or ""):
             changes["description"] = obj.spec.description or ""
         if self._wanted(obj) != observed.items:
             changes["items"] = True
         return changes
 
-    async def update(
-        self, link: AccountScope, obj: IPList, observed: ObservedList, changes: dict[str, object]
-    ) -> ObservedList:
+    async def update(self, link: AccountScope, obj: IPList, observed: ObservedList, changes: Changes) -> ObservedList:
         client = link.account.client
         account_id = link.account.account_id
         current = observed.list

@@ -38,7 +38,7 @@ import contextlib
 import datetime as dt
 import json
 from collections.abc import Sequence
-from typing import Any, Generic, cast
+from typing import Generic, cast
 
 from pydantic import ValidationError
 
@@ -52,7 +52,6 @@ from app.api.constants import (
     DeletionPolicy,
     Reason,
 )
-from app.api.resource import Resource
 from app.api.validation import errors_from
 from app.cloudflare.errors import (
     CloudflareError,
@@ -82,7 +81,7 @@ from reconcilers.capabilities import (
 from reconcilers.claims import Holder
 from reconcilers.managed_kind import L, ManagedKind, ObservedT, R, described, id_of
 from reconcilers.ownership import Ownership
-from reconcilers.waiting import RETRY_PARENT, NotReady, new_and_waiting_for_a_parent
+from reconcilers.waiting import RETRY_PARENT, NotReady, Stored, new_and_waiting_for_a_parent
 from reconcilers.writer import ObjectWriter
 
 # NotReady is named here too because the Gateway class's reconcilers import it from the lifecycle.
@@ -91,7 +90,7 @@ __all__ = ["MAX_LISTED_DEPENDANTS", "Lifecycle", "NotReady", "paused"]
 MAX_LISTED_DEPENDANTS = 5
 
 
-def paused(obj: Resource[Any, Any]) -> bool:
+def paused(obj: Stored) -> bool:
     return obj.metadata.annotations.get(PAUSED_ANNOTATION, "").lower() == "true"
 
 

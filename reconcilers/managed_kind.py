@@ -15,20 +15,24 @@ from app.api.base import GROUP, VERSION, wire_name
 from app.api.constants import CREATE_INTENT_ANNOTATION, Reason
 from app.api.links import targets_of
 from app.api.resource import Resource
+from app.cloudflare.calls import JsonBody
 from app.kube.client import JSON, ResourceType
 from app.kube.index import Ref
 from app.kube.informer import Indexer
 from reconcilers.capabilities import Indexed, RecordsIdElsewhere, ServesChildren
 from reconcilers.context import AccountLink, Context
 from reconcilers.holders import CLAIM_INDEX, Owners
-from reconcilers.waiting import can_serve
+from reconcilers.waiting import Stored, can_serve
 
 R = TypeVar("R", bound=Resource[Any, Any])
 L = TypeVar("L")  # what connect() resolves: parents' IDs and a Cloudflare client
 ObservedT = TypeVar("ObservedT")  # the Cloudflare object as observed
 
+Changes = dict[str, JsonBody]
+"""What `diff` found must change, by field: sent to Cloudflare as (part of) a request body, so JSON."""
 
-def create_intent(obj: Resource[Any, Any]) -> dict[str, str] | None:
+
+def create_intent(obj: Stored) -> dict[str, str] | None:
     """The create intent left by an earlier reconcile, spent or not (older ones hold only a timestamp)."""
     value = obj.metadata.annotations.get(CREATE_INTENT_ANNOTATION)
     if value is None:
@@ -80,7 +84,7 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     _status_field: ClassVar[str] = ""
     """`status_id` as the stored status spells it."""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         model = cls.__dict__.get("model")
         if model is not None:
@@ -113,11 +117,11 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     async def create(self, link: L, obj: R) -> ObservedT:
         raise NotImplementedError
 
-    def diff(self, link: L, obj: R, observed: ObservedT) -> dict[str, Any]:
+    def diff(self, link: L, obj: R, observed: ObservedT) -> Changes:
         """What must change in Cloudflare for it to match the spec; empty when in sync."""
         return {}
 
-    async def update(self, link: L, obj: R, observed: ObservedT, changes: dict[str, Any]) -> ObservedT:
+    async def update(self, link: L, obj: R, observed: ObservedT, changes: Changes) -> ObservedT:
         raise NotImplementedError
 
     async def delete(self, link: L, obj: R, object_id: str) -> None:
@@ -128,8 +132,23 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         """Write IDs and read-only Cloudflare data into obj.status."""
 
 
-AnyKind = ManagedKind[Any, Any, Any]
 KindClass = type[ManagedKind[Any, Any, Any]]
+
+
+class AnyKind(Protocol):
+    """What is read of a kind where the types of its resource and its Cloudflare object do not matter."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def status_id(self) -> str: ...
+
+    @property
+    def observed_id(self) -> str: ...
+
+    @property
+    def claim_label(self) -> str: ...
 
 
 @runtime_checkable
@@ -192,14 +211,14 @@ def recorded_id(kind: KindClass, raw: JSON) -> str | None:
     return str(value) if value else None
 
 
-def status_object_id(kind: AnyKind, obj: Resource[Any, Any]) -> str | None:
+def status_object_id(kind: AnyKind, obj: Stored) -> str | None:
     """The Cloudflare ID recorded in status, where `status_id` says."""
     meta = getattr(obj.status, "cloudflare_metadata", None)
     value = getattr(meta, kind.status_id, None) if meta is not None and kind.status_id else None
     return str(value) if value else None
 
 
-def object_id(kind: AnyKind, obj: Resource[Any, Any]) -> str | None:
+def object_id(kind: AnyKind, obj: Stored) -> str | None:
     """The Cloudflare ID the resource records."""
     if isinstance(kind, RecordsIdElsewhere):
         found = kind.object_id(obj)
@@ -213,7 +232,7 @@ def account_of(link: object) -> AccountLink | None:
     return account if isinstance(account, AccountLink) else None
 
 
-def pending_intent(kind: AnyKind, obj: Resource[Any, Any]) -> dict[str, str] | None:
+def pending_intent(kind: AnyKind, obj: Stored) -> dict[str, str] | None:
     """The create intent whose create may have reached Cloudflare unrecorded: none is recorded yet, or only the ID
     the create replaces (the doc of `reconcilers.lifecycle`)."""
     intent = create_intent(obj)

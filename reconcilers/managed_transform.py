@@ -16,10 +16,9 @@ Cloudflare cannot list the documents of many zones at once, so each check is one
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from app.api.constants import Reason
-from app.api.managedtransform import ManagedTransform, ManagedTransformMetadata
+from app.api.managedtransform import ManagedTransform, ManagedTransformMetadata, TransformSwitch
 from app.cloudflare.models import ManagedHeaders
 from app.kube.client import JSON
 from app.kube.index import Ref
@@ -28,12 +27,17 @@ from reconcilers.capabilities import Indexed, KeepsBeside
 from reconcilers.claims import holder_of
 from reconcilers.credentials import ZoneLink, ready_zone, zone_ref_key, zones_of
 from reconcilers.holders import CLAIM_INDEX, done_with
-from reconcilers.managed_kind import ManagedKind, object_id
+from reconcilers.managed_kind import Changes, ManagedKind, object_id
 from reconcilers.waiting import RETRY_PARENT, NotReady
 
 ZONE_INDEX = "zone"
 """ManagedTransforms by the Zone they reference (`namespace/name`)."""
 DIRECTIONS = (("managed_request_headers", "request"), ("managed_response_headers", "response"))
+
+
+def _body(switches: dict[str, list[TransformSwitch]]) -> Changes:
+    """Switches by field, as Cloudflare takes them."""
+    return {field: [{"id": s.id, "enabled": s.enabled} for s in listed] for field, listed in switches.items()}
 
 
 @dataclass(frozen=True)
@@ -115,33 +119,31 @@ class ManagedTransformKind(
         current = Observed(link.zone_id, await link.account.client.get_managed_headers(link.zone_id))
         return current if current.document.enabled() else None
 
-    def _wanted(self, obj: ManagedTransform) -> dict[str, list[dict[str, Any]]]:
+    def _wanted(self, obj: ManagedTransform) -> dict[str, list[TransformSwitch]]:
         spec = obj.spec
-        out: dict[str, list[dict[str, Any]]] = {}
+        out: dict[str, list[TransformSwitch]] = {}
         for field, _ in DIRECTIONS:
-            switches = getattr(spec, field) or []
+            switches: list[TransformSwitch] = getattr(spec, field) or []
             if switches:
-                out[field] = [{"id": s.id, "enabled": s.enabled} for s in switches]
+                out[field] = switches
         return out
 
     async def create(self, link: ZoneLink, obj: ManagedTransform) -> Observed:
         wanted = self._wanted(obj)
         client = link.account.client
-        document = await client.patch_managed_headers(link.zone_id, wanted) if wanted else None
+        document = await client.patch_managed_headers(link.zone_id, _body(wanted)) if wanted else None
         return Observed(link.zone_id, document or await client.get_managed_headers(link.zone_id))
 
-    def diff(self, link: ZoneLink, obj: ManagedTransform, observed: Observed) -> dict[str, Any]:
+    def diff(self, link: ZoneLink, obj: ManagedTransform, observed: Observed) -> Changes:
         state = observed.state()
-        changes: dict[str, Any] = {}
+        changes: dict[str, list[TransformSwitch]] = {}
         for field, switches in self._wanted(obj).items():
-            differing = [s for s in switches if state.get(s["id"]) != s["enabled"]]
+            differing = [s for s in switches if state.get(s.id) != s.enabled]
             if differing:
                 changes[field] = differing
-        return changes
+        return _body(changes)
 
-    async def update(
-        self, link: ZoneLink, obj: ManagedTransform, observed: Observed, changes: dict[str, Any]
-    ) -> Observed:
+    async def update(self, link: ZoneLink, obj: ManagedTransform, observed: Observed, changes: Changes) -> Observed:
         return Observed(link.zone_id, await link.account.client.patch_managed_headers(link.zone_id, changes))
 
     async def delete(self, link: ZoneLink, obj: ManagedTransform, object_id: str) -> None:

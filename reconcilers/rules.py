@@ -3,7 +3,7 @@ Cloudflare names them. Unset optional settings are not sent, so Cloudflare's def
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import JsonValue
 
 from app.api.base import KflareModel
 from app.api.rules.cache import CacheRule, CacheRuleSpec
@@ -33,10 +33,10 @@ from app.api.rules.transform import (
 )
 from app.cloudflare.models import Ruleset
 from app.kube.client import JSON
-from reconcilers.rulesets import RuleKind, RuleLink
+from reconcilers.rulesets import RuleBody, RuleKind, RuleLink
 
 
-def _snake(model: KflareModel | None) -> dict[str, Any] | None:
+def _snake(model: KflareModel | None) -> dict[str, JsonValue] | None:
     """A model's set fields under Cloudflare's snake_case names (the models name them alike, camelCased)."""
     return None if model is None else model.model_dump(mode="json", exclude_none=True)
 
@@ -45,17 +45,17 @@ def _value(value: RewriteValue) -> dict[str, str]:
     return {"value": value.value} if value.value is not None else {"expression": value.expression or ""}
 
 
-class WAFCustomRuleKind(RuleKind[WAFCustomRule]):
+class WAFCustomRuleKind(RuleKind[WAFCustomRule, WAFCustomRuleSpec]):
     model = WAFCustomRule
 
     def action(self, spec: WAFCustomRuleSpec) -> str:
         return spec.action
 
-    def parameters(self, spec: WAFCustomRuleSpec) -> dict[str, Any] | None:
+    def parameters(self, spec: WAFCustomRuleSpec) -> RuleBody | None:
         if spec.action == "block" and spec.response is not None:
             return {"response": _snake(spec.response)}
         if spec.action == "skip" and spec.skip is not None:
-            skip: dict[str, Any] = {}
+            skip: RuleBody = {}
             if spec.skip.remaining_custom_rules:
                 skip["ruleset"] = "current"
             if spec.skip.phases:
@@ -65,23 +65,23 @@ class WAFCustomRuleKind(RuleKind[WAFCustomRule]):
             return skip
         return None
 
-    def extras(self, spec: WAFCustomRuleSpec) -> dict[str, Any]:
+    def extras(self, spec: WAFCustomRuleSpec) -> RuleBody:
         if spec.action == "skip" and spec.log_matches is not None:
             return {"logging": {"enabled": spec.log_matches}}
         return {}
 
 
-class RateLimitRuleKind(RuleKind[RateLimitRule]):
+class RateLimitRuleKind(RuleKind[RateLimitRule, RateLimitRuleSpec]):
     model = RateLimitRule
 
     def action(self, spec: RateLimitRuleSpec) -> str:
         return spec.action
 
-    def extras(self, spec: RateLimitRuleSpec) -> dict[str, Any]:
+    def extras(self, spec: RateLimitRuleSpec) -> RuleBody:
         return {"ratelimit": _snake(spec.ratelimit)}
 
 
-class ManagedRulesetKind(RuleKind[ManagedRuleset]):
+class ManagedRulesetKind(RuleKind[ManagedRuleset, ManagedRulesetSpec]):
     """Deploys a managed ruleset: an `execute` rule. Each ruleset deploys once per zone, so a rule already
     deploying it (another ManagedRuleset's, or one made outside kflare) is a `RulesetConflict`; the last one deleted
     deletes the entry point, which hands the zone back to Cloudflare's default (the Free Managed Ruleset)."""
@@ -92,14 +92,14 @@ class ManagedRulesetKind(RuleKind[ManagedRuleset]):
     def action(self, spec: ManagedRulesetSpec) -> str:
         return "execute"
 
-    def parameters(self, spec: ManagedRulesetSpec) -> dict[str, Any] | None:
-        parameters: dict[str, Any] = {"id": spec.ruleset_id}
+    def parameters(self, spec: ManagedRulesetSpec) -> RuleBody | None:
+        parameters: RuleBody = {"id": spec.ruleset_id}
         overrides = _snake(spec.overrides)
         if overrides:
             parameters["overrides"] = overrides
         return parameters
 
-    def observed_parameters(self, parameters: dict[str, Any] | None) -> dict[str, Any] | None:
+    def observed_parameters(self, parameters: dict[str, JsonValue] | None) -> dict[str, JsonValue] | None:
         # Cloudflare answers the version it runs ("latest"), which kflare does not set.
         return None if parameters is None else {k: v for k, v in parameters.items() if k != "version"}
 
@@ -116,7 +116,7 @@ class ManagedRulesetKind(RuleKind[ManagedRuleset]):
         return None
 
 
-class TransformRuleKind(RuleKind[TransformRule]):
+class TransformRuleKind(RuleKind[TransformRule, TransformRuleSpec]):
     """Writes to the phase of its type (immutable, so a rule never moves between phases)."""
 
     model = TransformRule
@@ -128,17 +128,17 @@ class TransformRuleKind(RuleKind[TransformRule]):
     def action(self, spec: TransformRuleSpec) -> str:
         return "rewrite"
 
-    def parameters(self, spec: TransformRuleSpec) -> dict[str, Any] | None:
+    def parameters(self, spec: TransformRuleSpec) -> RuleBody | None:
         if spec.type == "urlRewrite":
-            uri: dict[str, Any] = {}
+            uri: RuleBody = {}
             if spec.uri is not None and spec.uri.path is not None:
                 uri["path"] = _value(spec.uri.path)
             if spec.uri is not None and spec.uri.query is not None:
                 uri["query"] = _value(spec.uri.query)
             return {"uri": uri}
-        headers: dict[str, Any] = {}
+        headers: RuleBody = {}
         for header in spec.headers or []:
-            change: dict[str, Any] = {"operation": header.operation}
+            change: RuleBody = {"operation": header.operation}
             if header.value is not None:
                 change["value"] = header.value
             if header.expression is not None:
@@ -147,7 +147,7 @@ class TransformRuleKind(RuleKind[TransformRule]):
         return {"headers": headers}
 
 
-class RedirectRuleKind(RuleKind[RedirectRule]):
+class RedirectRuleKind(RuleKind[RedirectRule, RedirectRuleSpec]):
     """Sends the status and the query string setting always, wherever the spec gives them, so a manifest moved
     from kflare v0.2's form to Cloudflare's nesting with the same values changes nothing in Cloudflare."""
 
@@ -156,7 +156,7 @@ class RedirectRuleKind(RuleKind[RedirectRule]):
     def action(self, spec: RedirectRuleSpec) -> str:
         return "redirect"
 
-    def parameters(self, spec: RedirectRuleSpec) -> dict[str, Any] | None:
+    def parameters(self, spec: RedirectRuleSpec) -> RuleBody | None:
         return {
             "from_value": {
                 "target_url": _value(spec.from_value.target_url),
@@ -166,18 +166,18 @@ class RedirectRuleKind(RuleKind[RedirectRule]):
         }
 
 
-class CacheRuleKind(RuleKind[CacheRule]):
+class CacheRuleKind(RuleKind[CacheRule, CacheRuleSpec]):
     model = CacheRule
 
     def action(self, spec: CacheRuleSpec) -> str:
         return "set_cache_settings"
 
-    def parameters(self, spec: CacheRuleSpec) -> dict[str, Any] | None:
-        out: dict[str, Any] = {}
+    def parameters(self, spec: CacheRuleSpec) -> RuleBody | None:
+        out: RuleBody = {}
         if spec.cache is not None:
             out["cache"] = spec.cache
         if spec.edge_ttl is not None:
-            edge: dict[str, Any] = {"mode": spec.edge_ttl.mode}
+            edge: RuleBody = {"mode": spec.edge_ttl.mode}
             if spec.edge_ttl.default is not None:
                 edge["default"] = spec.edge_ttl.default
             if spec.edge_ttl.status_code_ttl:
@@ -197,7 +197,7 @@ class CacheRuleKind(RuleKind[CacheRule]):
             out["cache_key"] = key
         if spec.vary is not None:
             # Cloudflare keys the headers by name; the spec lists them, as Kubernetes lists prefer.
-            vary: dict[str, Any] = {"default": {"action": spec.vary.default.action}}
+            vary: RuleBody = {"default": {"action": spec.vary.default.action}}
             if spec.vary.headers:
                 vary["headers"] = {
                     h.name: {k: v for k, v in (_snake(h) or {}).items() if k != "name"} for h in spec.vary.headers
@@ -210,21 +210,21 @@ class CacheRuleKind(RuleKind[CacheRule]):
         return out
 
 
-class ConfigurationRuleKind(RuleKind[ConfigurationRule]):
+class ConfigurationRuleKind(RuleKind[ConfigurationRule, ConfigurationRuleSpec]):
     model = ConfigurationRule
 
     def action(self, spec: ConfigurationRuleSpec) -> str:
         return "set_config"
 
-    def parameters(self, spec: ConfigurationRuleSpec) -> dict[str, Any] | None:
+    def parameters(self, spec: ConfigurationRuleSpec) -> RuleBody | None:
         return {cf: getattr(spec, name) for name, cf in CONFIG_SETTINGS.items() if getattr(spec, name) is not None}
 
 
-class OriginRuleKind(RuleKind[OriginRule]):
+class OriginRuleKind(RuleKind[OriginRule, OriginRuleSpec]):
     model = OriginRule
 
     def action(self, spec: OriginRuleSpec) -> str:
         return "route"
 
-    def parameters(self, spec: OriginRuleSpec) -> dict[str, Any] | None:
+    def parameters(self, spec: OriginRuleSpec) -> RuleBody | None:
         return {"origin": {"port": spec.origin.port}}

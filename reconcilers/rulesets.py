@@ -30,14 +30,17 @@ import bisect
 import contextlib
 import hashlib
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import JsonValue
 
 from app.api.constants import Reason
 from app.api.expressions import PHASES, lists_in
 from app.api.resource import Resource
-from app.api.rules.common import RuleMetadata, RuleSpec
+from app.api.rules.common import RuleMetadata, RuleSpec, RuleStatus
+from app.cloudflare.calls import JsonBody
 from app.cloudflare.client import CloudflareClient
 from app.cloudflare.errors import NotFound, Terminal
 from app.cloudflare.models import Ruleset, RulesetRule
@@ -47,7 +50,7 @@ from app.kube.manager import IndexLink
 from reconcilers.capabilities import DriftGrouped, Indexed
 from reconcilers.context import ENTRYPOINT, AccountLink, Context, lists_key
 from reconcilers.credentials import ready_zone, zone_ids, zones_of
-from reconcilers.managed_kind import ManagedKind, pending_intent
+from reconcilers.managed_kind import Changes, ManagedKind, pending_intent
 from reconcilers.waiting import RETRY_PARENT, NotReady
 
 REF_PREFIX = "kflare-"
@@ -59,7 +62,11 @@ ZONE_PHASE_INDEX = "zone-phase"
 """A rule kind's index of its rules by the Zone they reference and the phase they write to."""
 DEFINITION = ("action", "expression", "description", "enabled", "action_parameters", "ratelimit", "logging")
 
-RuleT = TypeVar("RuleT", bound=Resource[Any, Any])
+RuleT = TypeVar("RuleT", bound=Resource[Any, RuleStatus])
+SpecT = TypeVar("SpecT", bound=RuleSpec)  # the spec of RuleT
+
+RuleBody = dict[str, JsonBody]
+"""A rule, or a member of one, as kflare writes it: Cloudflare's names."""
 
 
 def ref_for(kind: str, namespace: str, name: str) -> str:
@@ -164,16 +171,20 @@ def _longest_increasing(values: list[int]) -> set[int]:
     return out
 
 
-def _normal(value: Any) -> Any:
-    """A definition as compared: unset (None) members left out, so an omitted field and a null one are the same."""
+def _normal(value: JsonBody) -> JsonBody:
     if isinstance(value, dict):
-        return {k: _normal(v) for k, v in value.items() if v is not None}
+        return _normal_rule(value)
     if isinstance(value, list):
         return [_normal(v) for v in value]
     return value
 
 
-class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule], Indexed, DriftGrouped):
+def _normal_rule(rule: Mapping[str, JsonBody]) -> RuleBody:
+    """A definition as compared: unset (None) members left out, so an omitted field and a null one are the same."""
+    return {k: _normal(v) for k, v in rule.items() if v is not None}
+
+
+class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule], Indexed, DriftGrouped, Generic[RuleT, SpecT]):
     """A rule kind: its model, and the action and parameters of its rule. The engine does the rest."""
 
     key_marks_ownership = True
@@ -190,18 +201,18 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule], Indexed, DriftGrouped
 
     # ---- what a kind supplies ----------------------------------------------------------------------------------
 
-    def action(self, spec: Any) -> str:
+    def action(self, spec: SpecT) -> str:
         raise NotImplementedError
 
-    def parameters(self, spec: Any) -> dict[str, Any] | None:
+    def parameters(self, spec: SpecT) -> RuleBody | None:
         """The rule's `action_parameters`, Cloudflare's names."""
         return None
 
-    def extras(self, spec: Any) -> dict[str, Any]:
+    def extras(self, spec: SpecT) -> RuleBody:
         """Other members of the rule (`ratelimit`, `logging`)."""
         return {}
 
-    def observed_parameters(self, parameters: dict[str, Any] | None) -> dict[str, Any] | None:
+    def observed_parameters(self, parameters: dict[str, JsonValue] | None) -> dict[str, JsonValue] | None:
         """Cloudflare's answer as compared (a kind drops what Cloudflare adds on its own)."""
         return parameters
 
@@ -330,10 +341,10 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule], Indexed, DriftGrouped
         newer_than = time.monotonic() if pending_intent(self, obj) is not None else None
         return _by_ref(await self.entrypoint(link, newer_than=newer_than), self.ref_of(obj))
 
-    def definition(self, obj: RuleT) -> dict[str, Any]:
+    def definition(self, obj: RuleT) -> RuleBody:
         """The complete rule as kflare writes it."""
-        spec: RuleSpec = obj.spec
-        body: dict[str, Any] = {
+        spec: SpecT = obj.spec
+        body: RuleBody = {
             "ref": self.ref_of(obj),
             "action": self.action(spec),
             "expression": spec.expression,
@@ -389,10 +400,10 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule], Indexed, DriftGrouped
         self.keep(link, ruleset)
         return ruleset
 
-    def diff(self, link: RuleLink, obj: RuleT, observed: ObservedRule) -> dict[str, Any]:
-        wanted = _normal(self.definition(obj))
+    def diff(self, link: RuleLink, obj: RuleT, observed: ObservedRule) -> Changes:
+        wanted = _normal_rule(self.definition(obj))
         rule = observed.rule
-        have = _normal(
+        have = _normal_rule(
             {
                 "ref": rule.ref,
                 "action": rule.action,
@@ -409,7 +420,7 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule], Indexed, DriftGrouped
             changes["position"] = True
         return changes
 
-    async def update(self, link: RuleLink, obj: RuleT, observed: ObservedRule, changes: dict[str, Any]) -> ObservedRule:
+    async def update(self, link: RuleLink, obj: RuleT, observed: ObservedRule, changes: Changes) -> ObservedRule:
         rule_id = observed.rule.id
         async with self.engine.lock(link.collection):
             ruleset: Ruleset | None = observed.ruleset

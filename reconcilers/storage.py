@@ -18,7 +18,6 @@ the object: the dependency index holds the bindings.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 from app.api.constants import Reason
 from app.api.storage import (
@@ -39,6 +38,7 @@ from reconcilers.capabilities import RecordsIdElsewhere
 from reconcilers.claims import holder_of
 from reconcilers.credentials import account_id_of, account_ref_key
 from reconcilers.holders import CLAIM_INDEX
+from reconcilers.managed_kind import Changes
 from reconcilers.waiting import RETRY_PARENT, NotReady
 
 BUCKET_NOT_EMPTY_CODE = 10008
@@ -70,14 +70,14 @@ class KVNamespaceKind(AccountMember[KVNamespace, CloudflareNamespace]):
         self.listings.put(link.collection, created)
         return created
 
-    def diff(self, link: AccountScope, obj: KVNamespace, observed: CloudflareNamespace) -> dict[str, Any]:
+    def diff(self, link: AccountScope, obj: KVNamespace, observed: CloudflareNamespace) -> Changes:
         return {"title": obj.spec.title} if observed.title != obj.spec.title else {}
 
     async def update(
-        self, link: AccountScope, obj: KVNamespace, observed: CloudflareNamespace, changes: dict[str, Any]
+        self, link: AccountScope, obj: KVNamespace, observed: CloudflareNamespace, changes: Changes
     ) -> CloudflareNamespace:
-        await link.account.client.rename_kv_namespace(link.account.account_id, observed.id, changes["title"])
-        renamed = observed.model_copy(update={"title": changes["title"]})
+        await link.account.client.rename_kv_namespace(link.account.account_id, observed.id, obj.spec.title)
+        renamed = observed.model_copy(update={"title": obj.spec.title})
         self.listings.put(link.collection, renamed)
         return renamed
 

@@ -33,7 +33,6 @@ import base64
 import hashlib
 import secrets
 from collections.abc import AsyncIterator
-from typing import Any
 
 from app.api.constants import Reason
 from app.api.tunnel import TOKEN_KEY, Tunnel, TunnelMetadata
@@ -43,7 +42,7 @@ from app.kube.client import JSON, SECRETS, KubeError
 from reconcilers.account_members import AccountMember, AccountScope
 from reconcilers.capabilities import KeepsBeside, NotesAdoption
 from reconcilers.credentials import must_read
-from reconcilers.managed_kind import resource_type
+from reconcilers.managed_kind import Changes, resource_type
 from reconcilers.waiting import RETRY_PARENT, NotReady
 from reconcilers.writer import logger_of
 
@@ -104,11 +103,11 @@ class TunnelKind(
         self.listings.put(link.collection, created)
         return created
 
-    def diff(self, link: AccountScope, obj: Tunnel, observed: CloudflareTunnel) -> dict[str, Any]:
+    def diff(self, link: AccountScope, obj: Tunnel, observed: CloudflareTunnel) -> Changes:
         return {"name": obj.spec.name} if observed.name != obj.spec.name else {}
 
     async def update(
-        self, link: AccountScope, obj: Tunnel, observed: CloudflareTunnel, changes: dict[str, Any]
+        self, link: AccountScope, obj: Tunnel, observed: CloudflareTunnel, changes: Changes
     ) -> CloudflareTunnel:
         renamed = await link.account.client.edit_tunnel(link.account.account_id, observed.id, changes)
         self.listings.put(link.collection, renamed)

@@ -16,8 +16,10 @@ Cloudflare cannot list configurations across tunnels, so each is read with one G
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from pydantic import JsonValue
 
 from app.api.constants import Reason
 from app.api.tenancy import suffixes
@@ -33,7 +35,7 @@ from reconcilers import tunnel_document
 from reconcilers.capabilities import KeepsBeside, QualifiesReady
 from reconcilers.context import AccountLink
 from reconcilers.credentials import account_key, ready_account
-from reconcilers.managed_kind import ManagedKind
+from reconcilers.managed_kind import Changes, ManagedKind
 from reconcilers.tenancy import DOMAIN_INDEX, RECORD_NAME_INDEX, hostname_refusal
 from reconcilers.tunnel_document import RESET, normalise, says_something
 from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve
@@ -51,8 +53,8 @@ class ConfigLink:
     account_ref: str
 
 
-def rule_document(rule: IngressRule) -> dict[str, Any]:
-    out: dict[str, Any] = {"hostname": rule.hostname, "service": rule.service}
+def rule_document(rule: IngressRule) -> dict[str, JsonValue]:
+    out: dict[str, JsonValue] = {"hostname": rule.hostname, "service": rule.service}
     if rule.path is not None:
         out["path"] = rule.path
     if rule.origin_request is not None:
@@ -62,7 +64,7 @@ def rule_document(rule: IngressRule) -> dict[str, Any]:
     return out
 
 
-def desired(obj: TunnelConfiguration) -> dict[str, Any]:
+def desired(obj: TunnelConfiguration) -> dict[str, JsonValue]:
     spec = obj.spec
     return {"ingress": [*(rule_document(rule) for rule in spec.ingress), {"service": spec.default_service}]}
 
@@ -141,17 +143,17 @@ class TunnelConfigurationKind(
     async def create(self, link: ConfigLink, obj: TunnelConfiguration) -> CloudflareConfiguration:
         return await self._put(link, desired(obj))
 
-    async def _put(self, link: ConfigLink, config: dict[str, Any]) -> CloudflareConfiguration:
+    async def _put(self, link: ConfigLink, config: Mapping[str, JsonValue]) -> CloudflareConfiguration:
         return await tunnel_document.put(link.account.client, link.account.account_id, link.tunnel_id, config)
 
-    def diff(self, link: ConfigLink, obj: TunnelConfiguration, observed: CloudflareConfiguration) -> dict[str, Any]:
+    def diff(self, link: ConfigLink, obj: TunnelConfiguration, observed: CloudflareConfiguration) -> Changes:
         wanted = desired(obj)
         return {} if normalise(wanted) == normalise(observed.config) else {"config": wanted}
 
     async def update(
-        self, link: ConfigLink, obj: TunnelConfiguration, observed: CloudflareConfiguration, changes: dict[str, Any]
+        self, link: ConfigLink, obj: TunnelConfiguration, observed: CloudflareConfiguration, changes: Changes
     ) -> CloudflareConfiguration:
-        return await self._put(link, changes["config"])
+        return await self._put(link, desired(obj))
 
     async def delete(self, link: ConfigLink, obj: TunnelConfiguration, object_id: str) -> None:
         if object_id != link.tunnel_id:

@@ -9,19 +9,21 @@ reconcile writes nothing and Cloudflare's `version` stays put; when they differ,
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+from pydantic import JsonValue
 
 from app.api.tunnel import CATCH_ALL_404
 from app.cloudflare.client import CloudflareClient
 from app.cloudflare.errors import NotFound
 from app.cloudflare.models import TunnelConfiguration
 
-RESET: dict[str, Any] = {"ingress": [{"service": CATCH_ALL_404}]}
+RESET: dict[str, JsonValue] = {"ingress": [{"service": CATCH_ALL_404}]}
 """What a tunnel is left with when nothing configures it (Cloudflare refuses an empty configuration)."""
 
 
-def _prune(value: Any) -> Any:
+def _prune(value: JsonValue) -> JsonValue:
     """`value` without what says nothing: None, false, empty objects."""
     if isinstance(value, dict):
         pruned = {k: _prune(v) for k, v in value.items()}
@@ -31,10 +33,10 @@ def _prune(value: Any) -> Any:
     return value
 
 
-def _normal_rule(rule: Any) -> dict[str, Any]:
+def _normal_rule(rule: JsonValue) -> dict[str, JsonValue]:
     if not isinstance(rule, dict):
         return {"invalid": rule}
-    out: dict[str, Any] = {}
+    out: dict[str, JsonValue] = {}
     host = rule.get("hostname")
     if host not in (None, "", "*"):
         out["hostname"] = str(host).rstrip(".").lower()
@@ -47,11 +49,13 @@ def _normal_rule(rule: Any) -> dict[str, Any]:
     return out
 
 
-def normalise(config: dict[str, Any] | None) -> dict[str, Any]:
+def normalise(config: Mapping[str, JsonValue] | None) -> dict[str, JsonValue]:
     """A configuration as kflare compares it."""
     if not config:
         return {"ingress": []}
-    out: dict[str, Any] = {"ingress": [_normal_rule(rule) for rule in config.get("ingress") or []]}
+    ingress = config.get("ingress") or []
+    rules = ingress if isinstance(ingress, list) else [ingress]  # not a list: one rule that is not valid
+    out: dict[str, JsonValue] = {"ingress": [_normal_rule(rule) for rule in rules]}
     for key, value in config.items():
         if key == "ingress":
             continue
@@ -63,11 +67,11 @@ def normalise(config: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def same(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+def same(a: Mapping[str, JsonValue] | None, b: Mapping[str, JsonValue] | None) -> bool:
     return normalise(a) == normalise(b)
 
 
-def says_something(config: dict[str, Any] | None) -> bool:
+def says_something(config: Mapping[str, JsonValue] | None) -> bool:
     """Whether a tunnel's configuration is more than nothing or the reset a deletion leaves."""
     normal = normalise(config)
     return normal != {"ingress": []} and normal != normalise(RESET)
@@ -80,7 +84,9 @@ async def read(client: CloudflareClient, account_id: str, tunnel_id: str) -> Tun
         return None
 
 
-async def put(client: CloudflareClient, account_id: str, tunnel_id: str, config: dict[str, Any]) -> TunnelConfiguration:
+async def put(
+    client: CloudflareClient, account_id: str, tunnel_id: str, config: Mapping[str, JsonValue]
+) -> TunnelConfiguration:
     return await client.put_tunnel_configuration(account_id, tunnel_id, config)
 
 
@@ -91,9 +97,11 @@ class KnownDocuments:
     again after `ttl` (someone may have edited the tunnel elsewhere) and forgotten on any failed write."""
 
     ttl: float = 600.0
-    held: dict[tuple[str, str], tuple[float, dict[str, Any]]] = field(default_factory=dict)
+    held: dict[tuple[str, str], tuple[float, dict[str, JsonValue]]] = field(default_factory=dict)
 
-    async def holds(self, client: CloudflareClient, account_id: str, tunnel_id: str, config: dict[str, Any]) -> bool:
+    async def holds(
+        self, client: CloudflareClient, account_id: str, tunnel_id: str, config: Mapping[str, JsonValue]
+    ) -> bool:
         """Whether Cloudflare holds `config` (one GET when what it holds is not known)."""
         key = (account_id, tunnel_id)
         now = time.monotonic()
@@ -104,12 +112,14 @@ class KnownDocuments:
             self.held[key] = known
         return known[1] == normalise(config)
 
-    async def current(self, client: CloudflareClient, account_id: str, tunnel_id: str) -> dict[str, Any]:
+    async def current(self, client: CloudflareClient, account_id: str, tunnel_id: str) -> dict[str, JsonValue]:
         """What Cloudflare holds, normalised (one GET when it is not known)."""
         await self.holds(client, account_id, tunnel_id, {})
         return dict(self.held[(account_id, tunnel_id)][1])
 
-    async def sync(self, client: CloudflareClient, account_id: str, tunnel_id: str, config: dict[str, Any]) -> bool:
+    async def sync(
+        self, client: CloudflareClient, account_id: str, tunnel_id: str, config: Mapping[str, JsonValue]
+    ) -> bool:
         """Make Cloudflare hold `config` (one GET when it is not known, one PUT when it differs); True when written."""
         if await self.holds(client, account_id, tunnel_id, config):
             return False

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Protocol
 
 from app.api.constants import Reason
-from app.api.resource import Resource
+from app.api.meta import ObjectMeta, Status
 from app.kube.client import JSON
 from reconcilers.writer import waits_for_a_parent
 
 RETRY_PARENT = 60.0  # how soon to look again when a parent or credential is missing (the Go controller's minute)
+
+
+class Stored(Protocol):
+    """What every kind's resource has, read where the kind is not known."""
+
+    @property
+    def metadata(self) -> ObjectMeta: ...
+
+    @property
+    def status(self) -> Status: ...
 
 
 class NotReady(Exception):
@@ -41,7 +51,7 @@ WAIT_GRACE = 10.0
 `new_and_waiting_for_a_parent`)."""
 
 
-def new_and_waiting_for_a_parent(obj: Resource[Any, Any], reason: str, now: dt.datetime | None = None) -> float | None:
+def new_and_waiting_for_a_parent(obj: Stored, reason: str, now: dt.datetime | None = None) -> float | None:
     """Seconds to hold back the status of a resource that has none yet and waits for its parent (a DNSRecord applied
     with its Zone): in a bulk apply the parent is Ready within seconds, and writing the wait first would cost one
     status write per object for nothing. None: write it now (the resource has a status, or has waited long enough,

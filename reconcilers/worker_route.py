@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 from app.api.constants import Reason
 from app.api.workers import WorkerRoute, WorkerRouteMetadata
@@ -21,7 +20,7 @@ from reconcilers.capabilities import DriftGrouped
 from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Context
 from reconcilers.credentials import ready_zone
-from reconcilers.managed_kind import ManagedKind, pending_intent
+from reconcilers.managed_kind import Changes, ManagedKind, pending_intent
 from reconcilers.waiting import NotReady, can_serve
 
 
@@ -117,8 +116,8 @@ class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute], Drif
         self.listings.put(link.collection, created)
         return created
 
-    def diff(self, link: RouteLink, obj: WorkerRoute, observed: CloudflareRoute) -> dict[str, Any]:
-        changes: dict[str, Any] = {}
+    def diff(self, link: RouteLink, obj: WorkerRoute, observed: CloudflareRoute) -> Changes:
+        changes: Changes = {}
         if observed.pattern != obj.spec.pattern:
             changes["pattern"] = obj.spec.pattern
         if (observed.script or None) != link.script:
@@ -126,7 +125,7 @@ class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute], Drif
         return changes
 
     async def update(
-        self, link: RouteLink, obj: WorkerRoute, observed: CloudflareRoute, changes: dict[str, Any]
+        self, link: RouteLink, obj: WorkerRoute, observed: CloudflareRoute, changes: Changes
     ) -> CloudflareRoute:
         updated = await link.account.client.update_worker_route(
             link.zone_id, observed.id, obj.spec.pattern, link.script

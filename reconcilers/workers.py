@@ -24,21 +24,23 @@ import hashlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.api.constants import Reason
 from app.api.links import reference_fields
 from app.api.refs import BoundObjectReference
 from app.api.workers import SCRIPT_SIZE_LIMIT, WorkerBinding, WorkerScript, WorkerScriptMetadata, too_large
+from app.cloudflare.calls import JsonBody
 from app.cloudflare.models import WorkerScript as CloudflareScript
 from app.kube.client import JSON
 from app.kube.index import Ref
+from app.kube.referenced import ReferencedObjects
 from reconcilers.account_members import AccountMemberBase, AccountScope, account_name
 from reconcilers.capabilities import ChoosesDependants, KeepsBeside, RecordsIdElsewhere
 from reconcilers.claims import holder_of
 from reconcilers.context import Context
 from reconcilers.credentials import account_id_of, account_ref_key, must_read
 from reconcilers.holders import CLAIM_INDEX
+from reconcilers.managed_kind import Changes
 from reconcilers.tenancy import reference_granted
 from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve
 from reconcilers.writer import logger_of
@@ -51,7 +53,7 @@ BOUND_KINDS = reference_fields(WorkerBinding, BoundObjectReference)
 class Upload:
     """What would be uploaded, and its hash. `metadata` holds secret values: never log or store it."""
 
-    metadata: dict[str, Any] = field(repr=False)
+    metadata: dict[str, JsonBody] = field(repr=False)
     code: bytes = field(repr=False)
     content_type: str
     digest: str
@@ -132,8 +134,8 @@ class WorkerScriptKind(
         size = len(code)
         if size > SCRIPT_SIZE_LIMIT:
             raise NotReady(Reason.SCRIPT_TOO_LARGE, too_large(size))
-        bindings: list[dict[str, Any]] = []
-        hashed: list[Any] = []
+        bindings: list[dict[str, JsonBody]] = []
+        hashed: list[object] = []  # only hashed
         revoked: list[str] = []
         for binding in spec.bindings or []:
             source = binding.source
@@ -177,6 +179,7 @@ class WorkerScriptKind(
                     revoked.append(refused.message)
                     continue
                 meta = (bound.get("status") or {}).get("cloudflareMetadata") or {}
+                entry: dict[str, JsonBody]
                 if kind == "KVNamespace":
                     entry = {"type": "kv_namespace", "name": binding.name, "namespace_id": meta["namespaceID"]}
                 elif kind == "R2Bucket":
@@ -188,7 +191,7 @@ class WorkerScriptKind(
                     entry = {"type": "d1", "name": binding.name, "id": meta["databaseID"]}
                 bindings.append(entry)
                 hashed.append(sorted(entry.items()))
-        metadata: dict[str, Any] = {"bindings": bindings}
+        metadata: dict[str, JsonBody] = {"bindings": bindings}
         if spec.format == "module":
             metadata["main_module"] = ENTRY_MODULE
             content_type = "application/javascript+module"
@@ -210,7 +213,7 @@ class WorkerScriptKind(
         return Upload(metadata, code, content_type, digest, tuple(revoked))
 
     @staticmethod
-    async def _referenced(objects: Any, namespace: str, name: str) -> JSON | None:
+    async def _referenced(objects: ReferencedObjects | None, namespace: str, name: str) -> JSON | None:
         if objects is None:
             return None
         must_read(objects, namespace, name)
@@ -322,14 +325,14 @@ class WorkerScriptKind(
     async def create(self, link: WorkerLink, obj: WorkerScript) -> CloudflareScript:
         return await self._put(link, obj)
 
-    def diff(self, link: WorkerLink, obj: WorkerScript, observed: CloudflareScript) -> dict[str, Any]:
+    def diff(self, link: WorkerLink, obj: WorkerScript, observed: CloudflareScript) -> Changes:
         status = obj.status
         applied = status.applied_hash
         recorded = status.cloudflare_metadata.modified_on if status.cloudflare_metadata else None
         last = self._uploaded.get(obj.metadata.uid or "")
         if last is not None and last[1] == observed.modified_on:
             applied, recorded = last  # this process uploaded it (just now, before the status says so)
-        changes: dict[str, Any] = {}
+        changes: Changes = {}
         if (link.upload.digest if link.upload is not None else None) != applied:
             changes["content"] = "what is uploaded changed"
         if recorded != observed.modified_on:
@@ -337,7 +340,7 @@ class WorkerScriptKind(
         return changes
 
     async def update(
-        self, link: WorkerLink, obj: WorkerScript, observed: CloudflareScript, changes: dict[str, Any]
+        self, link: WorkerLink, obj: WorkerScript, observed: CloudflareScript, changes: Changes
     ) -> CloudflareScript:
         return await self._put(link, obj)
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from app.api.base import GROUP, VERSION
 from app.api.constants import FINALIZER, PAUSED_ANNOTATION, Reason
+from app.api.meta import Status
 from app.api.resource import ResourceClass
 from app.kube.client import JSON, JSON_PATCH, MERGE_PATCH, KubeError, ResourceType
 from app.kube.informer import Key
@@ -21,9 +22,9 @@ log = logging.getLogger("kflare.reconcile")
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 
-def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+def merge_patch(old: Mapping[str, object], new: Mapping[str, object]) -> dict[str, object]:
     """The RFC 7386 merge patch that turns `old` into `new`."""
-    patch: dict[str, Any] = {}
+    patch: dict[str, object] = {}
     for key in old.keys() - new.keys():
         patch[key] = None
     for key, value in new.items():
@@ -103,7 +104,7 @@ class ObjectWriter:
     ) -> JSON:
         """One merge patch of what differs; a finalizers change is guarded by the resourceVersion read."""
         meta = raw["metadata"]
-        patch: dict[str, Any] = {"resourceVersion": meta["resourceVersion"]} if finalizers is not None else {}
+        patch: dict[str, object] = {"resourceVersion": meta["resourceVersion"]} if finalizers is not None else {}
         if finalizers is not None:
             patch["finalizers"] = finalizers
         for field, wanted in (("labels", labels), ("annotations", annotations)):
@@ -161,7 +162,7 @@ class ObjectWriter:
         return self.remember(updated)
 
     async def set_ready(
-        self, raw: JSON, status: ConditionStatus, reason: str, message: str, *, status_model: Any = None
+        self, raw: JSON, status: ConditionStatus, reason: str, message: str, *, status_model: Status | None = None
     ) -> JSON:
         """Set Ready (on `status_model`, the status the reconcile built, or on the stored one) and write what
         changed; record an Event when Ready's status or reason changed."""

@@ -8,7 +8,6 @@ end of the billing period counts as applied).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 from app.api import Zone
 from app.api.zone import ZoneMetadata
@@ -17,6 +16,7 @@ from app.kube.informer import Indexer
 from reconcilers.account_members import AccountMember, AccountScope
 from reconcilers.capabilities import Indexed
 from reconcilers.credentials import ZONE_ID_INDEX, zone_ids
+from reconcilers.managed_kind import Changes
 from reconcilers.tenancy import DOMAIN_INDEX, zone_domains
 
 
@@ -44,8 +44,8 @@ class ZoneKind(AccountMember[Zone, CloudflareZone], Indexed):
         self.listings.put(link.collection, created)
         return created
 
-    def diff(self, link: AccountScope, obj: Zone, observed: CloudflareZone) -> dict[str, Any]:
-        changes: dict[str, Any] = {}
+    def diff(self, link: AccountScope, obj: Zone, observed: CloudflareZone) -> Changes:
+        changes: Changes = {}
         if observed.type and observed.type != obj.spec.type:
             changes["type"] = obj.spec.type
         if obj.spec.plan is not None:
@@ -55,17 +55,16 @@ class ZoneKind(AccountMember[Zone, CloudflareZone], Indexed):
                 changes["plan"] = obj.spec.plan
         return changes
 
-    async def update(
-        self, link: AccountScope, obj: Zone, observed: CloudflareZone, changes: dict[str, Any]
-    ) -> CloudflareZone:
+    async def update(self, link: AccountScope, obj: Zone, observed: CloudflareZone, changes: Changes) -> CloudflareZone:
         client = link.account.client
         zone = observed
         if "type" in changes:
             zone = await client.edit_zone(observed.id, {"type": changes["type"]})
-        if "plan" in changes:
+        plan = changes.get("plan")
+        if isinstance(plan, str):
             # A zone on the free plan has no subscription yet: it is created with POST, changed with PUT.
             subscribed = bool(observed.plan and observed.plan.legacy_id not in (None, "free"))
-            await client.subscribe_zone(observed.id, changes["plan"], first=not subscribed)
+            await client.subscribe_zone(observed.id, plan, first=not subscribed)
             zone = await client.get_zone(observed.id)
         self.listings.put(link.collection, zone)
         return zone
