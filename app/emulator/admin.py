@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from app.emulator.context import EmulatorDep
 from app.emulator.envelope import CloudflareError, pointer_of, read_json
@@ -65,14 +65,14 @@ class AdminError(Exception):
         return JSONResponse({"error": self.message}, status_code=self.status)
 
 
-def _parse(model: type[M], data: Any) -> M:
+def _parse(model: type[M], data: object) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise AdminError(pointer_of(exc)[0]) from None
 
 
-async def _json(request: Request) -> Any:
+async def _json(request: Request) -> JsonValue:
     try:
         return await read_json(request)
     except CloudflareError:
@@ -184,10 +184,12 @@ async def set_options(request: Request, emulator: EmulatorDep) -> JSONResponse:
     unknown = sorted(set(raw) - set(emulator.defaults))
     if unknown:
         raise AdminError(f"unknown options {', '.join(unknown)}; known: {', '.join(sorted(emulator.defaults))}")
+    options: dict[str, int] = {}
     for name, value in raw.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise AdminError(f"{name} is a whole number")
-    emulator.options.update(raw)
+        options[name] = value
+    emulator.options.update(options)
     return JSONResponse(emulator.options)
 
 

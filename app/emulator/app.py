@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import JsonValue
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp
 
@@ -22,8 +22,10 @@ from app.emulator.ratelimit import Limits
 class EmulatorApp(FastAPI):
     """A FastAPI app that carries its :class:`Emulator` and puts the :class:`Edge` in front of everything."""
 
-    def __init__(self, emulator: Emulator, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self, emulator: Emulator, *, title: str, docs_url: str | None, redoc_url: str | None, openapi_url: str | None
+    ) -> None:
+        super().__init__(title=title, docs_url=docs_url, redoc_url=redoc_url, openapi_url=openapi_url)
         self.emulator = emulator
 
     def build_middleware_stack(self) -> ASGIApp:
@@ -32,7 +34,7 @@ class EmulatorApp(FastAPI):
 
 
 def create_app(
-    state: Mapping[str, Any] | None = None,
+    state: Mapping[str, JsonValue] | None = None,
     rate_limit: tuple[int, float] = (1200, 300.0),
     lockout: float = 300.0,
 ) -> FastAPI:

@@ -28,13 +28,14 @@ token cannot reach), the permission, the object, and last the body's content.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import ClassVar, Literal, TypeVar
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ValidationError
+from fastapi.datastructures import Default, DefaultPlaceholder
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, JsonValue, ValidationError
 from starlette.datastructures import QueryParams
 
 from app.emulator.auth import Family, Principal, authenticate
@@ -49,6 +50,7 @@ from app.emulator.state import Obj, Store, Table
 Verb = Literal["list", "create", "get", "update", "patch", "delete"]
 ALL_VERBS: frozenset[Verb] = frozenset({"list", "create", "get", "update", "patch", "delete"})
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 # Uniqueness
@@ -62,7 +64,7 @@ class Unique:
     error: Callable[[Obj], CloudflareError]
     casefold: bool = False
 
-    def value(self, obj: Obj) -> tuple[Any, ...]:
+    def value(self, obj: Obj) -> tuple[object, ...]:
         values = tuple(obj.get(name) for name in self.fields)
         return tuple(v.casefold() if self.casefold and isinstance(v, str) else v for v in values)
 
@@ -207,7 +209,7 @@ class Kind:
 
     # Rules
 
-    def parse(self, ctx: Ctx | None, raw: Any, verb: Verb) -> BaseModel:
+    def parse(self, ctx: Ctx | None, raw: JsonValue, verb: Verb) -> BaseModel:
         model = {"create": self.create_body, "update": self.update_body, "patch": self.patch_body}.get(verb)
         if model is None:
             raise NotImplementedError(f"{self.name}: no body model for {verb}")
@@ -251,14 +253,14 @@ class Kind:
         if previous is None and self.limit is not None and len(others) + 1 > self.limit:
             raise self.over_limit(parent, self.limit)
 
-    def render(self, ctx: Ctx, obj: Obj) -> Any:
+    def render(self, ctx: Ctx, obj: Obj) -> JSON:
         return {key: copy.deepcopy(value) for key, value in obj.items() if key not in self.hidden}
 
-    def created(self, ctx: Ctx, obj: Obj) -> Any:
+    def created(self, ctx: Ctx, obj: Obj) -> JSON:
         """The answer to a create: the object, and whatever Cloudflare shows only then (a tunnel's token)."""
         return self.render(ctx, obj)
 
-    def deleted(self, obj: Obj) -> Any:
+    def deleted(self, obj: Obj) -> JsonValue:
         return {"id": obj[self.id_field]}
 
     def before_delete(self, ctx: Ctx, obj: Obj) -> None:
@@ -286,7 +288,7 @@ class Kind:
     async def principal(self, request: Request) -> tuple[Emulator, Principal]:
         return emulator_of(request), authenticate(request, self.family)
 
-    async def read_raw(self, request: Request, verb: Verb) -> Any:
+    async def read_raw(self, request: Request, verb: Verb) -> JsonValue:
         return await read_json(request)
 
     async def list(self, request: Request) -> JSONResponse:
@@ -432,7 +434,7 @@ class Kind:
         self.extra_routes(router)
         collection = _parameters(self.path)
         item = _parameters(self.item_path())
-        table: list[tuple[Verb, str, str, Any, JSON]] = [
+        table: list[tuple[Verb, str, str, Callable[[Request], Awaitable[JSONResponse]], JSON]] = [
             ("list", "GET", self.path, self.list, collection),
             ("create", "POST", self.path, self.create, collection),
             ("get", "GET", self.item_path(), self.get, item),
@@ -453,7 +455,7 @@ class Kind:
         return router
 
 
-def parse_seed(model: type[M], entry: Any, where: str) -> M:
+def parse_seed(model: type[M], entry: object, where: str) -> M:
     """A state-file entry validated against ``model``, refused as a :class:`SeedError` naming the entry."""
     try:
         return model.model_validate(entry)
@@ -461,7 +463,7 @@ def parse_seed(model: type[M], entry: Any, where: str) -> M:
         raise SeedError(f"{where}: {pointer_of(exc)[0]}") from None
 
 
-def check_stamp(value: Any, name: str, where: str) -> Any:
+def check_stamp(value: T, name: str, where: str) -> T:
     if value is not None and name.endswith(("_on", "_at", "_date")):
         try:
             parse_iso(str(value))
@@ -476,8 +478,27 @@ def _parameters(path: str) -> JSON:
     return {"parameters": [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in names]}
 
 
+# FastAPI's own default, so that a route's answer class still follows its router's.
+_DEFAULT_RESPONSE = Default(JSONResponse)
+
+
 def route(
-    router: APIRouter, method: str, path: str, name: str, endpoint: Callable[[Request], Any], **kwargs: Any
+    router: APIRouter,
+    method: str,
+    path: str,
+    name: str,
+    endpoint: Callable[[Request], Awaitable[Response]],
+    *,
+    status_code: int | None = None,
+    response_class: type[Response] | DefaultPlaceholder = _DEFAULT_RESPONSE,
 ) -> None:
     """Add a special endpoint that reads its path parameters from the request, documented like the generic ones."""
-    router.add_api_route(path, endpoint, methods=[method], name=name, openapi_extra=_parameters(path), **kwargs)
+    router.add_api_route(
+        path,
+        endpoint,
+        methods=[method],
+        name=name,
+        openapi_extra=_parameters(path),
+        status_code=status_code,
+        response_class=response_class,
+    )

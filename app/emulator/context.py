@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
+from pydantic import JsonValue
 
 from app.emulator.calls import CallLog
 from app.emulator.envelope import JSON
@@ -30,7 +31,7 @@ class Emulator:
         self.defaults: dict[str, int] = {name: value for kind in kinds for name, value in kind.options.items()}
         self.options: dict[str, int] = dict(self.defaults)
 
-    def boot(self, state: Mapping[str, Any] | None) -> JSON:
+    def boot(self, state: Mapping[str, JsonValue] | None) -> JSON:
         """Seed the starting state (the default account and token without one); ``reset`` comes back to it."""
         created = apply_seed(self.store, state if state is not None else DEFAULT_STATE)
         self._baseline = dump_state(self.store)
@@ -40,8 +41,8 @@ class Emulator:
             "account_id": first_account,
             "token": first_token["value"] if first_token else None,
             "token_id": first_token["id"] if first_token else None,
-            "accounts": created["accounts"],
-            "tokens": created["tokens"],
+            "accounts": list(created["accounts"]),
+            "tokens": list(created["tokens"]),
         }
         return self.bootstrap
 

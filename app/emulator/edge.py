@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 import httpx
 from starlette.datastructures import Headers
@@ -135,8 +134,8 @@ async def _drop(send: Send, receive: Receive) -> None:
     implementations keep it on the request cycle), close it, and wait until uvicorn has seen the connection go, so that
     it does not try to answer on it.
     """
-    cycle: Any = getattr(send, "__self__", None)
-    close: Any = getattr(getattr(cycle, "transport", None), "close", None)
+    cycle: object = getattr(send, "__self__", None)
+    close: object = getattr(getattr(cycle, "transport", None), "close", None)
     if not callable(close):  # duck-typed: uvloop's transports do not derive from asyncio's
         raise ConnectionDropped("Server disconnected without sending a response.")
     close()

@@ -22,16 +22,42 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import NotRequired, TypedDict, TypeVar
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, JsonValue, ValidationError
 
-JSON = dict[str, Any]
+JSON = dict[str, JsonValue]
 M = TypeVar("M", bound=BaseModel)
 
 INVALID_BODY = 9207
+
+
+class Pointer(TypedDict):
+    pointer: str
+
+
+class ChainEntry(TypedDict):
+    code: int
+    message: str
+
+
+class ErrorEntry(TypedDict):
+    """One entry of an envelope's ``errors``."""
+
+    code: int
+    message: str
+    source: NotRequired[Pointer]
+    error_chain: NotRequired[list[ChainEntry]]
+
+
+class Envelope(TypedDict):
+    success: bool
+    errors: list[ErrorEntry]
+    messages: list[JSON]
+    result: JsonValue
+    result_info: NotRequired[JSON]
 
 
 def error(
@@ -40,9 +66,9 @@ def error(
     *,
     pointer: str | None = None,
     chain: Sequence[tuple[int, str]] = (),
-) -> JSON:
+) -> ErrorEntry:
     """One entry of ``errors``; ``chain`` becomes Cloudflare's ``error_chain`` of (code, message)."""
-    entry: JSON = {"code": code, "message": message}
+    entry: ErrorEntry = {"code": code, "message": message}
     if pointer is not None:
         entry["source"] = {"pointer": pointer}
     if chain:
@@ -51,13 +77,13 @@ def error(
 
 
 def envelope(
-    result: Any,
+    result: JsonValue,
     *,
     result_info: JSON | None = None,
     messages: Sequence[JSON] = (),
-    errors: Sequence[JSON] = (),
-) -> JSON:
-    body: JSON = {
+    errors: Sequence[ErrorEntry] = (),
+) -> Envelope:
+    body: Envelope = {
         "success": not errors,
         "errors": list(errors),
         "messages": list(messages),
@@ -68,7 +94,7 @@ def envelope(
     return body
 
 
-def ok(result: Any, *, result_info: JSON | None = None, messages: Sequence[JSON] = ()) -> JSONResponse:
+def ok(result: JsonValue, *, result_info: JSON | None = None, messages: Sequence[JSON] = ()) -> JSONResponse:
     return JSONResponse(envelope(result, result_info=result_info, messages=messages))
 
 
@@ -78,7 +104,7 @@ class CloudflareError(Exception):
     def __init__(
         self,
         status: int,
-        errors: Sequence[JSON],
+        errors: Sequence[ErrorEntry],
         *,
         headers: Mapping[str, str] | None = None,
     ) -> None:
@@ -139,20 +165,21 @@ def pointer_of(exc: ValidationError) -> tuple[str, str | None]:
     return f"{field}: {first.get('msg', 'invalid value')}", pointer
 
 
-async def read_json(request: Request) -> Any:
+async def read_json(request: Request) -> JsonValue:
     """The request body as JSON; an empty body reads as ``{}`` so schema checks name the missing fields."""
     raw = await request.body()
     if not raw.strip():
         return {}
     try:
-        return json.loads(raw)
+        decoded: JsonValue = json.loads(raw)
     except ValueError:
         raise CloudflareError.single(400, 6007, "Malformed JSON in request body") from None
+    return decoded
 
 
 def parse_model(
     model: type[M],
-    data: Any,
+    data: object,
     on_error: Callable[[str, str | None], CloudflareError] = lambda m, p: invalid_body(m, pointer=p),
 ) -> M:
     """Validate a decoded body against a pydantic model, refusing it the way the calling endpoint does."""

@@ -20,13 +20,17 @@ import base64
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from fastapi.responses import JSONResponse
+from pydantic import JsonValue
 from starlette.datastructures import QueryParams
 
 from app.emulator.envelope import JSON, invalid_body, no_route, ok
 from app.emulator.state import Obj
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
 
 T = TypeVar("T")
 Predicate = Callable[[T], bool]
@@ -131,7 +135,9 @@ def direction_of(query: QueryParams) -> Literal["asc", "desc"]:
     return "desc" if (query.get("direction") or "").lower() == "desc" else "asc"
 
 
-def sort_by(items: Iterable[T], key: Callable[[T], Any], direction: Literal["asc", "desc"]) -> list[T]:
+def sort_by(
+    items: Iterable[T], key: Callable[[T], SupportsRichComparison], direction: Literal["asc", "desc"]
+) -> list[T]:
     return sorted(items, key=key, reverse=direction == "desc")
 
 
@@ -155,7 +161,7 @@ def require_id(value: str, path: str, is_valid: Callable[[str], bool]) -> None:
 
 # Paging styles: how a list answers
 
-Render = Callable[[Obj], Any]
+Render = Callable[[Obj], JsonValue]
 
 
 class Paging:

@@ -49,7 +49,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, cast
+from typing import Literal, cast
+
+from pydantic import JsonValue
 
 from app.emulator.ids import iso, utcnow
 
@@ -137,9 +139,9 @@ class Token:
     def zone_restricted(self) -> bool:
         return self.zones is not None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, JsonValue]:
         """The token as the state file writes it, secret included: the admin API is for tests."""
-        out: dict[str, Any] = {
+        out: dict[str, JsonValue] = {
             "id": self.id,
             "value": self.value,
             "name": self.name,

@@ -14,7 +14,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
+
+from pydantic import JsonValue
 
 
 class EmulatorError(RuntimeError):
@@ -31,7 +33,7 @@ class EmulatorProcess:
 
     def __init__(
         self,
-        state: Mapping[str, Any] | None = None,
+        state: Mapping[str, JsonValue] | None = None,
         *,
         rate_limit: tuple[int, float] | None = None,
         lockout: float | None = None,
@@ -52,7 +54,7 @@ class EmulatorProcess:
         self.stdout_path = self.workdir / "emulator.out"
         self.stderr_path = self.workdir / "emulator.err"
         self._process: subprocess.Popen[bytes] | None = None
-        self.bootstrap: dict[str, Any] = {}
+        self.bootstrap: dict[str, JsonValue] = {}
         self.url = ""
 
     # Lifecycle
@@ -77,8 +79,8 @@ class EmulatorProcess:
             raise
         return self
 
-    def _lines(self) -> list[dict[str, Any]]:
-        lines = []
+    def _lines(self) -> list[dict[str, JsonValue]]:
+        lines: list[dict[str, JsonValue]] = []
         for raw in self.stdout_path.read_text(errors="replace").splitlines():
             if raw.startswith("{"):
                 try:
@@ -141,15 +143,19 @@ class EmulatorProcess:
 
     @property
     def token(self) -> str:
-        value: str = self.bootstrap["token"]
-        return value
+        return self._announced("token")
 
     @property
     def token_id(self) -> str:
-        value: str = self.bootstrap["token_id"]
-        return value
+        return self._announced("token_id")
 
     @property
     def account_id(self) -> str:
-        value: str = self.bootstrap["account_id"]
+        return self._announced("account_id")
+
+    def _announced(self, name: str) -> str:
+        """One of the starting objects the process printed; a state without accounts or tokens has none to give."""
+        value = self.bootstrap[name]
+        if not isinstance(value, str):
+            raise EmulatorError(f"the emulator started without a {name.replace('_', ' ')}")
         return value

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 from app.emulator.envelope import JSON, CloudflareError, pointer_of
 from app.emulator.ids import is_id, is_token_value, new_id, new_token_value
@@ -71,7 +71,7 @@ DEFAULT_STATE: JSON = {
 }
 
 
-def _token(store: Store, raw: Any, where: str) -> JSON:
+def _token(store: Store, raw: JsonValue, where: str) -> JSON:
     try:
         seed = TokenSeed.model_validate(raw)
     except ValidationError as exc:
@@ -115,12 +115,12 @@ def _token(store: Store, raw: Any, where: str) -> JSON:
 class _Seeder:
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.created: JSON = {"tokens": [], **{kind.name: [] for kind in store.kinds}}
+        self.created: dict[str, list[JSON]] = {"tokens": [], **{kind.name: [] for kind in store.kinds}}
         self._children = {
             kind.name: [child for child in store.kinds if child.parent == kind.name] for kind in store.kinds
         }
 
-    def entry(self, kind: Kind, raw: Any, where: str, parent: tuple[Obj, str] | None = None) -> None:
+    def entry(self, kind: Kind, raw: JsonValue, where: str, parent: tuple[Obj, str] | None = None) -> None:
         if not isinstance(raw, dict):
             raise SeedError(f"{where}: an entry is a JSON object")
         entry = dict(raw)
@@ -145,20 +145,22 @@ class _Seeder:
                 self.entry(child, item, f"{where}.{child_name}[{index}]", (obj, key))
 
 
-def _apply(store: Store, raw: Mapping[str, Any]) -> JSON:
+def _apply(store: Store, raw: Mapping[str, JsonValue]) -> dict[str, list[JSON]]:
     known = {"tokens", *(kind.name for kind in store.kinds)}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise SeedError(f"invalid state: unknown section {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    sections: dict[str, list[JsonValue]] = {}
     for section, items in raw.items():
         if not isinstance(items, list):
             raise SeedError(f"invalid state: {section} is a list")
+        sections[section] = items
     seeder = _Seeder(store)
     # Accounts first: tokens may belong to one; then every kind, parents before children.
     ordered: list[tuple[str, Kind | None]] = [("accounts", store.kind("accounts")), ("tokens", None)]
     ordered += [(kind.name, kind) for kind in store.kinds if kind.name != "accounts"]
     for section, kind in ordered:
-        for index, item in enumerate(raw.get(section, [])):
+        for index, item in enumerate(sections.get(section, [])):
             where = f"{section}[{index}]"
             if kind is None:
                 seeder.created["tokens"].append(_token(store, item, where))
@@ -167,7 +169,7 @@ def _apply(store: Store, raw: Mapping[str, Any]) -> JSON:
     return seeder.created
 
 
-def apply_seed(store: Store, raw: Mapping[str, Any]) -> JSON:
+def apply_seed(store: Store, raw: Mapping[str, JsonValue]) -> dict[str, list[JSON]]:
     """Add (or replace by ID) the objects of ``raw``; on any error restore the previous state and raise SeedError."""
     before = dump_state(store)
     try:
@@ -180,7 +182,7 @@ def apply_seed(store: Store, raw: Mapping[str, Any]) -> JSON:
 
 def dump_state(store: Store) -> JSON:
     """The whole store in the state format; seeding it into an empty store rebuilds the same objects."""
-    tokens = []
+    tokens: list[JsonValue] = []
     for token in store.tokens():
         described = token.describe()
         if token.owner == "account":

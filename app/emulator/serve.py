@@ -18,7 +18,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import FrameType
 
@@ -31,7 +31,7 @@ from app.emulator.seed import SeedError
 _GRACEFUL_SHUTDOWN_SECONDS = 1
 
 
-def _emit(line: dict[str, object]) -> None:
+def _emit(line: Mapping[str, object]) -> None:
     print(json.dumps(line), flush=True)
 
 

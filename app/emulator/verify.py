@@ -21,7 +21,7 @@ from app.emulator.permissions import Token
 
 router = APIRouter(tags=["tokens"])
 
-_VALID = {"code": 10000, "message": "This API Token is valid and active", "type": None}
+_VALID: JSON = {"code": 10000, "message": "This API Token is valid and active", "type": None}
 
 
 def _invalid() -> CloudflareError:

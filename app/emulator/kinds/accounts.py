@@ -12,11 +12,12 @@ State-file entries: ``{id?, name, type?, created_on?, settings?}``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Literal
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from app.emulator.auth import Family
 from app.emulator.collection import Ctx, Kind, check_stamp, parse_seed
@@ -66,7 +67,7 @@ class AccountSeed(BaseModel):
     name: str
     type: Literal["standard", "enterprise"] = "standard"
     created_on: str | None = None
-    settings: dict[str, Any] | None = None
+    settings: dict[str, JsonValue] | None = None
 
 
 def new_account(
@@ -75,7 +76,7 @@ def new_account(
     account_id: str | None = None,
     account_type: str = "standard",
     created_on: str | None = None,
-    settings: dict[str, Any] | None = None,
+    settings: dict[str, JsonValue] | None = None,
 ) -> Obj:
     return {
         "id": account_id or new_id(),
@@ -130,7 +131,7 @@ class Accounts(Kind):
             predicates.append(value_filter(ctx.query["name"], lambda a: a["name"]))
         return combine(predicates, "all")
 
-    def order(self, ctx: Ctx, items: Any) -> list[Obj]:
+    def order(self, ctx: Ctx, items: Iterable[Obj]) -> list[Obj]:
         return sort_by(items, lambda a: (a["name"].casefold(), a["id"]), direction_of(ctx.query))
 
     async def create(self, request: Request) -> JSONResponse:

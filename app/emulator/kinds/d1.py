@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, JsonValue
 
 from app.emulator.collection import Ctx, Kind, Unique
 from app.emulator.envelope import CloudflareError, invalid_body
@@ -111,10 +112,10 @@ class D1Databases(Kind):
         needle = (ctx.query.get("name") or "").casefold()
         return lambda d: needle in d["name"].casefold()
 
-    def order(self, ctx: Ctx, items: Any) -> list[Obj]:
+    def order(self, ctx: Ctx, items: Iterable[Obj]) -> list[Obj]:
         return sort_by(items, lambda d: (d["created_at"], d["uuid"]), "asc")
 
-    def deleted(self, obj: Obj) -> Any:
+    def deleted(self, obj: Obj) -> JsonValue:
         return None
 
 

@@ -48,11 +48,12 @@ API models such records as "shadowed" rather than refusing them.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, JsonValue
 from starlette.datastructures import QueryParams
 
 from app.emulator.collection import Ctx, Kind, Verb, route
@@ -71,19 +72,22 @@ from app.emulator.paging import PageNumbers, PageSpec, Predicate, bool_param, co
 from app.emulator.seed import SeedError
 from app.emulator.state import Obj, Store
 
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
+
 # Batch
 
 
 class BatchInput(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    deletes: list[dict[str, Any]] | None = None
-    patches: list[dict[str, Any]] | None = None
-    puts: list[dict[str, Any]] | None = None
-    posts: list[dict[str, Any]] | None = None
+    deletes: list[dict[str, JsonValue]] | None = None
+    patches: list[dict[str, JsonValue]] | None = None
+    puts: list[dict[str, JsonValue]] | None = None
+    posts: list[dict[str, JsonValue]] | None = None
 
 
-def _batch_item(item: Any, *, needs_id: bool) -> RecordInput:
+def _batch_item(item: object, *, needs_id: bool) -> RecordInput:
     parsed = parse_model(RecordInput, item, body_invalid)
     if needs_id and not parsed.id:
         raise dns_invalid(9101, "id is a required field.")
@@ -99,8 +103,8 @@ def apply_batch(zone: Obj, rows: dict[str, Obj], batch: BatchInput) -> Obj:
         raise dns_invalid(9102, f"A batch may hold at most {cap} operations on this zone's plan, got {total}.")
     result: Obj = {"deletes": [], "patches": [], "puts": [], "posts": []}
     for item in deletes:
-        record_id = item.get("id") if isinstance(item, dict) else None
-        if not record_id or record_id not in rows:
+        record_id = item.get("id")
+        if not isinstance(record_id, str) or record_id not in rows:
             raise record_not_found()
         result["deletes"].append(rows.pop(record_id))
     for section, partial, items in (("patches", True, patches), ("puts", False, puts)):
@@ -127,7 +131,7 @@ def apply_batch(zone: Obj, rows: dict[str, Obj], batch: BatchInput) -> Obj:
 # Listing
 
 _TEXT_OPERATORS = ("exact", "contains", "startswith", "endswith")
-_ORDER_KEYS: dict[str, Any] = {
+_ORDER_KEYS: dict[str, Callable[[Obj], SupportsRichComparison]] = {
     "type": lambda r: r["type"],
     "name": lambda r: r["name"],
     "content": lambda r: r["content"].casefold(),
@@ -230,7 +234,7 @@ class DNSRecords(Kind):
     def body_error(self, message: str, pointer: str | None) -> CloudflareError:
         return body_invalid(message, pointer)
 
-    def parse(self, ctx: Ctx | None, raw: Any, verb: Verb) -> BaseModel:
+    def parse(self, ctx: Ctx | None, raw: JsonValue, verb: Verb) -> BaseModel:
         body = parse_model(RecordInput, raw, body_invalid)
         if verb == "create":
             body.id = None
@@ -252,7 +256,7 @@ class DNSRecords(Kind):
     def filters(self, ctx: Ctx) -> Predicate[Obj]:
         return _record_filter(ctx.query)
 
-    def order(self, ctx: Ctx, items: Any) -> list[Obj]:
+    def order(self, ctx: Ctx, items: Iterable[Obj]) -> list[Obj]:
         order = _ORDER_KEYS.get(ctx.query.get("order") or "")
         if order is None:
             return sort_by(items, lambda r: (r["type"], r["name"], r["content"].casefold(), r["id"]), "asc")

@@ -7,9 +7,9 @@ import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, JsonValue
 
 from app.emulator.envelope import CloudflareError, error
 from app.emulator.ids import new_id, now_iso
@@ -117,10 +117,10 @@ class RecordInput(BaseModel):
     ttl: int | None = None
     proxied: bool | None = None
     priority: int | None = None
-    data: dict[str, Any] | None = None
+    data: dict[str, JsonValue] | None = None
     comment: str | None = None
     tags: list[str] | None = None
-    settings: dict[str, Any] | None = None
+    settings: dict[str, JsonValue] | None = None
 
 
 # Errors
@@ -228,11 +228,10 @@ def _format_number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def _format_part(part: Part, value: Any) -> str:
-    if part.kind in ("int", "number"):
-        return _format_number(value)
-    if part.kind == "meters":
-        return f"{_format_number(value)}m"
+def _format_part(part: Part, value: str | float) -> str:
+    if part.kind in ("int", "number", "meters") and not isinstance(value, str):
+        number = _format_number(value)
+        return f"{number}m" if part.kind == "meters" else number
     if part.kind == "quoted":
         escaped = str(value).replace("\\", "\\\\").replace('"', '\\"')
         return f'"{escaped}"'
@@ -243,7 +242,7 @@ def format_content(record_type: str, data: Obj) -> str:
     return " ".join(_format_part(part, data[part.name]) for part in DATA_LAYOUT[record_type])
 
 
-def _check_part(record_type: str, part: Part, value: Any) -> Any:
+def _check_part(record_type: str, part: Part, value: JsonValue) -> str | float:
     where = f"data.{part.name}"
     if value is None:
         raise dns_invalid(9101, f"{where} is a required field for {record_type} records.")

@@ -23,11 +23,12 @@ from __future__ import annotations
 import base64
 import json
 import time
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from app.emulator.collection import Ctx, Kind, Unique, route
 from app.emulator.envelope import CloudflareError, invalid_body, ok
@@ -87,11 +88,11 @@ class KVNamespaces(Kind):
             namespace["jurisdiction"] = body.jurisdiction
         return namespace
 
-    def order(self, ctx: Ctx, items: Any) -> list[Obj]:
+    def order(self, ctx: Ctx, items: Iterable[Obj]) -> list[Obj]:
         field = "title" if ctx.query.get("order") == "title" else "id"
         return sort_by(items, lambda n: (n[field], n["id"]), direction_of(ctx.query))
 
-    def deleted(self, obj: Obj) -> Any:
+    def deleted(self, obj: Obj) -> JsonValue:
         return {}
 
 
@@ -101,7 +102,7 @@ class ValueSeed(BaseModel):
     name: str = Field(min_length=1, max_length=512)
     value: str | None = None
     value_base64: str | None = None
-    metadata: Any = None
+    metadata: JsonValue = None
     expiration: int | None = None
 
 
@@ -166,7 +167,7 @@ class KVValues(Kind):
         self.require(ctx, "edit")
         key = ctx.param("key_name")
         require_id(key, ctx.path, self.valid_id)
-        metadata: Any = None
+        metadata: JsonValue = None
         if is_multipart(content_type):
             parts = {part.name: part for part in parse_form(content_type, raw)}
             if "value" not in parts:
@@ -209,7 +210,7 @@ class KVValues(Kind):
         return self.keys.respond(sort_by(live, lambda v: v["name"], "asc"), ctx.query, _key_entry)
 
 
-def _value(name: str, data: bytes, metadata: Any, expiration: int | None) -> Obj:
+def _value(name: str, data: bytes, metadata: JsonValue, expiration: int | None) -> Obj:
     value: Obj = {"name": name, "value_base64": base64.b64encode(data).decode()}
     if metadata is not None:
         value["metadata"] = metadata

@@ -36,17 +36,18 @@ import base64
 import copy
 import ipaddress
 import re
-from typing import Any, Literal
+from collections.abc import Iterable, Sequence
+from typing import Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from starlette.datastructures import QueryParams
 
 from app.emulator.collection import Ctx, Kind, Unique, route
 from app.emulator.envelope import JSON, CloudflareError, invalid_body, ok, parse_model, read_json
 from app.emulator.ids import new_id, now_iso
-from app.emulator.paging import Paging, Render, SinglePage, sort_by
+from app.emulator.paging import Paging, Predicate, Render, SinglePage, sort_by
 from app.emulator.state import Obj, Store
 
 RESOURCE = "lists"
@@ -124,7 +125,7 @@ class Lists(Kind):
             raise CloudflareError.single(400, 10033, f"the account may hold at most {limit} lists")
         return await self._create(ctx, raw)
 
-    async def _create(self, ctx: Ctx, raw: Any) -> JSONResponse:
+    async def _create(self, ctx: Ctx, raw: JsonValue) -> JSONResponse:
         body = self.parse(ctx, raw, "create")
         obj = self.build(ctx.store, ctx.parent, body, None, False)
         self.admit(ctx.store, ctx.parent, ctx.parent_key, obj, None)
@@ -153,7 +154,7 @@ class Lists(Kind):
     def render(self, ctx: Ctx, obj: Obj) -> Obj:
         return render_list(ctx.store, obj, str(ctx.parent_key))
 
-    def order(self, ctx: Ctx, items: Any) -> list[Obj]:
+    def order(self, ctx: Ctx, items: Iterable[Obj]) -> list[Obj]:
         return sort_by(items, lambda item: item["name"], "asc")
 
     def before_delete(self, ctx: Ctx, obj: Obj) -> None:
@@ -205,7 +206,7 @@ def _ip_order(item: Obj) -> tuple[int, int, int]:
 class CursorsAfter(Paging):
     """``CursorPaginationAfter``: ``result_info.cursors.after``, absent on the last page."""
 
-    def respond(self, items: Any, query: QueryParams, render: Render) -> JSONResponse:
+    def respond(self, items: Sequence[Obj], query: QueryParams, render: Render) -> JSONResponse:
         raw = query.get("per_page")
         try:
             size = min(500, max(1, int(raw))) if raw else 25
@@ -246,11 +247,11 @@ class ListItems(Kind):
             "modified_on": now,
         }
 
-    def filters(self, ctx: Ctx) -> Any:
+    def filters(self, ctx: Ctx) -> Predicate[Obj]:
         needle = (ctx.query.get("search") or "").casefold()
         return lambda item: needle in item["ip"].casefold() or needle in (item.get("comment") or "").casefold()
 
-    def order(self, ctx: Ctx, items: Any) -> list[Obj]:
+    def order(self, ctx: Ctx, items: Iterable[Obj]) -> list[Obj]:
         return sorted(items, key=_ip_order)
 
     def admit(self, store: Store, parent: Obj | None, parent_key: str | None, obj: Obj, previous: Obj | None) -> None:
@@ -273,9 +274,10 @@ class ListItems(Kind):
             raise CloudflareError.single(429, 10050, "a bulk operation is already pending for this account")
         action = {"POST": "append", "PUT": "replace", "DELETE": "remove"}[request.method]
         if action == "remove":
-            if not isinstance(raw, dict) or not isinstance(raw.get("items"), list):
+            items = raw.get("items") if isinstance(raw, dict) else None
+            if not isinstance(items, list):
                 raise invalid_body("items is a list of {id}", pointer="/items")
-            payload: Any = [str(item.get("id")) for item in raw["items"] if isinstance(item, dict)]
+            payload: list[JsonValue] = [str(item.get("id")) for item in items if isinstance(item, dict)]
         else:
             if not isinstance(raw, list):
                 raise invalid_body("the body is a list of items")
@@ -284,7 +286,13 @@ class ListItems(Kind):
         return ok({"operation_id": operation["id"]})
 
     def apply(
-        self, store: Store, options: dict[str, int], account_id: str, list_key: str, action: str, payload: Any
+        self,
+        store: Store,
+        options: dict[str, int],
+        account_id: str,
+        list_key: str,
+        action: str,
+        payload: list[JsonValue],
     ) -> None:
         """Carry out one bulk operation, all or nothing; a refusal is the operation's error."""
         table = self.table(store)
@@ -341,7 +349,7 @@ class ListOperations(Kind):
     def not_found(self) -> CloudflareError:
         return CloudflareError.single(404, 10031, "bulk operation not found")
 
-    def start(self, ctx: Ctx, account_id: str, list_key: str, action: str, payload: Any) -> Obj:
+    def start(self, ctx: Ctx, account_id: str, list_key: str, action: str, payload: list[JsonValue]) -> Obj:
         operation: Obj = {
             "id": new_id(),
             "status": "pending",

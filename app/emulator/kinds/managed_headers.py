@@ -18,8 +18,6 @@ State-file entries: ``{zone_id, enabled: [ids]}``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
@@ -28,6 +26,7 @@ from app.emulator.auth import Family
 from app.emulator.collection import Ctx, Kind, route
 from app.emulator.envelope import JSON, CloudflareError, error, ok, parse_model, read_json
 from app.emulator.kinds.zones import plan_of
+from app.emulator.permissions import Level
 from app.emulator.state import Obj, Store
 
 REQUEST = "managed_request_headers"
@@ -128,7 +127,7 @@ class ManagedHeaders(Kind):
             document[TRANSFORMS[tid][0]].append(entry)
         return dict(document)
 
-    async def _scope(self, request: Request, level: Any) -> Ctx:
+    async def _scope(self, request: Request, level: Level) -> Ctx:
         emulator, principal = await self.principal(request)
         ctx = self.context(emulator, principal, request)
         self.require(ctx, level)

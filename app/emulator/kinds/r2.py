@@ -28,10 +28,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Literal
 
 from fastapi import Request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from app.emulator.collection import Ctx, Kind, Unique, Verb
 from app.emulator.envelope import JSON, CloudflareError, pointer_of
@@ -101,7 +102,7 @@ class R2Buckets(Kind):
     def not_found(self) -> CloudflareError:
         return CloudflareError.single(404, 10006, "The specified bucket does not exist.")
 
-    def parse(self, ctx: Ctx | None, raw: Any, verb: Verb) -> BaseModel:
+    def parse(self, ctx: Ctx | None, raw: JsonValue, verb: Verb) -> BaseModel:
         if not isinstance(raw, dict):
             raise _invalid_name()
         fields = dict(raw)
@@ -138,14 +139,14 @@ class R2Buckets(Kind):
         contains, after = ctx.query.get("name_contains") or "", ctx.query.get("start_after") or ""
         return lambda b: contains in b["name"] and b["name"] > after
 
-    def order(self, ctx: Ctx, items: Any) -> list[Obj]:
+    def order(self, ctx: Ctx, items: Iterable[Obj]) -> list[Obj]:
         return sort_by(items, lambda b: b["name"], direction_of(ctx.query))
 
     def before_delete(self, ctx: Ctx, obj: Obj) -> None:
         if ctx.store.table("r2_objects").count_under(self.key_of(obj, ctx.parent_key)):
             raise CloudflareError.single(409, 10008, "The bucket you tried to delete is not empty.")
 
-    def deleted(self, obj: Obj) -> Any:
+    def deleted(self, obj: Obj) -> JsonValue:
         return {}
 
     def dump(self, store: Store, obj: Obj, parent_key: str | None) -> JSON:

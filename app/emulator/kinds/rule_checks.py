@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from app.emulator.envelope import CloudflareError, error
 from app.emulator.kinds.lists import lists_named
@@ -138,7 +137,7 @@ def check_rule(zone: Obj, phase: str, rule: Obj) -> None:
 _REDIRECT_CODES = (301, 302, 303, 307, 308)
 
 
-def _check_from_value(from_value: Any) -> None:
+def _check_from_value(from_value: object) -> None:
     """Cloudflare's shape of a single redirect's `from_value`: a `target_url` with a value or an expression, and
     beside it, both optional, the `status_code` and `preserve_query_string`."""
     pointer = "/action_parameters/from_value"
@@ -159,7 +158,7 @@ def _check_from_value(from_value: Any) -> None:
 _VARY_ACTIONS = ("bypass", "passthrough", "normalize")
 
 
-def _check_vary(vary: Any) -> None:
+def _check_vary(vary: object) -> None:
     """Cloudflare's shape of a cache rule's `vary`: a required `default {action}`, and `headers` keyed by lowercase
     request header, `languages` for accept-language only, `media_types` for accept only."""
     pointer = "/action_parameters/vary"
@@ -193,7 +192,7 @@ def check_lists(store: Store, zone: Obj, rule: Obj) -> None:
         raise refused(f"the expression uses the list ${missing[0]}, which the account does not have", "/expression")
 
 
-def _strings(value: Any) -> list[str]:
+def _strings(value: object) -> list[str]:
     if isinstance(value, str):
         return [value]
     if isinstance(value, dict):

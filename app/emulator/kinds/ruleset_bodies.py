@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 from app.emulator.envelope import pointer_of
 from app.emulator.kinds.rule_checks import refused
@@ -20,10 +20,10 @@ class RuleInput(BaseModel):
     expression: str | None = None
     description: str = ""
     enabled: bool = True
-    action_parameters: dict[str, Any] | None = None
-    ratelimit: dict[str, Any] | None = None
-    logging: dict[str, Any] | None = None
-    position: dict[str, Any] | None = None
+    action_parameters: dict[str, JsonValue] | None = None
+    ratelimit: dict[str, JsonValue] | None = None
+    logging: dict[str, JsonValue] | None = None
+    position: dict[str, JsonValue] | None = None
 
 
 class RulesetInput(BaseModel):
@@ -33,7 +33,7 @@ class RulesetInput(BaseModel):
     description: str | None = None
     kind: Literal["managed", "custom", "root", "zone"] | None = None
     phase: str | None = None
-    rules: list[dict[str, Any]] = []
+    rules: list[dict[str, JsonValue]] = []
 
 
 class RulesetSeed(BaseModel):
@@ -47,11 +47,11 @@ class RulesetSeed(BaseModel):
     phase: str
     version: str | None = None
     last_updated: str | None = None
-    rules: list[dict[str, Any]] = []
-    history: list[dict[str, Any]] | None = None
+    rules: list[dict[str, JsonValue]] = []
+    history: list[dict[str, JsonValue]] | None = None
 
 
-def parse_rule(raw: Any) -> RuleInput:
+def parse_rule(raw: object) -> RuleInput:
     try:
         return RuleInput.model_validate(raw)
     except ValidationError as exc:
@@ -59,7 +59,7 @@ def parse_rule(raw: Any) -> RuleInput:
         raise refused(message, pointer) from None
 
 
-def parse_ruleset(raw: Any) -> RulesetInput:
+def parse_ruleset(raw: object) -> RulesetInput:
     try:
         return RulesetInput.model_validate(raw)
     except ValidationError as exc:
@@ -67,7 +67,7 @@ def parse_ruleset(raw: Any) -> RulesetInput:
         raise refused(message, pointer) from None
 
 
-def place(rules: list[Obj], rule: Obj, position: dict[str, Any] | None) -> list[Obj]:
+def place(rules: list[Obj], rule: Obj, position: dict[str, JsonValue] | None) -> list[Obj]:
     """``rule`` put among ``rules`` where ``position`` says (the end without one)."""
     if not position:
         return [*rules, rule]

@@ -50,7 +50,8 @@ rules as the API takes them plus their ``id``, ``version`` and ``last_updated``.
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -112,7 +113,7 @@ class Rulesets(Kind):
         own = self.siblings(ctx.store, ctx.parent_key)
         return [*own, *(_managed(rid) for rid, (_n, since) in MANAGED.items() if _offered(ctx.parent, since))]
 
-    def order(self, ctx: Ctx, items: Any) -> list[Obj]:
+    def order(self, ctx: Ctx, items: Iterable[Obj]) -> list[Obj]:
         return sort_by(items, lambda r: (r["kind"] != "zone", r["phase"], r["id"]), "asc")
 
     def render(self, ctx: Ctx, obj: Obj) -> Obj:
@@ -190,7 +191,7 @@ class Rulesets(Kind):
                 400, 20216, f"exceeded maximum number of rules in the {phase} phase: {allowed} on this zone's plan"
             )
 
-    def make_rule(self, raw: Any, previous: Obj | None, *, keep_version: bool = False) -> Obj:
+    def make_rule(self, raw: object, previous: Obj | None, *, keep_version: bool = False) -> Obj:
         body = parse_rule(raw)
         rule_id = previous["id"] if previous is not None else (body.id or new_id())
         rule: Obj = {
@@ -215,7 +216,7 @@ class Rulesets(Kind):
             rule["last_updated"] = now_iso()
         return rule
 
-    def replace_rules(self, ruleset: Obj, raw_rules: list[Any]) -> list[Obj]:
+    def replace_rules(self, ruleset: Obj, raw_rules: Iterable[object]) -> list[Obj]:
         """The rules of a whole-ruleset write, each keeping the ID of the rule it matches by ``id`` or ``ref``."""
         by_id = {rule["id"]: rule for rule in ruleset.get("rules", [])}
         by_ref = {rule["ref"]: rule for rule in ruleset.get("rules", [])}
@@ -355,7 +356,8 @@ class Rulesets(Kind):
         if previous is None:
             raise _not_found("rule")
         body = parse_rule(raw)
-        only_moves = isinstance(raw, dict) and set(raw) <= {"position", "id"}
+        assert isinstance(raw, dict)  # parse_rule refuses anything but an object
+        only_moves = set(raw) <= {"position", "id"}
         rule = previous if only_moves else self.make_rule({**raw, "id": rule_id}, previous)
         if body.ref is not None and any(r["ref"] == body.ref and r["id"] != rule_id for r in ruleset["rules"]):
             raise refused(f"a rule with ref {body.ref!r} already exists in this ruleset", "/ref")

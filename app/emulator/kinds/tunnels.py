@@ -45,11 +45,12 @@ import json
 import re
 import secrets
 import uuid
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from app.emulator.admin import AdminError
 from app.emulator.collection import Ctx, Kind, Unique, parse_seed, route
@@ -97,7 +98,7 @@ class TunnelEdit(BaseModel):
 class ConfigBody(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    config: dict[str, Any]
+    config: dict[str, JsonValue]
 
 
 class TunnelSeed(BaseModel):
@@ -109,7 +110,7 @@ class TunnelSeed(BaseModel):
     tunnel_secret: str | None = None
     created_at: str | None = None
     deleted_at: str | None = None
-    configuration: dict[str, Any] | None = None
+    configuration: dict[str, JsonValue] | None = None
 
 
 class ConnectorSpec(BaseModel):
@@ -134,7 +135,7 @@ def _secret(given: str | None) -> str:
     return given
 
 
-def check_ingress(config: Any) -> None:
+def check_ingress(config: object) -> None:
     """Refuse an ingress document cloudflared could not run."""
     if not isinstance(config, dict):
         raise _bad_config("config must be an object")
@@ -266,7 +267,7 @@ class Tunnels(Kind):
             )
         return combine(predicates, "all")
 
-    def order(self, ctx: Ctx, items: Any) -> list[Obj]:
+    def order(self, ctx: Ctx, items: Iterable[Obj]) -> list[Obj]:
         return sort_by(items, lambda t: (t["created_at"], t["id"]), "asc")
 
     def created(self, ctx: Ctx, obj: Obj) -> Obj:
@@ -310,7 +311,7 @@ class Tunnels(Kind):
             "conns": conns,
         }
 
-    def _connections(self, tunnel: Obj) -> list[Obj]:
+    def _connections(self, tunnel: Obj) -> list[JsonValue]:
         version = (tunnel["configuration"] or {}).get("version", 0)
         return [{**copy.deepcopy(connector), "config_version": version} for connector in tunnel["connectors"]]
 
@@ -421,8 +422,11 @@ class Tunnels(Kind):
             tunnel.update(deleted_at=seed.deleted_at, live=False)
         if seed.configuration is not None:
             check_ingress(seed.configuration.get("config"))
+            version = seed.configuration.get("version", 1)
+            if not isinstance(version, str | int | float):
+                raise invalid_body("configuration.version is a number")
             tunnel["configuration"] = {
-                "version": int(seed.configuration.get("version", 1)),
+                "version": int(version),
                 "config": seed.configuration["config"],
                 "created_at": seed.configuration.get("created_at") or tunnel["created_at"],
             }

@@ -8,7 +8,7 @@ must exist in the zone's account. Reading needs ``workers_routes:read``, writing
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -69,7 +69,7 @@ class WorkerRoutes(Kind):
             raise script_not_found()
         return {"id": previous["id"] if previous else self.new_id(), "pattern": pattern, "script": body.script or None}
 
-    def order(self, ctx: Ctx, items: Any) -> list[Obj]:
+    def order(self, ctx: Ctx, items: Iterable[Obj]) -> list[Obj]:
         return sort_by(items, lambda r: (r["pattern"], r["id"]), "asc")
 
 

@@ -42,11 +42,11 @@ import json
 import re
 from collections.abc import Sequence
 from datetime import date
-from typing import Any
+from typing import TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from app.emulator.collection import Ctx, Kind, parse_seed, route
 from app.emulator.envelope import JSON, CloudflareError, invalid_body, ok, pointer_of, read_json
@@ -60,6 +60,7 @@ FREE_SIZE = 3 * 1024 * 1024
 OLDEST_COMPATIBILITY_DATE = "2021-11-02"
 _NAME = re.compile(r"[a-z0-9_-]{1,63}")
 _SHOWN_SETTINGS = ("compatibility_date", "compatibility_flags", "logpush", "tags", "tail_consumers", "usage_model")
+M = TypeVar("M", bound=BaseModel)
 
 
 def _invalid(message: str) -> CloudflareError:
@@ -89,7 +90,7 @@ class Metadata(BaseModel):
     usage_model: str = "standard"
     logpush: bool = False
     tags: list[str] = []
-    tail_consumers: list[dict[str, Any]] = []
+    tail_consumers: list[dict[str, JsonValue]] = []
 
 
 class Module(BaseModel):
@@ -118,7 +119,7 @@ class ScriptSeed(BaseModel):
     tag: str | None = None
 
 
-def _parse(model: type[BaseModel], raw: Any) -> Any:
+def _parse(model: type[M], raw: object) -> M:
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
@@ -225,7 +226,7 @@ class WorkerScripts(Kind):
 
     def _bindings(
         self, store: Store, account_key: str, metadata: Metadata, previous: Obj | None
-    ) -> list[dict[str, Any]]:
+    ) -> list[dict[str, JsonValue]]:
         given = [binding.model_dump() for binding in metadata.bindings]
         if previous is not None and metadata.keep_bindings:
             sent = {binding["name"] for binding in given}
@@ -238,8 +239,8 @@ class WorkerScripts(Kind):
         return self.check_bindings(store, account_key, given, previous)
 
     def check_bindings(
-        self, store: Store, account_key: str, bindings: list[dict[str, Any]], previous: Obj | None
-    ) -> list[dict[str, Any]]:
+        self, store: Store, account_key: str, bindings: list[dict[str, JsonValue]], previous: Obj | None
+    ) -> list[dict[str, JsonValue]]:
         names = [binding["name"] for binding in bindings]
         if len(set(names)) != len(names):
             raise _invalid("Binding names must be unique within a Worker.")
@@ -341,7 +342,7 @@ class WorkerScripts(Kind):
             raw_body = await request.body()
             part = next((p for p in parse_form(content_type, raw_body) if p.name == "settings"), None)
             try:
-                raw: Any = json.loads(part.data) if part is not None else {}
+                raw: JsonValue = json.loads(part.data) if part is not None else {}
             except ValueError:
                 raise _invalid("The settings part is not JSON.") from None
         else:
@@ -381,7 +382,7 @@ class WorkerScripts(Kind):
         scripts = sort_by(self.rows(ctx), lambda s: s["id"], "asc")
         return ok([self.list_render(ctx, script) for script in scripts])
 
-    def deleted(self, obj: Obj) -> Any:
+    def deleted(self, obj: Obj) -> JsonValue:
         return None
 
     def after_delete(self, ctx: Ctx, obj: Obj) -> None:
@@ -426,7 +427,7 @@ class SettingsPatch(BaseModel):
     usage_model: str | None = None
     logpush: bool | None = None
     tags: list[str] | None = None
-    tail_consumers: list[dict[str, Any]] | None = None
+    tail_consumers: list[dict[str, JsonValue]] | None = None
 
 
 def _module(part: Part) -> Module:

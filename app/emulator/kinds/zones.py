@@ -26,8 +26,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -50,6 +51,9 @@ from app.emulator.paging import (
 from app.emulator.permissions import Token
 from app.emulator.seed import SeedError
 from app.emulator.state import Obj, Store
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
 
 PlanName = Literal["free", "pro", "business", "enterprise"]
 ZoneStatus = Literal["initializing", "pending", "active", "moved"]
@@ -202,7 +206,7 @@ def find_by_name(zones: list[Obj], name: str) -> Obj | None:
 
 # The kind
 
-_ORDER_KEYS: dict[str, Any] = {
+_ORDER_KEYS: dict[str, Callable[[Obj], SupportsRichComparison]] = {
     "name": lambda z: z["name"],
     "status": lambda z: z["status"],
     "account.id": lambda z: z["account"]["id"],
@@ -303,7 +307,7 @@ class Zones(Kind):
             predicates.append(value_filter(query["account.name"], lambda z: z["account"]["name"]))
         return combine(predicates, query.get("match"))
 
-    def order(self, ctx: Ctx, items: Any) -> list[Obj]:
+    def order(self, ctx: Ctx, items: Iterable[Obj]) -> list[Obj]:
         order = _ORDER_KEYS.get(ctx.query.get("order") or "name", _ORDER_KEYS["name"])
         return sort_by(items, lambda z: (order(z), z["name"], z["id"]), direction_of(ctx.query))
 
