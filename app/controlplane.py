@@ -85,7 +85,7 @@ def _b64(data: bytes) -> str:
 
 def kubeconfig(
     server: str, ca: bytes, *, cert: bytes | None = None, key: bytes | None = None, token: str | None = None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     user: dict[str, str] = {}
     if cert is not None and key is not None:
         user = {"client-certificate-data": _b64(cert), "client-key-data": _b64(key)}

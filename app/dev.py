@@ -22,11 +22,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import yaml
+from pydantic import JsonValue
 
 from app.api.crds import render_crds
 from app.api.registry import KINDS
@@ -82,7 +83,7 @@ def dev_emulator(workdir: Path) -> EmulatorProcess:
     return EmulatorProcess(dev_state(), workdir=workdir / "emulator")
 
 
-def dev_state() -> dict[str, Any]:
+def dev_state() -> dict[str, JsonValue]:
     """The emulator's starting state: the account and token the examples use."""
     return {
         "accounts": [{"id": DEV_ACCOUNT_ID, "name": "kflare dev account"}],
@@ -103,7 +104,7 @@ async def install_crds(kube: KubeClient) -> None:
             await kube.replace(CRDS, crd)
     for text in render_crds(helm=False).values():
         name = yaml.safe_load(text)["metadata"]["name"]
-        await _until(lambda name=name: _established(kube, name), 60, f"CRD {name} to be established")
+        await _until(functools.partial(_established, kube, name), 60, f"CRD {name} to be established")
 
 
 async def _established(kube: KubeClient, name: str) -> bool:
@@ -114,7 +115,7 @@ async def _established(kube: KubeClient, name: str) -> bool:
     )
 
 
-async def _until(check: Any, timeout: float, what: str) -> None:
+async def _until(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(KubeError):
@@ -263,11 +264,23 @@ async def metrics_reader(kube: KubeClient) -> None:
     )
 
 
+class _GatewaySettings(TypedDict, total=False):
+    """The settings `dev_settings` adds when the gateway runs too."""
+
+    gateway_enabled: bool
+    gateway_xds_bind_address: str
+    gateway_xds_token_file: Path
+    gateway_data_plane_address: str
+    gateway_data_plane_tls_port: int
+    gateway_data_plane_https_port: int
+    gateway_origin_tls_dir: str
+
+
 def dev_settings(
     plane: ControlPlane, emulator: EmulatorProcess, drift: str, gateway: DevGateway | None = None
 ) -> Settings:
     """`kflare run`'s settings against the local API server and emulator, every listener on a free loopback port."""
-    extra: dict[str, Any] = {}
+    extra: _GatewaySettings = {}
     if gateway is not None:
         extra = {
             "gateway_enabled": True,

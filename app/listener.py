@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 import uvicorn
+from starlette.types import ASGIApp
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
@@ -66,8 +67,14 @@ class BoundedHTTP(HttpToolsProtocol):
 
     limits: ClassVar[Limits] = Limits()
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        server_state: ServerState,
+        app_state: dict[str, object],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
         self._deadline: asyncio.TimerHandle | None = None
         self._header_bytes = 0
         self._too_large = False
@@ -161,7 +168,7 @@ class TLSAccept(asyncio.Protocol):
         self,
         config: uvicorn.Config,
         server_state: ServerState,
-        app_state: dict[str, Any],
+        app_state: dict[str, object],
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self.config, self.server_state, self.app_state = config, server_state, app_state
@@ -262,7 +269,7 @@ def bounded_protocol(limits: Limits, context: ssl.SSLContext | None = None) -> t
 
 
 def config(
-    app: Any,
+    app: ASGIApp,
     host: str,
     port: int,
     limits: Limits,

@@ -20,7 +20,7 @@ def _utc(created: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(created, dt.UTC)
 
 
-TIME_ENCODINGS: dict[str | None, Callable[[float], Any]] = {
+TIME_ENCODINGS: dict[str | None, Callable[[float], float | str]] = {
     None: lambda t: _utc(t).isoformat(timespec="milliseconds"),
     # zap's encoders, as the Go controller's --zap-time-encoding names them.
     "epoch": lambda t: t,
@@ -60,7 +60,7 @@ class JSONFormatter(logging.Formatter):
         self.stamp = TIME_ENCODINGS[time_encoding]
 
     def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
+        entry: dict[str, object] = {
             "ts": self.stamp(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
@@ -108,6 +108,6 @@ def configure(
 class ContextLogger(logging.LoggerAdapter[logging.Logger]):
     """A logger that adds its context (kind, namespace, name) to every line, keeping the call's own `extra`."""
 
-    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+    def process(self, msg: object, kwargs: MutableMapping[str, Any]) -> tuple[object, MutableMapping[str, Any]]:
         kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
         return msg, kwargs

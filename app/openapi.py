@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from fastapi import FastAPI
 
@@ -56,7 +56,7 @@ APPS: Final[dict[str, Callable[[], FastAPI]]] = {
 }
 
 
-def render(document: dict[str, Any]) -> str:
+def render(document: Mapping[str, object]) -> str:
     return json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 

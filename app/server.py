@@ -12,10 +12,11 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 import uvicorn
 from fastapi import FastAPI, Response
+from pydantic import JsonValue
 
 from app.api.base import GROUP, VERSION
 from app.api.registry import kind_for
@@ -25,6 +26,7 @@ from app.cloudflare.budget import BudgetConfig
 from app.cloudflare.http import HttpConfig, user_agent
 from app.cloudflare.session import CloudflareSession
 from app.kube.client import NAMESPACES, KubeClient, KubeError, ResourceType
+from app.kube.informer import Informer
 from app.kube.manager import Manager, default_identity
 from app.listener import Limits, StopsWhenTold, TLSAccept
 from app.listener import config as listener_config
@@ -194,11 +196,11 @@ class Runtime:
             synced = now_synced
             await asyncio.sleep(1.0)
 
-    def _cache(self, kind: str) -> Any:
+    def _cache(self, kind: str) -> Informer | None:
         manager = self.manager
         return manager.informer_of(kind) if manager is not None and manager.synced else None
 
-    async def list_objects(self, kind: str, namespace: str | None) -> list[Mapping[str, Any]]:
+    async def list_objects(self, kind: str, namespace: str | None) -> list[Mapping[str, JsonValue]]:
         """A kflare kind's objects, for the webhook: the leader's cache, else one read of the API server (a standby
         holds no cache)."""
         informer = self._cache(kind)
@@ -208,12 +210,11 @@ class Runtime:
             return []
         return list((await self.kube.list(_resource_type(kind), namespace)).get("items") or [])
 
-    async def get_object(self, kind: str, name: str, namespace: str | None) -> Mapping[str, Any] | None:
+    async def get_object(self, kind: str, name: str, namespace: str | None) -> Mapping[str, JsonValue] | None:
         """A kflare object, for the webhook, read as `list_objects` reads (None: there is none)."""
         informer = self._cache(kind)
         if informer is not None:
-            found: Mapping[str, Any] | None = informer.get(name, namespace)
-            return found
+            return informer.get(name, namespace)
         if self.kube is None:
             return None
         try:
@@ -226,7 +227,13 @@ class Runtime:
     async def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         """A namespace's labels, for the webhook, read as `list_objects` reads (None: no such namespace)."""
         raw = await self.get_object("Namespace", namespace, None)
-        return None if raw is None else dict((raw.get("metadata") or {}).get("labels") or {})
+        if raw is None:
+            return None
+        metadata = raw.get("metadata")
+        labels = metadata.get("labels") if isinstance(metadata, dict) else None
+        if not isinstance(labels, dict):
+            return {}
+        return {key: value for key, value in labels.items() if isinstance(value, str)}
 
     @property
     def healthy(self) -> bool:
@@ -237,7 +244,7 @@ class Runtime:
     def ready(self) -> bool:
         return self.manager is not None and self.manager.ready
 
-    def resources(self) -> list[tuple[str, list[dict[str, Any]]]]:
+    def resources(self) -> list[tuple[str, Sequence[Mapping[str, JsonValue]]]]:
         """Each kind with the objects its informer holds (none on a standby), for `kflare_resources`."""
         if self.manager is None:
             return []
@@ -305,7 +312,7 @@ class Served:
     host: str
     port: int
     tls: ReloadingTLS | None = None
-    follows: tuple[Callable[[], Coroutine[Any, Any, None]], ...] = ()
+    follows: tuple[Callable[[], Coroutine[object, None, None]], ...] = ()
     """Watches of files the listener reads beside its certificate (the xDS token), run next to it."""
 
     @property
@@ -336,10 +343,10 @@ class ClusterReads:
     runtime: Runtime
     default_account_namespaces: NamespacePolicy
 
-    async def get(self, kind: str, name: str, namespace: str | None) -> Mapping[str, Any] | None:
+    async def get(self, kind: str, name: str, namespace: str | None) -> Mapping[str, JsonValue] | None:
         return await self.runtime.get_object(kind, name, namespace)
 
-    async def list(self, kind: str, namespace: str | None) -> list[Mapping[str, Any]]:
+    async def list(self, kind: str, namespace: str | None) -> list[Mapping[str, JsonValue]]:
         return await self.runtime.list_objects(kind, namespace)
 
     async def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:

@@ -10,7 +10,7 @@ import re
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import BeforeValidator, Field, Json, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -21,7 +21,7 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-def parse_duration(value: Any) -> timedelta:
+def parse_duration(value: object) -> timedelta:
     """A Go duration (`1h30m`, `90s`, `0s`), a number of seconds, or a timedelta."""
     if isinstance(value, timedelta):
         return value
@@ -49,12 +49,12 @@ class LogFormat(StrEnum):
     TEXT = "text"
 
 
-def _log_format(value: Any) -> Any:
+def _log_format(value: object) -> object:
     # zap's name for the human-readable encoder, as the Go controller's chart passes it.
     return LogFormat.TEXT if value == "console" else value
 
 
-def _zap_level(value: Any) -> Any:
+def _zap_level(value: object) -> str:
     """zap's levels as Python's: a verbosity N >= 1 is zap's debug-N, which Python's logging has one level for."""
     text = str(value).strip().lower()
     if text.isdigit() and int(text) > 0:

@@ -38,7 +38,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Final, TypeAlias
 
 import grpc
 from envoy.service.discovery.v3 import discovery_pb2
@@ -135,6 +135,8 @@ class _Wake:
 
 _WAKE: Final = _Wake()
 _END: Final = None
+_Queued: TypeAlias = discovery_pb2.DeltaDiscoveryRequest | _Wake | None
+"""What a stream's queue holds: a request of its Envoy, a wake-up, or the end of the requests."""
 
 
 class XdsService:
@@ -146,8 +148,8 @@ class XdsService:
         """One per data plane ("" the shared one): each remembers what it encoded of its own plane."""
         self._views: dict[str, View] = {}
         self._lock = asyncio.Lock()
-        self._streams: set[tuple[asyncio.AbstractEventLoop, asyncio.Queue[Any]]] = set()
-        self._handlers: set[asyncio.Task[Any]] = set()
+        self._streams: set[tuple[asyncio.AbstractEventLoop, asyncio.Queue[_Queued]]] = set()
+        self._handlers: set[asyncio.Task[object]] = set()
         self._unwatch = store.watch(self._changed)
         self._nonce = 0
         self._reported: set[tuple[str, str, str]] = set()
@@ -241,7 +243,7 @@ class XdsService:
         if self.store.resources is None or not self.store.serving():
             await self._refuse(context, grpc.StatusCode.UNAVAILABLE, "no configuration to serve here")
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
+        queue: asyncio.Queue[_Queued] = asyncio.Queue()
 
         async def read() -> None:
             try:

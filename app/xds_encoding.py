@@ -7,8 +7,9 @@ by every stream; versions are content hashes, so two leaders that compute the sa
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
@@ -23,6 +24,7 @@ from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from envoy.service.discovery.v3 import discovery_pb2
 from google.protobuf import any_pb2, json_format
+from google.protobuf.message import Message
 
 from reconcilers.gateway import envoy
 
@@ -36,7 +38,7 @@ _NESTED = (
     http_protocol_options_pb2,
     cares_dns_resolver_pb2,
 )
-_MESSAGES: Final[dict[str, Any]] = {
+_MESSAGES: Final[dict[str, type[Message]]] = {
     "clusters": cluster_pb2.Cluster,
     "endpoints": endpoint_pb2.ClusterLoadAssignment,
     "listeners": listener_pb2.Listener,
@@ -48,6 +50,10 @@ WIRE_TYPES: Final = {**envoy.TYPES, "virtual_hosts": VIRTUAL_HOST}
 """What goes on the wire, in push order: each RouteConfiguration of the snapshot without its virtual hosts (it names
 VHDS as their source), then each virtual host as a resource of its own, named `<route configuration>/<domain>`,
 so that a change to one route sends that hostname's virtual host and nothing else."""
+Document = Mapping[str, object]
+"""One resource as the snapshot holds it: the JSON form of its message."""
+Resources = Mapping[str, Mapping[str, Document]]
+"""A snapshot's resources: by type key, then by name."""
 VHDS: Final = {"config_source": {"ads": {}, "resource_api_version": "V3"}}
 
 
@@ -55,7 +61,7 @@ def _hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def _parse(resource: dict[str, Any], message: Any) -> bytes:
+def _parse(resource: Document, message: Message) -> bytes:
     body = {k: v for k, v in resource.items() if k != "@type"}
     json_format.ParseDict(body, message)
     return bytes(message.SerializeToString(deterministic=True))
@@ -67,7 +73,7 @@ class Encoded:
 
     name: str
     version: str
-    message: Any
+    message: discovery_pb2.Resource
     size: int
 
 
@@ -89,16 +95,17 @@ class View:
     types: dict[str, TypeView]
 
 
-def wire_resources(resources: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
+def wire_resources(resources: Resources) -> dict[str, Mapping[str, Document]]:
     """The snapshot's resources as they are served: each RouteConfiguration's virtual hosts taken out of it (it
     gets VHDS instead) and served as resources of their own, each named `<route configuration>/<its name>` (Envoy
     keeps a VHDS virtual host by its `name`, and removes one by its resource name: the two must be the same)."""
     out = {key: value for key, value in resources.items() if key != "routes"}
-    routes: dict[str, dict[str, Any]] = {}
-    hosts: dict[str, dict[str, Any]] = {}
+    routes: dict[str, Document] = {}
+    hosts: dict[str, Document] = {}
     for name, configuration in resources.get("routes", {}).items():
         routes[name] = {**{k: v for k, v in configuration.items() if k != "virtual_hosts"}, "vhds": VHDS}
-        for host in configuration.get("virtual_hosts") or []:
+        virtual_hosts = configuration.get("virtual_hosts") or []
+        for host in virtual_hosts if isinstance(virtual_hosts, list) else []:
             full = f"{name}/{host.get('name')}"
             hosts[full] = {**host, "name": full}
     out["routes"], out["virtual_hosts"] = routes, hosts
@@ -110,12 +117,12 @@ class Encoder:
     encoded before is not encoded again."""
 
     def __init__(self) -> None:
-        self._resources: dict[tuple[str, str], tuple[dict[str, Any], Encoded]] = {}
+        self._resources: dict[tuple[str, str], tuple[Document, Encoded]] = {}
         self.failures: list[tuple[str, str, str]] = []
         """(type key, name, error) of the resources of the last `encode` that did not encode."""
 
-    def encode(self, generation: int, resources: dict[str, dict[str, dict[str, Any]]]) -> View:
-        kept: dict[tuple[str, str], tuple[dict[str, Any], Encoded]] = {}
+    def encode(self, generation: int, resources: Resources) -> View:
+        kept: dict[tuple[str, str], tuple[Document, Encoded]] = {}
         self.failures = []
         types: dict[str, TypeView] = {}
         wire = wire_resources(resources)
@@ -140,7 +147,7 @@ class Encoder:
         self._resources = kept
         return View(generation, types)
 
-    def _encode(self, key: str, name: str, resource: dict[str, Any]) -> Encoded:
+    def _encode(self, key: str, name: str, resource: Document) -> Encoded:
         value = _parse(resource, _MESSAGES[key]())
         version = _hash(value)
         message = discovery_pb2.Resource(

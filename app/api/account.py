@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 
@@ -111,7 +111,7 @@ class Account(Resource[AccountSpec, CloudflareAccountStatus]):
     )
 
 
-def effective_account_id(account: CloudflareAccount | Account | Mapping[str, Any] | None) -> str | None:
+def effective_account_id(account: CloudflareAccount | Account | Mapping[str, object] | None) -> str | None:
     """The Cloudflare account ID an account resource (the model, or the object as the caches hold it) stands for:
     `spec.accountID` when set, else the one kflare detected (`status.accountID`), else None while it is not known.
     Everything that needs an account's ID reads it here, so a detected one is read from the status, never detected
@@ -120,7 +120,9 @@ def effective_account_id(account: CloudflareAccount | Account | Mapping[str, Any
         return None
     if isinstance(account, CloudflareAccount | Account):
         return account.spec.account_id or account.status.account_id
-    spec = account.get("spec") or {}
-    status = account.get("status") or {}
-    value = spec.get("accountID") or status.get("accountID")
+    spec = account.get("spec")
+    status = account.get("status")
+    value = (spec.get("accountID") if isinstance(spec, Mapping) else None) or (
+        status.get("accountID") if isinstance(status, Mapping) else None
+    )
     return str(value) if value else None

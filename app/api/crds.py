@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
@@ -133,8 +134,8 @@ def _check_column(schema: Schema, info: KindInfo, column: PrinterColumn) -> None
                 raise SchemaError(f"{info.kind}: printer column {column.name!r} points at {path}, not in the schema")
 
 
-def _column(column: PrinterColumn) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": column.name, "type": column.type, "jsonPath": column.json_path}
+def _column(column: PrinterColumn) -> dict[str, object]:
+    out: dict[str, object] = {"name": column.name, "type": column.type, "jsonPath": column.json_path}
     if column.description:
         out["description"] = column.description
     if column.priority:
@@ -180,7 +181,7 @@ def openapi_schema(model: ResourceClass) -> Schema:
 def crd(model: ResourceClass) -> dict[str, Any]:
     """The `apiextensions.k8s.io/v1` CustomResourceDefinition of a kind."""
     info = model.info
-    names: dict[str, Any] = {
+    names: dict[str, object] = {
         "kind": info.kind,
         "listKind": info.list_kind,
         "plural": info.plural,
@@ -215,7 +216,7 @@ def crd(model: ResourceClass) -> dict[str, Any]:
 
 
 class _Dumper(yaml.SafeDumper):
-    def ignore_aliases(self, data: Any) -> bool:
+    def ignore_aliases(self, data: object) -> bool:
         return True
 
 
@@ -227,7 +228,7 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
-def to_yaml(document: dict[str, Any]) -> str:
+def to_yaml(document: Mapping[str, object]) -> str:
     return yaml.dump(document, Dumper=_Dumper, sort_keys=True, default_flow_style=False, allow_unicode=True, width=110)
 
 

@@ -12,7 +12,7 @@ import functools
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel
 
@@ -34,18 +34,18 @@ class _Link:
     held: tuple[_Link, ...] = ()
 
 
-def _types(annotation: Any) -> Iterator[type]:
+def _types(annotation: object) -> Iterator[type]:
     if isinstance(annotation, type):
         yield annotation
     for arg in typing.get_args(annotation):
         yield from _types(arg)
 
 
-def _declared(annotation: Any, metadata: list[Any]) -> Refers | None:
+def _declared(annotation: object, metadata: list[object]) -> Refers | None:
     """The `Refers` of a field: in its own metadata, or on a member of a union (`Annotated[...] | None`)."""
     found = [m for m in metadata if isinstance(m, Refers)]
     if typing.get_origin(annotation) is Annotated:
-        found.extend(m for m in annotation.__metadata__ if isinstance(m, Refers))
+        found.extend(m for m in typing.get_args(annotation)[1:] if isinstance(m, Refers))
     for arg in typing.get_args(annotation):
         if (inner := _declared(arg, [])) is not None:
             found.append(inner)
@@ -114,7 +114,7 @@ def reference_fields(model: type[BaseModel], reference: type[Reference]) -> dict
     }
 
 
-def _named(link: _Link, value: Any, namespace: str) -> Iterator[Target]:
+def _named(link: _Link, value: object, namespace: str) -> Iterator[Target]:
     for item in value if isinstance(value, list) else [value]:
         if link.held:
             if isinstance(item, Mapping):
@@ -127,11 +127,12 @@ def _named(link: _Link, value: Any, namespace: str) -> Iterator[Target]:
             yield from link.reference.targets(item, link.kinds[0], namespace)
 
 
-def targets_of(model: type[BaseModel], raw: Mapping[str, Any]) -> list[Target]:
+def targets_of(model: type[BaseModel], raw: Mapping[str, object]) -> list[Target]:
     """The objects a stored resource references (its spec's references, and those its status keeps), each once, in
     the order of the model's fields: read from the stored object, as the dependency index reads every watch
     event, so nothing is parsed."""
-    namespace = str((raw.get("metadata") or {}).get("namespace") or "")
+    metadata = raw.get("metadata")
+    namespace = str((metadata.get("namespace") if isinstance(metadata, Mapping) else None) or "")
     found: dict[Target, None] = {}
     for part, link in _resource_links(model):
         held = raw.get(part) or {}

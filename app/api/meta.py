@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_serializer, field_validator
 
@@ -44,7 +44,7 @@ class ObjectMeta(KflareModel):
 
     @field_validator("labels", "annotations", "finalizers", mode="before")
     @classmethod
-    def _null_is_empty(cls, value: Any, info: ValidationInfo) -> Any:
+    def _null_is_empty(cls, value: object, info: ValidationInfo) -> object:
         # Kubernetes sends `null` for an empty map or list now and then; read it as empty.
         if value is None:
             return [] if info.field_name == "finalizers" else {}
@@ -90,7 +90,7 @@ class Status(KflareModel):
 
     @field_validator("conditions", mode="before")
     @classmethod
-    def _null_conditions(cls, value: Any) -> Any:
+    def _null_conditions(cls, value: object) -> object:
         return [] if value is None else value
 
     def condition(self, type_: str = READY) -> Condition | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -41,7 +41,7 @@ class Reference(KflareModel):
     refers_to: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
-    def targets(cls, value: Mapping[str, Any], kind: str, namespace: str) -> list[Target]:
+    def targets(cls, value: Mapping[str, object], kind: str, namespace: str) -> list[Target]:
         """What `value` (the reference as stored) names for a referrer in `namespace`, `kind` being what the field
         declares: read from the stored object, not a parsed one, as the dependency index reads every watch event.
         By default the object of that name in the reference's `namespace`, if the type has one, else the
@@ -86,7 +86,7 @@ class TokenSecretReference(Reference):
     """Key in the Secret's data that holds the token."""
 
     @classmethod
-    def targets(cls, value: Mapping[str, Any], kind: str, namespace: str) -> list[Target]:
+    def targets(cls, value: Mapping[str, object], kind: str, namespace: str) -> list[Target]:
         # a cluster-scoped referrer has no namespace to default to: a Secret nowhere is no edge
         return [target for target in super().targets(value, kind, namespace) if target[1]]
 
@@ -128,7 +128,7 @@ class AccountReference(Reference):
     """`CloudflareAccount` (unset: the same) or `Account`, in the resource's namespace."""
 
     @classmethod
-    def targets(cls, value: Mapping[str, Any], kind: str, namespace: str) -> list[Target]:
+    def targets(cls, value: Mapping[str, object], kind: str, namespace: str) -> list[Target]:
         name = value.get("name")
         if not name:
             return []
@@ -160,7 +160,7 @@ class BoundObjectReference(Reference):
     """Namespace of the object; unset is the Worker's own."""
 
     @classmethod
-    def targets(cls, value: Mapping[str, Any], kind: str, namespace: str) -> list[Target]:
+    def targets(cls, value: Mapping[str, object], kind: str, namespace: str) -> list[Target]:
         named = super().targets(value, kind, namespace)
         # a Grant of the other namespace given or taken back decides whether the reference holds: any Grant there
         # (the empty name stands for them all) reconciles the referrer

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, ClassVar, Generic, Self, TypeVar, cast
+from typing import ClassVar, Generic, Self, TypeVar, cast
 
 from pydantic import BaseModel, Field, model_validator
 
 from app.api.base import API_VERSION, KflareModel, KindInfo, Problems
 from app.api.meta import ObjectMeta, Status
 
-SpecT = TypeVar("SpecT", bound=KflareModel)
-StatusT = TypeVar("StatusT", bound=Status)
+# Covariant, so that every kind is an `AnyResource`: code that handles any kind reads what all specs and statuses share.
+SpecT = TypeVar("SpecT", bound=KflareModel, covariant=True)
+StatusT = TypeVar("StatusT", bound=Status, covariant=True)
 
 
 class Resource(KflareModel, Generic[SpecT, StatusT]):
@@ -33,7 +34,7 @@ class Resource(KflareModel, Generic[SpecT, StatusT]):
 
     @model_validator(mode="before")
     @classmethod
-    def _fill_in(cls, data: Any) -> Any:
+    def _fill_in(cls, data: object) -> object:
         if isinstance(data, dict):
             data = dict(data)
             if not data.get("kind"):
@@ -74,12 +75,12 @@ class Resource(KflareModel, Generic[SpecT, StatusT]):
         return f"{self.metadata.namespace}/{self.metadata.name}" if self.metadata.namespace else self.metadata.name
 
 
-AnyResource = Resource[Any, Any]
-ResourceClass = type[Resource[Any, Any]]
+AnyResource = Resource[KflareModel, Status]
+ResourceClass = type[Resource[KflareModel, Status]]
 
 
 @functools.cache
-def _field_type(model: type[BaseModel], name: str) -> Any:
+def _field_type(model: type[BaseModel], name: str) -> object:
     """The declared type of a model's field: pydantic builds `model_fields` anew on each access from the class, and
     the webhook asks for a kind's spec model on every review."""
     return model.model_fields[name].annotation

@@ -189,7 +189,7 @@ class _Converter:
                 merged["required"] = [name for name in properties if name in required]
             return merged
         if all("enum" in b for b in branches):
-            values: list[Any] = []
+            values: list[object] = []
             for branch in branches:
                 values.extend(v for v in branch["enum"] if v not in values)
             return {"type": kind, "enum": values}

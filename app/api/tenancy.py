@@ -7,9 +7,10 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Final, Generic, Literal
 
 from pydantic import ConfigDict, Field, model_validator
+from typing_extensions import TypeVar
 
 from app.api.base import KflareModel, Problems
 
@@ -196,18 +197,24 @@ def _bare(name: str) -> str:
     return name.lower().rstrip(".")
 
 
-def zone_domain(zone: Mapping[str, Any]) -> str:
-    return _bare(str((zone.get("spec") or {}).get("name") or ""))
+def _part(obj: Mapping[str, object], key: str) -> Mapping[str, object]:
+    """The object under `key` of a stored object, empty when there is none."""
+    value = obj.get(key)
+    return value if isinstance(value, Mapping) else {}
 
 
-def holds_zone(zone: Mapping[str, Any]) -> bool:
+def zone_domain(zone: Mapping[str, object]) -> str:
+    return _bare(str(_part(zone, "spec").get("name") or ""))
+
+
+def holds_zone(zone: Mapping[str, object]) -> bool:
     """Whether the Zone holds a Cloudflare zone (one refused as `ClaimedElsewhere`, or not made yet, manages
     nothing)."""
-    return bool(((zone.get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID"))
+    return bool(_part(_part(zone, "status"), "cloudflareMetadata").get("zoneID"))
 
 
-def creation_order(obj: Mapping[str, Any]) -> tuple[str, str, str]:
-    meta = obj.get("metadata") or {}
+def creation_order(obj: Mapping[str, object]) -> tuple[str, str, str]:
+    meta = _part(obj, "metadata")
     return (str(meta.get("creationTimestamp") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
@@ -218,12 +225,16 @@ def suffixes(hostname: str) -> list[str]:
     return [".".join(labels[start:]) for start in range(len(labels) - 1)]
 
 
-class ZoneIndex:
+ZoneT = TypeVar("ZoneT", bound=Mapping[str, object], default=Mapping[str, object])
+"""What the index holds the Zones as: it hands back the very objects it was given."""
+
+
+class ZoneIndex(Generic[ZoneT]):
     """The Zones that manage a zone, by domain: what the Gateway class and admission read (the controller's
     `reconcilers.tenancy.managing_zone` answers the same from its cache's index)."""
 
-    def __init__(self, zones: Iterable[Mapping[str, Any]]) -> None:
-        by_domain: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    def __init__(self, zones: Iterable[ZoneT]) -> None:
+        by_domain: dict[str, list[ZoneT]] = defaultdict(list)
         for zone in zones:
             domain = zone_domain(zone)
             if domain and holds_zone(zone):
@@ -232,7 +243,7 @@ class ZoneIndex:
         # the cache lists them in.
         self.by_domain = {domain: min(found, key=creation_order) for domain, found in by_domain.items()}
 
-    def managing(self, hostname: str) -> Mapping[str, Any] | None:
+    def managing(self, hostname: str) -> ZoneT | None:
         """The Zone that manages the zone `hostname` is in: the one whose domain is its longest suffix."""
         for domain in suffixes(hostname):
             found = self.by_domain.get(domain)

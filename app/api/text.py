@@ -18,9 +18,10 @@ its position) and by a CEL rule in the CRD's schema (so the API server refuses i
 from __future__ import annotations
 
 import unicodedata
-from typing import Annotated, Any, Final
+from collections.abc import Callable
+from typing import Annotated, Final
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, JsonValue
 from pydantic_core import PydanticCustomError
 
 BIDI_CONTROLS: Final = frozenset(
@@ -63,7 +64,7 @@ def _describe(char: str) -> str:
     return f"U+{code:04X} ({unicodedata.name(char, _CONTROL_NAMES.get(code, 'a control character'))})"
 
 
-def _checker(*, name: bool, code: bool = False) -> Any:
+def _checker(*, name: bool, code: bool = False) -> Callable[[str], str]:
     message = CODE_MESSAGE if code else NAME_MESSAGE if name else TEXT_MESSAGE
 
     def check(value: str) -> str:
@@ -88,7 +89,7 @@ def _checker(*, name: bool, code: bool = False) -> Any:
     return check
 
 
-def _rule(rule: str, message: str) -> dict[str, Any]:
+def _rule(rule: str, message: str) -> dict[str, JsonValue]:
     return {"x-kubernetes-validations": [{"rule": rule, "message": message}]}
 
 

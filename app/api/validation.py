@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Annotated, Any, Final, Union, get_args, get_origin
+from typing import Annotated, Final, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -39,11 +39,11 @@ def errors_from(exc: ValidationError, prefix: Loc = ()) -> list[FieldError]:
     return out
 
 
-Walker = Callable[[Any, Loc], Iterator[FieldError]]
+Walker = Callable[[object, Loc], Iterator[FieldError]]
 """Checks one value of a field for unknown fields below it, given the value and its location."""
 
 
-def _walker(annotation: Any) -> Walker | None:
+def _walker(annotation: object) -> Walker | None:
     """What checks a value of `annotation` for unknown fields; None where nothing below it can be unknown (scalars,
     free-form values). Built once per model field (`_fields`): typing introspection per review would cost more than
     the check itself."""
@@ -57,13 +57,13 @@ def _walker(annotation: Any) -> Walker | None:
         options = [a for a in get_args(annotation) if a is not type(None)]
         return _walker(options[0]) if len(options) == 1 else None
     if origin in (list, tuple, set, frozenset, Sequence):
-        (item,) = get_args(annotation)[:1] or (Any,)
+        (item,) = get_args(annotation)[:1] or (object,)
         each = _walker(item)
         if each is None:
             return None
         return lambda value, loc: _each(each, enumerate(value) if isinstance(value, list) else (), loc)
     if origin in (dict, Mapping):
-        _, item = get_args(annotation) or (Any, Any)
+        _, item = get_args(annotation) or (object, object)
         each_value = _walker(item)
         if each_value is None:
             return None
@@ -71,7 +71,7 @@ def _walker(annotation: Any) -> Walker | None:
     return None
 
 
-def _each(walker: Walker, entries: Iterable[tuple[int | str, Any]], loc: Loc) -> Iterator[FieldError]:
+def _each(walker: Walker, entries: Iterable[tuple[int | str, object]], loc: Loc) -> Iterator[FieldError]:
     for key, element in entries:
         yield from walker(element, (*loc, key if isinstance(key, int) else str(key)))
 
@@ -84,7 +84,7 @@ def _fields(model: type[BaseModel]) -> tuple[dict[str, Walker | None], dict[str,
     return by_wire, by_python
 
 
-def _unknown(model: type[BaseModel], data: Any, loc: Loc) -> Iterator[FieldError]:
+def _unknown(model: type[BaseModel], data: object, loc: Loc) -> Iterator[FieldError]:
     if not isinstance(data, (dict, Mapping)):  # dict first: what JSON parses to, and an exact match is cheap
         return
     by_wire, by_python = _fields(model)
@@ -98,7 +98,7 @@ def _unknown(model: type[BaseModel], data: Any, loc: Loc) -> Iterator[FieldError
             yield from walker(value, (*loc, key))
 
 
-def unknown_fields(model: type[BaseModel], data: Any, loc: Loc = ()) -> list[FieldError]:
+def unknown_fields(model: type[BaseModel], data: object, loc: Loc = ()) -> list[FieldError]:
     """Fields of `data` the model (and so the CRD's schema) does not declare, at any depth."""
     return list(_unknown(model, data, loc))
 
@@ -111,7 +111,7 @@ def _model(kind: KindRef) -> ResourceClass:
     return kind_for(kind) if isinstance(kind, str) else kind
 
 
-def _spec_errors(model: ResourceClass, spec: Any) -> Iterator[FieldError]:
+def _spec_errors(model: ResourceClass, spec: object) -> Iterator[FieldError]:
     prefix: Loc = ("spec",)
     if not isinstance(spec, (dict, Mapping)):
         yield FieldError("spec", "must be an object")
@@ -124,7 +124,7 @@ def _spec_errors(model: ResourceClass, spec: Any) -> Iterator[FieldError]:
     yield from _unknown(spec_model, spec, prefix)
 
 
-def object_errors(kind_or_plural: KindRef, obj: Mapping[str, Any]) -> Iterator[FieldError]:
+def object_errors(kind_or_plural: KindRef, obj: Mapping[str, object]) -> Iterator[FieldError]:
     """`validate_object`, one error at a time: a caller that shows only the first few need not hold them all (an
     object can have as many unknown fields as its size allows)."""
     model = _model(kind_or_plural)
@@ -143,7 +143,7 @@ def object_errors(kind_or_plural: KindRef, obj: Mapping[str, Any]) -> Iterator[F
     yield from _spec_errors(model, obj["spec"])
 
 
-def validate_object(kind_or_plural: KindRef, obj: Mapping[str, Any]) -> list[FieldError]:
+def validate_object(kind_or_plural: KindRef, obj: Mapping[str, object]) -> list[FieldError]:
     """Every reason to refuse `obj` (a whole object as JSON) as a kflare `kind_or_plural`; empty when valid.
 
     Checks apiVersion and kind when present, and the spec: types, formats, bounds, the rules Cloudflare would
@@ -153,7 +153,7 @@ def validate_object(kind_or_plural: KindRef, obj: Mapping[str, Any]) -> list[Fie
     return list(object_errors(kind_or_plural, obj))
 
 
-def spec_value(spec: Any, path: str) -> Any:
+def spec_value(spec: object, path: str) -> object:
     """The value at a dotted path of a spec (as JSON), or MISSING."""
     value = spec
     for part in path.split("."):
@@ -163,7 +163,7 @@ def spec_value(spec: Any, path: str) -> Any:
     return value
 
 
-def immutable_violations(kind: KindRef, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
+def immutable_violations(kind: KindRef, old: Mapping[str, object], new: Mapping[str, object]) -> list[FieldError]:
     """The immutable spec fields `new` changes, adds or removes compared with `old` (whole objects as JSON).
 
     The same rules the CRD enforces with CEL, so the webhook can explain them too.
@@ -178,6 +178,6 @@ def immutable_violations(kind: KindRef, old: Mapping[str, Any], new: Mapping[str
     return errors
 
 
-def validate_update(kind: KindRef, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
+def validate_update(kind: KindRef, old: Mapping[str, object], new: Mapping[str, object]) -> list[FieldError]:
     """`validate_object` of the new object plus its `immutable_violations`."""
     return [*validate_object(kind, new), *immutable_violations(kind, old, new)]

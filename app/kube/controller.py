@@ -6,9 +6,9 @@ import asyncio
 import contextvars
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from app.kube import metrics
 from app.kube.client import KubeClient, KubeError, ResourceType
@@ -55,9 +55,17 @@ def reconcile_deadline() -> float | None:
     return _DEADLINE.get()
 
 
-def _fingerprint(obj: dict[str, Any]) -> int:
+def _resource_version(obj: Mapping[str, object]) -> str:
+    meta = obj.get("metadata")
+    version = meta.get("resourceVersion", "") if isinstance(meta, Mapping) else ""
+    return version if isinstance(version, str) else ""
+
+
+def _fingerprint(obj: Mapping[str, object]) -> int:
     """What of an object calls for a reconcile when it changes, as one number: it is kept for every object."""
-    meta = obj.get("metadata") or {}
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        meta = {}
     return hash(
         (
             meta.get("generation"),
@@ -231,7 +239,7 @@ class Workers:
         for observer in self.observers:
             observer(key, outcome)
 
-    def _where(self, key: Key) -> dict[str, Any]:
+    def _where(self, key: Key) -> dict[str, str | None]:
         return {"kind": self.reconciler_kind, "namespace": key[0] or None, "object_name": key[1]}
 
     def _failed(self, key: Key) -> None:
@@ -272,13 +280,13 @@ class Controller(Workers):
     def reconciler_kind(self) -> str:
         return self.rt.kind
 
-    def _on_event(self, kind: EventType, obj: dict[str, Any]) -> None:
+    def _on_event(self, kind: EventType, obj: dict[str, object]) -> None:
         key = key_of(obj)
         if kind == "DELETED":
             for table in (self._seen, self._own, self._pending):
                 table.pop(key, None)
             return
-        version = (obj.get("metadata") or {}).get("resourceVersion", "")
+        version = _resource_version(obj)
         fingerprint = _fingerprint(obj)
         if self.queue.is_processing(key):
             # Maybe the echo of a write whose reply the running reconcile has not read yet: decide when it ends, in
@@ -316,11 +324,11 @@ class Controller(Workers):
         self._seen[key] = fingerprint
         self.enqueue(key)
 
-    def note_own_write(self, obj: dict[str, Any]) -> None:
+    def note_own_write(self, obj: dict[str, object]) -> None:
         """The reconcile that wrote `obj` goes on with it: its echo from the watch needs no reconcile of its own."""
         strip(obj)  # as its echo will be
         key = key_of(obj)
-        version = (obj.get("metadata") or {}).get("resourceVersion", "")
+        version = _resource_version(obj)
         self._own[key] = (*self._own.get(key, ())[1 - OWN_WRITES_KEPT :], version)
         # What the object is known as is left to the echo: the reply also carries what others changed meanwhile (a
         # deletion while the reconcile ran), which the reconcile never acted on, and whose own event must still

@@ -15,7 +15,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import ClassVar, Final
 
 from app.kube.client import JSON, SECRETS, KubeClient, KubeError
 
@@ -30,7 +30,7 @@ Wanted = Callable[[dict[str, bytes] | None], dict[str, bytes] | None]
 must hold."""
 
 
-def decoded(data: Mapping[str, Any]) -> dict[str, bytes] | None:
+def decoded(data: Mapping[str, object]) -> dict[str, bytes] | None:
     """The Secret's data as bytes; None when a value is not base64 (a Secret edited by hand, say)."""
     try:
         return {key: base64.b64decode(str(value), validate=True) for key, value in data.items()}

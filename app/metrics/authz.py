@@ -18,7 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from fastapi import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -87,7 +87,7 @@ class KubeReviewer:
             raise ReviewUnavailable("the Kubernetes client is not connected yet")
         return kube
 
-    async def _post(self, path: str, body: dict[str, Any], what: str) -> dict[str, Any]:
+    async def _post(self, path: str, body: Mapping[str, object], what: str) -> Mapping[str, object]:
         kube = self._client()
         try:
             async with asyncio.timeout(self.timeout):
@@ -101,7 +101,7 @@ class KubeReviewer:
             raise ReviewUnavailable(f"{what} failed: {type(exc).__name__}: {exc}") from None
 
     async def authenticate(self, token: str) -> UserInfo | None:
-        spec: dict[str, Any] = {"token": token}
+        spec: dict[str, object] = {"token": token}
         if self.audiences:
             spec["audiences"] = self.audiences
         review = await self._post(
@@ -109,20 +109,20 @@ class KubeReviewer:
             {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec},
             "TokenReview",
         )
-        status = review.get("status") or {}
+        status = _fields(review.get("status"))
         if not status.get("authenticated"):
             return None
-        user = status.get("user") or {}
-        extra = user.get("extra") or {}
+        user = _fields(status.get("user"))
+        extra = _fields(user.get("extra"))
         return UserInfo(
             username=str(user.get("username", "")),
             uid=str(user.get("uid", "")),
-            groups=tuple(str(g) for g in user.get("groups") or ()),
-            extra={str(k): [str(v) for v in values or ()] for k, values in extra.items()},
+            groups=tuple(str(g) for g in _items(user.get("groups"))),
+            extra={str(k): [str(v) for v in _items(values)] for k, values in extra.items()},
         )
 
     async def authorize(self, user: UserInfo, verb: str, path: str) -> bool:
-        spec: dict[str, Any] = {
+        spec: dict[str, object] = {
             "user": user.username,
             "groups": list(user.groups),
             "nonResourceAttributes": {"path": path, "verb": verb},
@@ -136,8 +136,18 @@ class KubeReviewer:
             {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec},
             "SubjectAccessReview",
         )
-        status = review.get("status") or {}
+        status = _fields(review.get("status"))
         return bool(status.get("allowed")) and not status.get("denied")
+
+
+def _fields(value: object) -> Mapping[str, object]:
+    """An object of a review's reply (its `status`, the `user`...); empty when the reply leaves it out."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _items(value: object) -> list[object]:
+    """A list of a review's reply; empty when the reply leaves it out."""
+    return value if isinstance(value, list) else []
 
 
 @dataclass(frozen=True)

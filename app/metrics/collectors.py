@@ -19,7 +19,7 @@ import asyncio
 import collections
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -74,7 +74,7 @@ class AnswersDirectly(Protocol):
 def _recorder(listener: str) -> RequestRecorder:
     # Each series' child is looked up once: resolving labels costs as much as recording. The keys are bounded as
     # the series are: known methods, status codes, route templates (any other path is "none").
-    series: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+    series: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
 
     def record(method: str, status: str, handler: str, seconds: float) -> None:
         # A client picks the method: anything unusual shares one label value, so it cannot grow the series.
@@ -186,13 +186,13 @@ class CloudflareCollector(Collector):
         yield server_remaining
 
 
-ResourceSource = Callable[[], Iterable[tuple[str, Iterable[Mapping[str, Any]]]]]
+ResourceSource = Callable[[], Iterable[tuple[str, Iterable[Mapping[str, object]]]]]
 """Each kind with the objects of that kind the controller holds."""
 
 _REASON = re.compile(r"[A-Z][A-Za-z0-9]{0,63}")
 
 
-def ready_of(obj: Mapping[str, Any]) -> tuple[str, str]:
+def ready_of(obj: Mapping[str, object]) -> tuple[str, str]:
     """(status, reason) of an object's Ready condition: ("Unknown", "") before its first reconcile. Reasons are
     the controller's own CamelCase words; anything else shares "Other", so the label cannot grow without bound."""
     status = obj.get("status")
@@ -201,7 +201,7 @@ def ready_of(obj: Mapping[str, Any]) -> tuple[str, str]:
         if isinstance(cond, Mapping) and cond.get("type") == "Ready":
             value = cond.get("status")
             reason = cond.get("reason")
-            ready = value if value in ("True", "False") else "Unknown"
+            ready = value if isinstance(value, str) and value in ("True", "False") else "Unknown"
             if not isinstance(reason, str) or not reason:
                 return ready, ""
             return ready, reason if _REASON.fullmatch(reason) else "Other"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 import uvicorn
 from fastapi import FastAPI, Request, Response
@@ -33,7 +33,7 @@ from app.tls import ReloadingTLS
 METRICS_PATH: Final = "/metrics"
 
 
-_REFUSALS: dict[int | str, dict[str, Any]] = {
+_REFUSALS: dict[int | str, dict[str, object]] = {
     401: {"description": "No bearer token, or one the Kubernetes API server does not accept"},
     403: {"description": "The token's user may not get this path"},
     503: {"description": "The Kubernetes API server did not answer the access review"},
@@ -83,7 +83,7 @@ def create_app(
 def _document_bearer(app: FastAPI) -> None:
     build = app.openapi
 
-    def openapi() -> dict[str, Any]:
+    def openapi() -> dict[str, object]:
         if app.openapi_schema is None:
             schema = build()
             schema.setdefault("components", {})["securitySchemes"] = {

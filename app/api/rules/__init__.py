@@ -10,15 +10,15 @@ rate-limit periods) are left to Cloudflare, whose refusal is reported with its m
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
-from app.api.resource import Resource
+from app.api.resource import ResourceClass
 from app.api.rules.cache import CacheRule
 from app.api.rules.configuration import ConfigurationRule, OriginRule
 from app.api.rules.security import ManagedRuleset, RateLimitRule, WAFCustomRule
 from app.api.rules.transform import RedirectRule, TransformRule
 
-RULE_KINDS: Final[tuple[type[Resource[Any, Any]], ...]] = (
+RULE_KINDS: Final[tuple[ResourceClass, ...]] = (
     WAFCustomRule,
     RateLimitRule,
     ManagedRuleset,
