@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from app.kube.client import KubeError, ResourceType
 from app.kube.controller import Outcome
@@ -23,7 +23,7 @@ from app.kube.index import Ref
 from app.kube.informer import Key
 from app.kube.manager import CONFIGMAP_KIND, SECRET_KIND, DocumentsOf, Input, Manager
 from reconcilers.context import Context
-from reconcilers.gateway import envoy, publish, publish_status, shapes
+from reconcilers.gateway import envoy, publish, publish_status, raw, shapes
 from reconcilers.gateway.caches import (
     ACCOUNTS,
     DNS_RECORDS,
@@ -39,6 +39,7 @@ from reconcilers.gateway.caches import (
     tunnel_view,
 )
 from reconcilers.gateway.data_planes import PlaneReconciler
+from reconcilers.gateway.envoy import EnvoyJSON
 from reconcilers.gateway.gatewayapi.policies import config_map_refs
 from reconcilers.gateway.gatewayapi.route_shapes import Route
 from reconcilers.gateway.gatewayapi.status import TunnelState
@@ -60,7 +61,7 @@ from reconcilers.gateway.kinds import (
 )
 from reconcilers.gateway.package import EXTERNAL_BACKENDS, GATEWAY_CONFIGS, PackageReconciler
 from reconcilers.gateway.planes import PARAMETERS, Plane, PlanePolicy, PlaneSettings
-from reconcilers.gateway.shapes import JSON, BackendTLSPolicy, Condition, GatewayClass, ObjectKey
+from reconcilers.gateway.shapes import BackendTLSPolicy, Condition, GatewayClass, ObjectKey
 from reconcilers.gateway.snapshot import SnapshotStore
 from reconcilers.gateway.translate import ParentStatus, Translation, World, certificate_refs, publishes_dns, translate
 from reconcilers.gateway.tunnels import TunnelOptions, TunnelPublisher
@@ -140,7 +141,7 @@ class GatewayOptions:
             f"https://{self._dial_host}:{self.tls_port}", self.server_name, f"{self.tls_dir}/ca.crt"
         )
 
-    def listeners(self, chains: Sequence[Chain] = ()) -> list[JSON]:
+    def listeners(self, chains: Sequence[Chain] = ()) -> list[EnvoyJSON]:
         """The listeners of a data plane: plaintext for cloudflared's HTTP/1.1, TLS for its HTTP/2 (gRPC), and the
         one serving the plane's HTTPS listeners' certificates (`chains`) to clients reaching it directly."""
         out = [envoy.ingress_listener(self.data_plane_host, self.data_plane_port)]
@@ -150,7 +151,9 @@ class GatewayOptions:
         return out + https_listeners.listeners(self.data_plane_host, self.https_port, chains)
 
 
-def merge_conditions(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], now: str) -> list[JSON]:
+def merge_conditions(
+    old: Sequence[Mapping[str, object]], new: Sequence[Mapping[str, object]], now: str
+) -> list[dict[str, object]]:
     """The new conditions, keeping each one's lastTransitionTime while its status stays the same."""
     before = {c.get("type"): c for c in old or []}
     out = []
@@ -161,30 +164,35 @@ def merge_conditions(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str
     return out
 
 
-def _stamp(status: Mapping[str, Any], old: Mapping[str, Any], now: str) -> JSON:
+def _entries(value: object) -> list[Mapping[str, object]]:
+    """The objects of a status list as read (conditions, listeners, parents): what is not one is no entry."""
+    return [entry for entry in raw.items(value) if isinstance(entry, Mapping)]
+
+
+def _stamp(status: Mapping[str, object], old: Mapping[str, object], now: str) -> dict[str, object]:
     out = dict(status)
-    out["conditions"] = merge_conditions(old.get("conditions") or [], status.get("conditions") or [], now)
+    out["conditions"] = merge_conditions(_entries(old.get("conditions")), _entries(status.get("conditions")), now)
     if "listeners" in status:
-        old_listeners = {entry.get("name"): entry for entry in old.get("listeners") or []}
+        old_listeners = {entry.get("name"): entry for entry in _entries(old.get("listeners"))}
         out["listeners"] = [
             {
                 **entry,
                 "conditions": merge_conditions(
-                    (old_listeners.get(entry["name"]) or {}).get("conditions") or [], entry["conditions"], now
+                    _entries(raw.at(old_listeners.get(entry["name"]), "conditions")), _entries(entry["conditions"]), now
                 ),
             }
-            for entry in status["listeners"]
+            for entry in _entries(status["listeners"])
         ]
     return out
 
 
 def _stamped(
-    current: Sequence[Mapping[str, Any]],
-    ours: Sequence[Mapping[str, Any]],
+    current: Sequence[Mapping[str, object]],
+    ours: Sequence[Mapping[str, object]],
     ref: str,
     now: str,
     names: frozenset[str] = frozenset({CONTROLLER_NAME}),
-) -> list[JSON] | None:
+) -> list[dict[str, object]] | None:
     """A status list shared with other controllers (a route's parents, a policy's ancestors) with this controller's
     entries (those of the controllerNames it answers to, `names`) replaced by `ours` (keyed by `ref`; each condition
     keeps its transition time while its status holds), or None when ours are already what it holds."""
@@ -192,14 +200,18 @@ def _stamped(
     mine_before = [e for e in current if e.get("controllerName") in names]
     stamped = []
     for entry in ours:
-        prior: Mapping[str, Any] = next((e for e in mine_before if _same_parent(e.get(ref) or {}, entry[ref])), {})
+        parent = raw.mapping(entry[ref])
+        prior = next((e for e in mine_before if _same_parent(raw.mapping(e.get(ref)), parent)), {})
         stamped.append(
-            {**entry, "conditions": merge_conditions(prior.get("conditions") or [], entry["conditions"], now)}
+            {
+                **entry,
+                "conditions": merge_conditions(_entries(prior.get("conditions")), _entries(entry["conditions"]), now),
+            }
         )
     return None if stamped == mine_before else [*map(dict, theirs), *stamped]
 
 
-def _same_parent(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+def _same_parent(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
     keys = ("group", "kind", "namespace", "name", "sectionName", "port")
     return all(a.get(k) == b.get(k) for k in keys)
 
@@ -227,7 +239,7 @@ class GatewayClassReconciler:
         compares a thousand routes' entries with what they hold only for those whose route or entries changed."""
 
     def inputs(self) -> Mapping[ResourceType, DocumentsOf | Input]:
-        def feeds(_: JSON) -> list[str]:
+        def feeds(_: object) -> list[str]:
             return [DOCUMENT]
 
         inputs: dict[ResourceType, DocumentsOf | Input] = {
@@ -391,16 +403,18 @@ class GatewayClassReconciler:
     async def timed_out(self, key: Key, seconds: float) -> None:
         log.warning("the Gateway class's reconcile timed out", extra={"seconds": seconds})
 
-    async def _write_status(self, rt: ResourceType, obj: Mapping[str, Any], status: JSON) -> bool:
-        if (obj.get("status") or {}) == {**(obj.get("status") or {}), **status}:
+    async def _write_status(self, rt: ResourceType, obj: Mapping[str, object], status: Mapping[str, object]) -> bool:
+        current = raw.mapping(obj.get("status"))
+        if current == {**current, **status}:
             return True
-        meta = obj["metadata"]
+        meta = raw.mapping(obj["metadata"])
+        namespace = meta.get("namespace")
         try:
             await self.ctx.kube.patch(
                 rt,
-                meta["name"],
+                str(meta["name"]),
                 {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": status},
-                meta.get("namespace"),
+                namespace if isinstance(namespace, str) else None,
                 subresource="status",
             )
         except KubeError as exc:
@@ -441,7 +455,8 @@ class GatewayClassReconciler:
         version = str(meta.get("resourceVersion") or "")
         if self._routes_current.get(key) == (version, ours):
             return True
-        current = (route.get("status") or {}).get("parents") or []
+        status = route.get("status")
+        current = (status.get("parents") if status else None) or []
         entries = _stamped(current, ours, "parentRef", now, self.options.classes.names)
         if entries is None:
             if version:

@@ -32,7 +32,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from typing import Final
 
 from app.api.tunnel_gateway_package import TUNNEL_ID_PATTERN
 from app.cloudflare.errors import CloudflareError
@@ -45,6 +45,7 @@ from reconcilers.context import Context
 from reconcilers.credentials import ready_account
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.gateway import envoy, publish, shapes
+from reconcilers.gateway import raw as untyped
 from reconcilers.gateway.gateway_configs import class_accounts
 from reconcilers.gateway.kinds import GATEWAY_CLASSES, GATEWAYS, TUNNEL_KIND
 from reconcilers.gateway.package import ACCOUNTS, GATEWAY_CONFIGS
@@ -188,7 +189,7 @@ class PlaneReconciler:
                 for p in cached_choices(self.ctx, self.settings.policy).values()
                 if isinstance(p, Plane)
                 and p.token is not None
-                and (p.parameters.get("accountRef") or {}).get("name") == account
+                and untyped.at(p.parameters, "accountRef", "name") == account
             ]
 
         def ready_state(raw: JSON) -> object:
@@ -301,7 +302,7 @@ class PlaneReconciler:
         # Once held, the name is the Tunnel's; until then it is read again (a rename in Cloudflare meanwhile is seen).
         name = str((existing.get("spec") or {}).get("name") or "") if held else ""
         if not name:
-            account = str((plane.parameters.get("accountRef") or {}).get("name") or "")
+            account = untyped.text(plane.parameters, "accountRef", "name")
             try:
                 link = await ready_account(self.ctx, account, plane.namespace)
             except NotReady as wait:
@@ -330,7 +331,7 @@ class PlaneReconciler:
         regarding = {**gateway, "apiVersion": GATEWAYS.api_version, "kind": GATEWAYS.kind}
         await self.ctx.recorder.record(regarding, type_="Warning", reason="TunnelNotAdopted", note=why)
 
-    async def _finalizer(self, gateway: JSON, finalizers: list[Any]) -> None:
+    async def _finalizer(self, gateway: JSON, finalizers: list[object]) -> None:
         """Set the Gateway's finalizers, if it has not changed since it was read."""
         meta = gateway["metadata"]
         patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
@@ -452,14 +453,14 @@ def _name(plane: Plane) -> str:
     return f"{plane.gateway[0]}/{plane.gateway[1]}"
 
 
-def _decoded(value: Any) -> str:
+def _decoded(value: object) -> str:
     try:
         return base64.b64decode(str(value or ""), validate=True).decode().strip()
     except (binascii.Error, UnicodeDecodeError):
         return ""
 
 
-def connector_tunnel(encoded: Any) -> tuple[str, str] | None:
+def connector_tunnel(encoded: object) -> tuple[str, str] | None:
     """The account tag and tunnel ID of a Cloudflare connector token (Secret data: base64 of the token, itself base64
     of JSON `{"a": account tag, "t": tunnel ID, "s": secret}`); None when it is not one. The secret is not kept."""
     token = _decoded(encoded)

@@ -7,9 +7,64 @@ import base64
 import copy
 import hashlib
 import hmac
-from typing import Any
+from typing import Any, TypedDict
 
-JSON = dict[str, Any]
+from pydantic import JsonValue
+
+EnvoyJSON = dict[str, JsonValue]
+"""An Envoy resource, or a piece of one, in the proto3 JSON mapping Envoy reads."""
+
+
+# ---- the bootstrap, as far as kflare reads or extends it: the rest is EnvoyJSON --------------------------------------
+
+
+class SocketAddress(TypedDict):
+    address: str
+    port_value: int
+
+
+class Address(TypedDict):
+    socket_address: SocketAddress
+
+
+class Admin(TypedDict):
+    address: Address
+
+
+class HeaderValue(TypedDict):
+    key: str
+    value: str
+
+
+class GrpcService(TypedDict, total=False):
+    envoy_grpc: EnvoyJSON
+    initial_metadata: list[HeaderValue]
+
+
+class AdsConfig(TypedDict, total=False):
+    api_type: str
+    transport_api_version: str
+    set_node_on_first_message_only: bool
+    grpc_services: list[GrpcService]
+
+
+class DynamicResources(TypedDict, total=False):
+    ads_config: AdsConfig
+    lds_config: EnvoyJSON
+    cds_config: EnvoyJSON
+
+
+class StaticResources(TypedDict, total=False):
+    clusters: list[EnvoyJSON]
+    listeners: list[EnvoyJSON]
+
+
+class Bootstrap(TypedDict, total=False):
+    node: EnvoyJSON
+    admin: Admin
+    dynamic_resources: DynamicResources
+    static_resources: StaticResources
+
 
 LISTENER = "type.googleapis.com/envoy.config.listener.v3.Listener"
 ROUTE_CONFIGURATION = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
@@ -70,7 +125,7 @@ def _plane_mac(master: str, plane: str) -> str:
     return hmac.new(master.encode(), f"kflare-xds-plane:{plane}".encode(), hashlib.sha256).hexdigest()
 
 
-def with_token(bootstrap: JSON, token: str) -> JSON:
+def with_token(bootstrap: Bootstrap, token: str) -> Bootstrap:
     """`bootstrap` (as the chart renders it) presenting `token` on its ADS stream instead of the one it holds."""
     out = copy.deepcopy(bootstrap)
     for service in out["dynamic_resources"]["ads_config"]["grpc_services"]:
@@ -80,16 +135,16 @@ def with_token(bootstrap: JSON, token: str) -> JSON:
     return out
 
 
-def config_source() -> JSON:
+def config_source() -> EnvoyJSON:
     """Every resource comes over the one ADS stream the bootstrap opens."""
     return {"resource_api_version": "V3", "ads": {}}
 
 
-def connection_manager(stat_prefix: str, *, trusted_hops: int = 1) -> JSON:
+def connection_manager(stat_prefix: str, *, trusted_hops: int = 1) -> EnvoyJSON:
     """The HTTP connection manager of the data plane's listeners, routing by RDS. `trusted_hops`: 1 for those
     cloudflared sends requests to; 0 for the one clients reach directly, whose scheme and address Envoy then takes
     from the connection (what such a client sends in X-Forwarded-* is not believed)."""
-    hcm: JSON = {
+    hcm: EnvoyJSON = {
         "@type": HCM,
         "stat_prefix": stat_prefix,
         "codec_type": "AUTO",
@@ -118,7 +173,7 @@ def connection_manager(stat_prefix: str, *, trusted_hops: int = 1) -> JSON:
     return {"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}
 
 
-def ingress_listener(address: str, port: int) -> JSON:
+def ingress_listener(address: str, port: int) -> EnvoyJSON:
     """The plaintext listener cloudflared sends every HTTP request to. It never changes with routes (those are in
     RDS), so a route change drains no connection."""
     return {
@@ -129,11 +184,11 @@ def ingress_listener(address: str, port: int) -> JSON:
     }
 
 
-def ingress_tls_listener(address: str, port: int, cert_file: str, key_file: str) -> JSON:
+def ingress_tls_listener(address: str, port: int, cert_file: str, key_file: str) -> EnvoyJSON:
     """The TLS listener cloudflared sends gRPC to: cloudflared has no cleartext HTTP/2 to an origin, and gRPC needs
     HTTP/2 (its status is in trailers, which HTTP/1.1 drops). Same routes as the plaintext listener; the certificate
     is the data plane's origin certificate, which cloudflared checks against its CA."""
-    tls = {
+    tls: EnvoyJSON = {
         "@type": DOWNSTREAM_TLS_CONTEXT,
         "common_tls_context": {
             "alpn_protocols": ["h2", "http/1.1"],
@@ -153,8 +208,8 @@ def ingress_tls_listener(address: str, port: int, cert_file: str, key_file: str)
     }
 
 
-def eds_cluster(name: str, *, http2: bool) -> JSON:
-    cluster: JSON = {
+def eds_cluster(name: str, *, http2: bool) -> EnvoyJSON:
+    cluster: EnvoyJSON = {
         "@type": CLUSTER,
         "name": name,
         "type": "EDS",
@@ -164,13 +219,13 @@ def eds_cluster(name: str, *, http2: bool) -> JSON:
     return _speaking(cluster, http2=http2)
 
 
-def dns_cluster(name: str, host: str, port: int, *, http2: bool) -> JSON:
+def dns_cluster(name: str, host: str, port: int, *, http2: bool) -> EnvoyJSON:
     """A cluster of the addresses a DNS name resolves to (an ExternalName Service), resolved again as DNS says.
     The name is looked up as it is written, without the pod's search domains: `other.team` would otherwise be
     completed into `other.team.svc.cluster.local`, another namespace's Service that the name does not show."""
     assignment = load_assignment(name, [(host, port)])
     del assignment["@type"]
-    cluster: JSON = {
+    cluster: EnvoyJSON = {
         "@type": CLUSTER,
         "name": name,
         "type": "STRICT_DNS",
@@ -186,7 +241,7 @@ def dns_cluster(name: str, host: str, port: int, *, http2: bool) -> JSON:
     return _speaking(cluster, http2=http2)
 
 
-def _speaking(cluster: JSON, *, http2: bool) -> JSON:
+def _speaking(cluster: EnvoyJSON, *, http2: bool) -> EnvoyJSON:
     """`cluster`, speaking HTTP/2 (h2c) to its endpoints when asked, else HTTP/1.1."""
     if http2:
         cluster["typed_extension_protocol_options"] = {
@@ -198,7 +253,7 @@ def _speaking(cluster: JSON, *, http2: bool) -> JSON:
     return cluster
 
 
-def load_assignment(name: str, addresses: list[tuple[str, int]]) -> JSON:
+def load_assignment(name: str, addresses: list[tuple[str, int]]) -> EnvoyJSON:
     return {
         "@type": CLUSTER_LOAD_ASSIGNMENT,
         "cluster_name": name,
@@ -215,7 +270,7 @@ def load_assignment(name: str, addresses: list[tuple[str, int]]) -> JSON:
     }
 
 
-def ads_config(token: str) -> JSON:
+def ads_config(token: str) -> AdsConfig:
     """The one delta ADS stream every resource comes over: to the kflare process (the `kflare-xds` cluster), with
     the token in the stream's initial metadata."""
     return {
@@ -236,7 +291,7 @@ def ads_config(token: str) -> JSON:
     }
 
 
-def xds_cluster(host: str, port: int) -> JSON:
+def xds_cluster(host: str, port: int) -> EnvoyJSON:
     """The kflare process as Envoy reaches it: gRPC, so HTTP/2."""
     assignment = load_assignment(XDS_CLUSTER, [(host, port)])
     del assignment["@type"]
@@ -272,13 +327,40 @@ def bootstrap(
     ca_file: str | None = None,
     server_name: str | None = None,
     client_cert: tuple[str, str] | None = None,
-) -> JSON:
+) -> dict[str, Any]:
+    """`bootstrap_config`, as the plain JSON object the processes and tools that start an Envoy write out and read
+    back (their readers index into it freely)."""
+    return dict(
+        bootstrap_config(
+            node_id=node_id,
+            xds_host=xds_host,
+            xds_port=xds_port,
+            token=token,
+            admin_port=admin_port,
+            ca_file=ca_file,
+            server_name=server_name,
+            client_cert=client_cert,
+        )
+    )
+
+
+def bootstrap_config(
+    *,
+    node_id: str,
+    xds_host: str,
+    xds_port: int,
+    token: str,
+    admin_port: int,
+    ca_file: str | None = None,
+    server_name: str | None = None,
+    client_cert: tuple[str, str] | None = None,
+) -> Bootstrap:
     """An Envoy bootstrap that takes listeners and clusters (then routes and endpoints) from kflare's delta ADS;
     over TLS, checked against `ca_file` for `server_name` (the xDS host by default), when a CA is given, presenting
     the `client_cert` (certificate file, key file) when the listener asks for one (--gateway-xds-client-ca-file)."""
     source = config_source()
     cluster = xds_cluster(xds_host, xds_port)
-    out: JSON = {
+    out: Bootstrap = {
         "node": {"id": node_id, "cluster": "kflare-data-plane"},
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
         "dynamic_resources": {"ads_config": ads_config(token), "lds_config": source, "cds_config": source},
@@ -286,7 +368,7 @@ def bootstrap(
     }
     if ca_file is not None:
         name = server_name or xds_host
-        context: JSON = {
+        context: EnvoyJSON = {
             "validation_context": {
                 "trusted_ca": {"filename": ca_file},
                 "match_typed_subject_alt_names": [

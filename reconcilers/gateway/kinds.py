@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from app.kube.client import ResourceType
+from reconcilers.gateway import raw
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 CONTROLLER_NAME = "kflare.dev/gateway-controller"
@@ -68,20 +68,20 @@ class Classes:
     """With the package's kinds read (`--gateway-tunnel-gateway-package`), the controller's namespace, where the
     Tunnel derived from a GatewayClassConfig lives; None: a class naming one names nothing kflare reads."""
 
-    def ours(self, cls: Mapping[str, Any]) -> bool:
-        return str((cls.get("spec") or {}).get("controllerName") or "") in self.names
+    def ours(self, cls: Mapping[str, object]) -> bool:
+        return raw.text(cls, "spec", "controllerName") in self.names
 
-    def controller_of(self, cls: Mapping[str, Any]) -> str:
+    def controller_of(self, cls: Mapping[str, object]) -> str:
         """The controllerName this controller writes in the statuses of the class's routes and policies (the
         class's own, as Gateway API says)."""
-        return str((cls.get("spec") or {}).get("controllerName") or CONTROLLER_NAME)
+        return raw.text(cls, "spec", "controllerName", default=CONTROLLER_NAME)
 
-    def tunnel(self, cls: Mapping[str, Any]) -> tuple[str, str] | None:
+    def tunnel(self, cls: Mapping[str, object]) -> tuple[str, str] | None:
         """The kflare Tunnel a class of this controller publishes through: the one its parametersRef names, or the
         one derived from the GatewayClassConfig it names."""
         if not self.ours(cls):
             return None
-        ref = (cls.get("spec") or {}).get("parametersRef") or {}
+        ref = raw.mapping(raw.at(cls, "spec", "parametersRef"))
         if ref.get("kind") == TUNNEL_KIND and ref.get("namespace"):
             return (str(ref["namespace"]), str(ref.get("name") or ""))
         if self.package_namespace and ref.get("group") == PACKAGE_GROUP and ref.get("kind") == CLASS_CONFIG_KIND:

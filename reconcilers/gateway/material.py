@@ -24,17 +24,19 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import ClassVar, Final
+
+from pydantic import JsonValue
 
 from app.kube.client import KubeClient, KubeError
 from app.kube.kept import Keeper, keep_secret, replace_files
 from app.pki import CertificateAuthority, names_of, not_after
 from app.tls import self_signed
 from reconcilers.gateway import envoy
+from reconcilers.gateway.envoy import EnvoyJSON
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 DAYS: Final = 3650
 RENEW_BEFORE: Final = dt.timedelta(days=30)
 XDS_KEYS: Final = ("token", "ca.crt", "tls.crt", "tls.key", "client.crt", "client.key")
@@ -48,8 +50,8 @@ CLOUDFLARED_METRICS: Final = 20000
 ENVOY_DIR: Final = "/etc/envoy"
 
 
-def _static_cluster(name: str, port: int) -> JSON:
-    endpoint = {"endpoint": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": port}}}}
+def _static_cluster(name: str, port: int) -> EnvoyJSON:
+    endpoint: EnvoyJSON = {"endpoint": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": port}}}}
     return {
         "name": name,
         "type": "STATIC",
@@ -58,18 +60,18 @@ def _static_cluster(name: str, port: int) -> JSON:
     }
 
 
-def _gate(name: str, port: int, cluster: str, paths: tuple[str, ...]) -> JSON:
+def _gate(name: str, port: int, cluster: str, paths: tuple[str, ...]) -> EnvoyJSON:
     """A listener on the pod's `port` passing GET of `paths` to `cluster`, and answering anything else 404."""
-    get = [{"name": ":method", "string_match": {"exact": "GET"}}]
-    routes: list[JSON] = [{"match": {"path": p, "headers": get}, "route": {"cluster": cluster}} for p in paths]
+    get: list[JsonValue] = [{"name": ":method", "string_match": {"exact": "GET"}}]
+    routes: list[JsonValue] = [{"match": {"path": p, "headers": get}, "route": {"cluster": cluster}} for p in paths]
     routes.append({"match": {"prefix": "/"}, "direct_response": {"status": 404}})
-    hcm = {
+    hcm: EnvoyJSON = {
         "@type": envoy.HCM,
         "stat_prefix": name.removeprefix("kflare-").replace("-", "_"),
         "route_config": {"name": name, "virtual_hosts": [{"name": name, "domains": ["*"], "routes": routes}]},
         "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {"@type": envoy.ROUTER}}],
     }
-    filters = [{"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]
+    filters: list[JsonValue] = [{"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]
     return {
         "name": name,
         "address": {"socket_address": {"address": "0.0.0.0", "port_value": port}},  # noqa: S104 (the pod's port)
@@ -77,14 +79,14 @@ def _gate(name: str, port: int, cluster: str, paths: tuple[str, ...]) -> JSON:
     }
 
 
-def data_plane_bootstrap(xds_host: str, xds_port: int, token: str) -> JSON:
+def data_plane_bootstrap(xds_host: str, xds_port: int, token: str) -> envoy.Bootstrap:
     """The shared data plane's Envoy bootstrap (each Gateway's own plane gets a copy with its own credential):
     kflare's delta ADS over mutual TLS, the files under /etc/envoy. The kubelet probes the pod's address and the
     admin interface stays on loopback (it can stop Envoy), so a listener of its own passes GET /ready and GET
     /stats/prometheus to the admin and nothing else; cloudflared's metrics listener also serves its configuration,
     diagnostics and pprof with no switch to turn them off, so it listens on loopback and the pod's port 2000 passes
     GET /ready and GET /metrics to it and nothing else."""
-    out = envoy.bootstrap(
+    out = envoy.bootstrap_config(
         node_id="data-plane",
         xds_host=xds_host,
         xds_port=xds_port,
@@ -203,5 +205,5 @@ class GatewayMaterial(Keeper):
             self.write({"token": secrets.token_urlsafe(30).encode(), "ca.crt": cert, "tls.crt": cert, "tls.key": key})
 
 
-def _dumps(bootstrap: JSON) -> bytes:
+def _dumps(bootstrap: envoy.Bootstrap) -> bytes:
     return json.dumps(bootstrap, sort_keys=True, separators=(",", ":")).encode()

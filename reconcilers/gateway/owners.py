@@ -22,15 +22,13 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import ValidationError
 
 from app.api.tenancy import HostnameGrant, ZoneIndex, holds_zone, suffixes, zone_domain
 from app.api.tenancy import creation_order as _age
 from reconcilers.credentials import account_key
-
-JSON = dict[str, Any]
+from reconcilers.gateway import raw
 
 ZONE_RULE = "zone"
 SUFFIX_RULE = "suffix"
@@ -41,13 +39,13 @@ def _bare(name: str) -> str:
     return name.lower().rstrip(".")
 
 
-def managing_zone(zones: Iterable[Mapping[str, Any]], hostname: str) -> Mapping[str, Any] | None:
+def managing_zone(zones: Iterable[Mapping[str, object]], hostname: str) -> Mapping[str, object] | None:
     return ZoneIndex(zones).managing(hostname)
 
 
-def _grants(zone: Mapping[str, Any]) -> list[HostnameGrant]:
+def _grants(zone: Mapping[str, object]) -> list[HostnameGrant]:
     out = []
-    for grant in (zone.get("spec") or {}).get("hostnameGrants") or []:
+    for grant in raw.items(raw.at(zone, "spec", "hostnameGrants")):
         try:
             out.append(HostnameGrant.model_validate(grant))
         except ValidationError:
@@ -61,7 +59,7 @@ def _within(hostname: str, domain: str) -> bool:
     return name == domain or name.endswith("." + domain)
 
 
-def zones_revision(zones: Iterable[Mapping[str, Any]]) -> str:
+def zones_revision(zones: Iterable[Mapping[str, object]]) -> str:
     """What the class reads of the Zones (which manage what, and whom they grant it): a Zone's other status changes
     leave it alone, so they do not translate the routes again."""
     read = sorted(
@@ -69,9 +67,9 @@ def zones_revision(zones: Iterable[Mapping[str, Any]]) -> str:
             *_age(zone),
             zone_domain(zone),
             holds_zone(zone),
-            bool((zone.get("metadata") or {}).get("deletionTimestamp")),
+            bool(raw.at(zone, "metadata", "deletionTimestamp")),
             account_key(dict(zone)) or "",
-            json.dumps((zone.get("spec") or {}).get("hostnameGrants"), sort_keys=True),
+            json.dumps(raw.at(zone, "spec", "hostnameGrants"), sort_keys=True),
         )
         for zone in zones
     )
@@ -93,27 +91,30 @@ class Owners:
 
     @classmethod
     def of(
-        cls, zones: Iterable[Mapping[str, Any]], namespaces: Iterable[Mapping[str, Any]], tenancy_label: str | None
+        cls,
+        zones: Iterable[Mapping[str, object]],
+        namespaces: Iterable[Mapping[str, object]],
+        tenancy_label: str | None,
     ) -> Owners:
         labels_of: dict[str, Mapping[str, str]] = {}
         created_of: dict[str, str] = {}
         for namespace in namespaces:
-            meta = namespace.get("metadata") or {}
-            labels_of[str(meta.get("name"))] = dict(meta.get("labels") or {})
+            meta = raw.mapping(namespace.get("metadata"))
+            labels_of[str(meta.get("name"))] = {str(k): str(v) for k, v in raw.mapping(meta.get("labels")).items()}
             created_of[str(meta.get("name"))] = str(meta.get("creationTimestamp") or "")
         return cls(ZoneIndex(zones), labels_of, created_of, tenancy_label or None)
 
-    def grants_of(self, zone: Mapping[str, Any]) -> list[HostnameGrant]:
-        meta = zone.get("metadata") or {}
+    def grants_of(self, zone: Mapping[str, object]) -> list[HostnameGrant]:
+        meta = raw.mapping(zone.get("metadata"))
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         if key not in self._grants:
             self._grants[key] = _grants(zone)
         return self._grants[key]
 
-    def _grant_rank(self, zone: Mapping[str, Any], namespace: str, hostname: str) -> int | None:
+    def _grant_rank(self, zone: Mapping[str, object], namespace: str, hostname: str) -> int | None:
         """0 for the Zone's own namespace, 1 + the index of its first grant that grants `namespace` the hostname,
         None when none does."""
-        if str((zone.get("metadata") or {}).get("namespace") or "") == namespace:
+        if raw.text(zone, "metadata", "namespace") == namespace:
             return 0
         labels = self.labels_of.get(namespace)
         for index, grant in enumerate(self.grants_of(zone)):
@@ -121,7 +122,7 @@ class Owners:
                 return 1 + index
         return None
 
-    def rule(self, hostname: str) -> tuple[str, Mapping[str, Any] | None]:
+    def rule(self, hostname: str) -> tuple[str, Mapping[str, object] | None]:
         """Which rule decides who owns `hostname` (ZONE_RULE, SUFFIX_RULE, NO_RULE), with the managing Zone."""
         zone = self.zones.managing(hostname) if hostname != "*" else None
         if zone is not None:
@@ -151,7 +152,7 @@ class Owners:
                 return f"{hostname} is not {suffix} or under it (the {label} label of namespace {namespace})"
         return None
 
-    def rank(self, namespace: str, hostname: str) -> tuple[Any, ...]:
+    def rank(self, namespace: str, hostname: str) -> tuple[int | str, ...]:
         """Orders the namespaces that may publish `hostname`, the owner first (compare only ranks of one hostname:
         with no rule every namespace ranks alike, and the oldest route decides)."""
         rule, zone = self.rule(hostname)

@@ -25,7 +25,7 @@ import binascii
 import contextlib
 import logging
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from pydantic import ValidationError
 
@@ -47,6 +47,8 @@ from app.kube.manager import SECRET_KIND, DocumentsOf, Input
 from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.context import Context
 from reconcilers.credentials import ready_account
+from reconcilers.gateway import raw as untyped
+from reconcilers.gateway import shapes
 from reconcilers.gateway.kinds import CLASS_CONFIG_KIND, GATEWAY_CLASSES, Classes, derived_name
 from reconcilers.gateway.plane_manifests import adopting_tunnel
 from reconcilers.lifecycle import NotReady
@@ -74,15 +76,15 @@ RETRY: Final = 30.0
 SECRET_WAIT: Final = 5.0
 
 
-def _config_names(cls: Mapping[str, Any], classes: Classes) -> list[str]:
-    ref = (cls.get("spec") or {}).get("parametersRef") or {}
+def _config_names(cls: Mapping[str, object], classes: Classes) -> list[str]:
+    ref = untyped.mapping(untyped.at(cls, "spec", "parametersRef"))
     if classes.ours(cls) and ref.get("group") == PACKAGE_GROUP and ref.get("kind") == CLASS_CONFIG_KIND:
         return [str(ref.get("name") or "")]
     return []
 
 
-def _owner(config: Mapping[str, Any]) -> JSON:
-    meta = config.get("metadata") or {}
+def _owner(config: Mapping[str, object]) -> JSON:
+    meta = untyped.mapping(config.get("metadata"))
     return {
         "apiVersion": f"{PACKAGE_GROUP}/{VERSION}",
         "kind": CLASS_CONFIG_KIND,
@@ -93,11 +95,11 @@ def _owner(config: Mapping[str, Any]) -> JSON:
     }
 
 
-def _meta(config: Mapping[str, Any], name: str, namespace: str | None = None) -> JSON:
+def _meta(config: Mapping[str, object], name: str, namespace: str | None = None) -> JSON:
     meta: JSON = {
         "name": name,
         "labels": {
-            CONFIG_LABEL: str((config.get("metadata") or {}).get("name") or ""),
+            CONFIG_LABEL: untyped.text(config, "metadata", "name"),
             "app.kubernetes.io/managed-by": "kflare",
         },
         "ownerReferences": [_owner(config)],
@@ -108,7 +110,7 @@ def _meta(config: Mapping[str, Any], name: str, namespace: str | None = None) ->
 
 
 def account_object(
-    config: Mapping[str, Any], spec: GatewayClassConfigSpec, namespace: str, secret: JSON | None
+    config: Mapping[str, object], spec: GatewayClassConfigSpec, namespace: str, secret: JSON | None
 ) -> JSON:
     """The CloudflareAccount derived from a GatewayClassConfig (`secret`: its credentials Secret, when read)."""
     ref = spec.cloudflare_credentials_secret_ref
@@ -118,7 +120,7 @@ def account_object(
     }
     if account_id:
         body_spec["accountID"] = account_id
-    name = derived_name(str(config["metadata"]["name"]))
+    name = derived_name(shapes.name(config))
     return {
         "apiVersion": ACCOUNTS.api_version,
         "kind": ACCOUNTS.kind,
@@ -127,13 +129,13 @@ def account_object(
     }
 
 
-def tunnel_object(config: Mapping[str, Any], namespace: str, tunnel_name: str) -> JSON:
+def tunnel_object(config: Mapping[str, object], namespace: str, tunnel_name: str) -> JSON:
     """The Tunnel adopting a GatewayClassConfig's tunnel, named `tunnel_name` in Cloudflare."""
-    name = derived_name(str(config["metadata"]["name"]))
+    name = derived_name(shapes.name(config))
     return adopting_tunnel(_meta(config, name, namespace), tunnel_name, name, f"{name}-token")
 
 
-def _decoded(value: Any) -> str:
+def _decoded(value: object) -> str:
     try:
         return base64.b64decode(str(value or ""), validate=True).decode().strip()
     except (binascii.Error, UnicodeDecodeError):

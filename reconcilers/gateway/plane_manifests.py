@@ -8,12 +8,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from app.api.base import GROUP, VERSION
 from app.api.constants import ADOPTION_POLICY_ANNOTATION, DELETION_POLICY_ANNOTATION, DeletionPolicy
 from app.api.tunnel import TOKEN_KEY
 from app.kube.client import JSON, ResourceType
+from reconcilers.gateway import raw
 from reconcilers.gateway.kinds import GATEWAYS, TUNNEL_KIND
 from reconcilers.gateway.planes import GATEWAY_LABEL, Plane, PlaneSettings
 
@@ -104,7 +105,9 @@ def tunnel_object(plane: Plane, settings: PlaneSettings) -> JSON:
         "metadata": meta,
         "spec": {
             "name": f"{prefix}-{plane.namespace}-{plane.gateway[1]}"[:255],
-            "accountRef": {k: str(v) for k, v in (spec.get("accountRef") or {}).items() if k in ("name", "kind") and v},
+            "accountRef": {
+                k: str(v) for k, v in raw.mapping(spec.get("accountRef")).items() if k in ("name", "kind") and v
+            },
             "credentialsSecretRef": {"name": f"{plane.name}-tunnel-token"},
         },
     }
@@ -113,7 +116,7 @@ def tunnel_object(plane: Plane, settings: PlaneSettings) -> JSON:
 def adopting_tunnel_object(plane: Plane, tunnel_name: str) -> JSON:
     """A GatewayConfig's plane's Tunnel: it adopts the user's tunnel, named `tunnel_name` in Cloudflare (adoption is by
     name), and keeps it in Cloudflare when it goes. Its token Secret is the one cloudflared reads, as in any plane."""
-    account = str((plane.parameters.get("accountRef") or {}).get("name") or "")
+    account = raw.text(plane.parameters, "accountRef", "name")
     return adopting_tunnel(_meta(plane, plane.name), tunnel_name, account, f"{plane.name}-tunnel-token")
 
 
@@ -138,7 +141,7 @@ def plane_objects(
     settings: PlaneSettings,
     xds: Mapping[str, str],
     origin: Mapping[str, str],
-    listeners: Sequence[Mapping[str, Any]] = (),
+    listeners: Sequence[Mapping[str, object]] = (),
 ) -> list[tuple[ResourceType, JSON]]:
     """The plane's objects but its Tunnel, as they are applied (`xds` and `origin`: the data of the chart's Secrets,
     copied: a pod reads Secrets of its own namespace only; `listeners`: the Gateway's, which its Service's ports
@@ -146,6 +149,7 @@ def plane_objects(
     name = plane.name
     xds_secret, origin_secret = f"{name}-xds", f"{name}-origin-tls"
     resources = plane.parameters.get("resources") or settings.resources
+    replicas = plane.parameters.get("replicas")
     checksum = hashlib.sha256(json.dumps([xds, origin], sort_keys=True).encode()).hexdigest()
     envoy: JSON = {
         "name": "envoy",
@@ -184,7 +188,7 @@ def plane_objects(
         ],
     }
     if resources:
-        envoy["resources"] = dict(resources)
+        envoy["resources"] = dict(raw.mapping(resources))
     cloudflared: JSON = {
         "name": "cloudflared",
         "image": settings.cloudflared_image,
@@ -210,7 +214,7 @@ def plane_objects(
         "kind": DEPLOYMENTS.kind,
         "metadata": _meta(plane, name),
         "spec": {
-            "replicas": int(plane.parameters.get("replicas") or 2),
+            "replicas": int(replicas) if isinstance(replicas, int | str) and replicas else 2,
             "selector": {"matchLabels": _selector(plane)},
             "template": {
                 "metadata": pod_meta,
@@ -274,14 +278,16 @@ def plane_objects(
     ]
 
 
-def service_ports(listeners: Sequence[Mapping[str, Any]], settings: PlaneSettings) -> list[JSON]:
+def service_ports(listeners: Sequence[Mapping[str, object]], settings: PlaneSettings) -> list[JSON]:
     """One port per distinct port of the Gateway's HTTP and HTTPS (terminating) listeners, in listener order: an HTTP
     one reaches Envoy's plaintext listener, an HTTPS one the listener serving the Gateway's certificates (none when
     that listener is off). A port two protocols claim goes by its first listener (the Gateway says it conflicts)."""
     out: dict[int, JSON] = {}
     for listener in listeners:
-        port, protocol = int(listener.get("port") or 0), str(listener.get("protocol") or "")
-        mode = str((listener.get("tls") or {}).get("mode") or "Terminate")
+        given = listener.get("port")
+        port = int(given) if isinstance(given, int | str) and given else 0
+        protocol = raw.text(listener, "protocol")
+        mode = raw.text(listener, "tls", "mode", default="Terminate")
         if port in out or not 0 < port < 65536:
             continue
         if protocol == "HTTP":

@@ -23,13 +23,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from app.api.base import GROUP, VERSION
 from app.api.gateway_parameters import GatewayParameters
 from app.api.tunnel_gateway_package import GatewayConfig
 from app.kube.client import ResourceType
-from reconcilers.gateway import shapes
+from reconcilers.gateway import raw, shapes
 from reconcilers.gateway.gateway_configs import config_parameters
 from reconcilers.gateway.kinds import PACKAGE_GROUP, Classes
 from reconcilers.gateway.shapes import ObjectKey
@@ -67,7 +67,7 @@ class Plane:
 
     gateway: ObjectKey
     uid: str
-    parameters: Mapping[str, Any]
+    parameters: Mapping[str, object]
     """The GatewayParameters' spec."""
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
@@ -97,11 +97,11 @@ Choice = Plane | str
 """A dedicated plane, or why the Gateway cannot have the one it asks for (its Accepted condition's message)."""
 
 
-def parameters_ref(gateway: Mapping[str, Any], default: ObjectKey | None = None) -> Mapping[str, Any] | None:
+def parameters_ref(gateway: Mapping[str, object], default: ObjectKey | None = None) -> Mapping[str, object] | None:
     """The GatewayParameters a Gateway asks for: its own `spec.infrastructure.parametersRef`, else the controller's
     default (`--gateway-default-parameters`, which carries its namespace), else none."""
-    ref: Mapping[str, Any] | None = ((gateway.get("spec") or {}).get("infrastructure") or {}).get("parametersRef")
-    if ref:
+    ref = raw.at(gateway, "spec", "infrastructure", "parametersRef")
+    if isinstance(ref, Mapping) and ref:
         return ref
     if default is None:
         return None
@@ -122,17 +122,17 @@ class PlanePolicy:
     """Which GatewayClasses are this controller's."""
 
 
-def _ours(gateway: Mapping[str, Any], classes: set[str]) -> bool:
-    return str((gateway.get("spec") or {}).get("gatewayClassName") or "") in classes
+def _ours(gateway: Mapping[str, object], classes: set[str]) -> bool:
+    return raw.text(gateway, "spec", "gatewayClassName") in classes
 
 
 def choose(
-    gateways: Iterable[Mapping[str, Any]],
-    parameters: Iterable[Mapping[str, Any]],
+    gateways: Iterable[Mapping[str, object]],
+    parameters: Iterable[Mapping[str, object]],
     classes: set[str],
     cap: int | PlanePolicy,
-    tunnel: Callable[[str, str], Mapping[str, Any] | None] = lambda namespace, name: None,
-    configs: Iterable[Mapping[str, Any]] = (),
+    tunnel: Callable[[str, str], Mapping[str, object] | None] = lambda namespace, name: None,
+    configs: Iterable[Mapping[str, object]] = (),
     accounts: Mapping[str, str] | None = None,
 ) -> dict[ObjectKey, Choice]:
     """Each Gateway of `classes` (the names of this controller's classes) that asks for a plane of its own: the
@@ -154,7 +154,7 @@ def choose(
     for gateway in sorted(gateways, key=shapes.age_key):
         own = parameters_ref(gateway)
         ref = own if own is not None else parameters_ref(gateway, policy.default)
-        meta = gateway.get("metadata") or {}
+        meta = raw.mapping(gateway.get("metadata"))
         if ref is None or not _ours(gateway, classes) or meta.get("deletionTimestamp"):
             continue
         gkey = shapes.key(gateway)
@@ -182,7 +182,7 @@ def choose(
                 kind = GatewayParameters.info.kind
                 out[gkey] = f"spec.infrastructure.parametersRef: {kind} {where}/{ref.get('name')} not found"
                 continue
-            spec = params.get("spec") or {}
+            spec = raw.mapping(params.get("spec"))
         if policy.namespaces is not None and gkey[0] not in policy.namespaces:
             if own is not None:
                 out[gkey] = (
@@ -203,13 +203,13 @@ def choose(
                 " (the controller's --gateway-planes-per-namespace): this one gets none"
             )
             continue
-        infrastructure = (gateway.get("spec") or {}).get("infrastructure") or {}
+        infrastructure = raw.at(gateway, "spec", "infrastructure")
         plane = Plane(
             gkey,
             str(meta.get("uid") or ""),
             spec,
-            {str(k): str(v) for k, v in (infrastructure.get("labels") or {}).items()},
-            {str(k): str(v) for k, v in (infrastructure.get("annotations") or {}).items()},
+            {str(k): str(v) for k, v in raw.mapping(raw.at(infrastructure, "labels")).items()},
+            {str(k): str(v) for k, v in raw.mapping(raw.at(infrastructure, "annotations")).items()},
             token,
         )
         existing = tunnel(*plane.tunnel_key)
@@ -222,7 +222,7 @@ def choose(
     return out
 
 
-def our_classes(classes: Iterable[Mapping[str, Any]], served: Classes | None = None) -> set[str]:
+def our_classes(classes: Iterable[Mapping[str, object]], served: Classes | None = None) -> set[str]:
     served = served or Classes()
     return {shapes.name(c) for c in classes if served.ours(c)}
 
@@ -245,7 +245,7 @@ class PlaneSettings:
     default_parameters: ObjectKey | None = None
     """The GatewayParameters (namespace, name) of a Gateway that names none; None: such a Gateway is served by
     the shared plane."""
-    resources: Mapping[str, Any] | None = None
+    resources: Mapping[str, object] | None = None
     """Envoy's resources when the GatewayParameters gives none."""
     deletion_policy: str = "delete"
     network_policy: bool = False
@@ -262,6 +262,6 @@ class PlaneSettings:
         return PlanePolicy(self.cap, self.default_parameters, self.namespaces, self.classes)
 
 
-def finalized(gateway: Mapping[str, Any]) -> bool:
+def finalized(gateway: Mapping[str, object]) -> bool:
     """Whether the Gateway holds the finalizer of a plane of its own (it has, or had, one)."""
-    return FINALIZER in ((gateway.get("metadata") or {}).get("finalizers") or [])
+    return FINALIZER in raw.items(raw.at(gateway, "metadata", "finalizers"))

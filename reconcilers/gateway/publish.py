@@ -21,12 +21,15 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
+
+from pydantic import JsonValue
 
 from app.api.account import effective_account_id
 from app.api.tunnel import CATCH_ALL_404
 from app.kube.informer import Informer
 from reconcilers.credentials import account_key
+from reconcilers.gateway import raw, shapes
 from reconcilers.gateway.kinds import Classes
 from reconcilers.gateway.owners import ZoneIndex, holds_zone
 from reconcilers.gateway.publish_status import (
@@ -46,7 +49,7 @@ from reconcilers.gateway.publish_status import (
     dns_condition,
     dns_disabled_condition,
 )
-from reconcilers.gateway.shapes import JSON, RouteKey
+from reconcilers.gateway.shapes import RouteKey
 from reconcilers.gateway.translate import Hostname
 
 TUNNEL_LABEL = "kflare.dev/gateway-tunnel"
@@ -60,14 +63,16 @@ TunnelKey = tuple[str, str]
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
-def _meta(obj: Mapping[str, Any]) -> JSON:
-    meta: JSON = obj.get("metadata") or {}
-    return meta
+def _meta(obj: Mapping[str, object]) -> Mapping[str, object]:
+    return raw.mapping(obj.get("metadata"))
 
 
-def _spec(obj: Mapping[str, Any]) -> JSON:
-    spec: JSON = obj.get("spec") or {}
-    return spec
+def _spec(obj: Mapping[str, object]) -> Mapping[str, object]:
+    return raw.mapping(obj.get("spec"))
+
+
+def _object(value: JsonValue) -> dict[str, JsonValue]:
+    return value if isinstance(value, dict) else {}
 
 
 def label_value(text: str) -> str:
@@ -115,13 +120,15 @@ class TLSOrigin:
     """The CA of the origin certificate, as a path in cloudflared's container (`caPool`)."""
 
 
-def ingress_document(hostnames: Iterable[Hostname], origin: str, tls_origin: TLSOrigin | None = None) -> JSON:
+def ingress_document(
+    hostnames: Iterable[Hostname], origin: str, tls_origin: TLSOrigin | None = None
+) -> dict[str, JsonValue]:
     """The tunnel's ingress document for the hostnames published through it. gRPC hostnames go to the TLS origin
     when there is one: cloudflared speaks HTTP/2 to an origin only over TLS (`http2Origin` on a plaintext origin
     gives HTTP/1.1, and gRPC's status trailer is lost), and checks its certificate, never `noTLSVerify`."""
-    rules: list[JSON] = []
+    rules: list[JsonValue] = []
     for hostname in sorted(hostnames, key=_rule_order):
-        rule: JSON = {"hostname": hostname.hostname, "service": origin}
+        rule: dict[str, JsonValue] = {"hostname": hostname.hostname, "service": origin}
         if hostname.grpc and tls_origin is not None:
             rule["service"] = tls_origin.url
             rule["originRequest"] = {
@@ -135,11 +142,11 @@ def ingress_document(hostnames: Iterable[Hostname], origin: str, tls_origin: TLS
     return {"ingress": [*rules, {"service": CATCH_ALL_404}]}
 
 
-def written_by_class(document: Mapping[str, Any], origin: str, tls_origin: TLSOrigin | None) -> bool:
+def written_by_class(document: Mapping[str, object], origin: str, tls_origin: TLSOrigin | None) -> bool:
     """Whether a tunnel's ingress document holds rules the class wrote and nothing else: every rule but the
     catch-all sends its hostname to the data plane. A document with a rule of anyone else's is not the class's to
     clear."""
-    rules = [r for r in document.get("ingress") or [] if r.get("hostname")]
+    rules = [r for r in raw.items(document.get("ingress")) if isinstance(r, Mapping) and r.get("hostname")]
     ours = {origin, *((tls_origin.url,) if tls_origin is not None else ())}
     return bool(rules) and all(r.get("service") in ours for r in rules)
 
@@ -162,7 +169,7 @@ class TunnelTarget:
         return f"{self.tunnel_id}.cfargotunnel.com" if self.tunnel_id else None
 
 
-AccountLookup = Callable[[str], JSON | None]
+AccountLookup = Callable[[str], Mapping[str, object] | None]
 """Name of a CloudflareAccount (cluster-scoped) -> the object as cached."""
 
 
@@ -170,9 +177,9 @@ def _account_id(accounts: AccountLookup, name: str) -> str | None:
     return effective_account_id(accounts(name)) if name else None
 
 
-def tunnel_target(key: TunnelKey, tunnel: JSON, accounts: AccountLookup) -> TunnelTarget:
-    account_ref = account_key(tunnel) or ""
-    tunnel_id = ((tunnel.get("status") or {}).get("cloudflareMetadata") or {}).get("tunnelID")
+def tunnel_target(key: TunnelKey, tunnel: Mapping[str, object], accounts: AccountLookup) -> TunnelTarget:
+    account_ref = account_key(dict(tunnel)) or ""
+    tunnel_id = raw.at(tunnel, "status", "cloudflareMetadata", "tunnelID")
     return TunnelTarget(key, str(tunnel_id) if tunnel_id else None, account_ref, _account_id(accounts, account_ref))
 
 
@@ -182,7 +189,7 @@ def _bare(name: str) -> str:
 
 @runtime_checkable
 class ZoneLookup(Protocol):
-    def managing(self, hostname: str) -> Mapping[str, Any] | None:
+    def managing(self, hostname: str) -> Mapping[str, object] | None:
         """The Zone that manages the zone `hostname` is in (`app.api.tenancy.ZoneIndex.managing`)."""
 
 
@@ -190,33 +197,33 @@ class ZoneLookup(Protocol):
 class RecordLookup(Protocol):
     """The DNSRecords the plans read: one by its name, and those giving a record name."""
 
-    def at(self, namespace: str, name: str) -> JSON | None: ...
+    def at(self, namespace: str, name: str) -> Mapping[str, object] | None: ...
 
-    def naming(self, record_name: str) -> Iterable[JSON]:
+    def naming(self, record_name: str) -> Iterable[Mapping[str, object]]:
         """The DNSRecords whose `spec.name` is `record_name` (lower case, no final dot)."""
 
 
 class ListedRecords:
     """A RecordLookup over a listing of DNSRecords."""
 
-    def __init__(self, records: Iterable[JSON]) -> None:
-        self.by_key: dict[tuple[str, str], JSON] = {}
-        self.by_name: dict[str, list[JSON]] = {}
+    def __init__(self, records: Iterable[Mapping[str, object]]) -> None:
+        self.by_key: dict[tuple[str, str], Mapping[str, object]] = {}
+        self.by_name: dict[str, list[Mapping[str, object]]] = {}
         for record in records:
             meta = _meta(record)
             self.by_key[(str(meta.get("namespace")), str(meta.get("name")))] = record
             self.by_name.setdefault(_bare(str(_spec(record).get("name"))), []).append(record)
 
-    def at(self, namespace: str, name: str) -> JSON | None:
+    def at(self, namespace: str, name: str) -> Mapping[str, object] | None:
         return self.by_key.get((namespace, name))
 
-    def naming(self, record_name: str) -> Iterable[JSON]:
+    def naming(self, record_name: str) -> Iterable[Mapping[str, object]]:
         return self.by_name.get(record_name, [])
 
 
 def zone_of(
-    hostname: str, zones: Iterable[JSON] | ZoneLookup, tunnel: TunnelTarget, accounts: AccountLookup
-) -> JSON | None:
+    hostname: str, zones: Iterable[Mapping[str, object]] | ZoneLookup, tunnel: TunnelTarget, accounts: AccountLookup
+) -> dict[str, object] | None:
     """The kflare Zone a hostname's DNS record goes into: the Zone that manages its zone (`owners`: the one holding a
     Cloudflare zone whose domain is the longest suffix of it), when that Zone is of the tunnel's account and is not
     being deleted (its deletion waits for its records). None: the class makes no record for it."""
@@ -230,12 +237,12 @@ def zone_of(
     return dict(zone) if same_account else None
 
 
-def configured_by(tunnel: TunnelKey, configurations: Iterable[JSON]) -> str | None:
+def configured_by(tunnel: TunnelKey, configurations: Iterable[Mapping[str, object]]) -> str | None:
     """The TunnelConfiguration (`namespace/name`, the oldest) that configures the tunnel, if any does."""
     found = sorted(
         (str(_meta(c).get("creationTimestamp") or ""), str(_meta(c).get("name")))
         for c in configurations
-        if _meta(c).get("namespace") == tunnel[0] and (_spec(c).get("tunnelRef") or {}).get("name") == tunnel[1]
+        if _meta(c).get("namespace") == tunnel[0] and raw.at(c, "spec", "tunnelRef", "name") == tunnel[1]
     )
     return f"{tunnel[0]}/{found[0][1]}" if found else None
 
@@ -249,14 +256,14 @@ class RecordPlan:
 
     hostname: str
     routes: tuple[RouteKey, ...]
-    zone: JSON | None
+    zone: Mapping[str, object] | None
     """The kflare Zone it falls in; None: it is published in the ingress document only."""
     name: str = ""
     """The DNSRecord's name, in the Zone's namespace."""
     taken_by: str | None = None
     """A DNSRecord the class did not make that holds the name (`namespace/name`, or `in another namespace` when it is
     not the routes' namespace's): nothing is written."""
-    body: JSON | None = None
+    body: dict[str, JsonValue] | None = None
     """The DNSRecord to have (apiVersion, kind, metadata, spec), when the class may make it."""
 
     @property
@@ -268,16 +275,16 @@ class RecordPlan:
         return str(_spec(self.zone or {}).get("name") or "")
 
 
-def is_ours(record: JSON, tunnel: TunnelKey) -> bool:
-    return (_meta(record).get("labels") or {}).get(TUNNEL_LABEL) == tunnel_label(tunnel)
+def is_ours(record: Mapping[str, object], tunnel: TunnelKey) -> bool:
+    return raw.at(record, "metadata", "labels", TUNNEL_LABEL) == tunnel_label(tunnel)
 
 
 TUNNEL_INDEX = "gateway-tunnel"
 """The DNSRecords' cache's index of the class's records by their tunnel label: a tunnel's records are one lookup."""
 
 
-def tunnel_labels(record: JSON) -> list[str]:
-    label = (_meta(record).get("labels") or {}).get(TUNNEL_LABEL)
+def tunnel_labels(record: Mapping[str, object]) -> list[str]:
+    label = raw.at(record, "metadata", "labels", TUNNEL_LABEL)
     return [str(label)] if label else []
 
 
@@ -286,8 +293,8 @@ DOCUMENT_INDEX = "gateway-tunnel-document"
 which tunnels have records is the index's values."""
 
 
-def record_documents(record: JSON) -> list[str]:
-    annotation = (_meta(record).get("annotations") or {}).get(TUNNEL_ANNOTATION)
+def record_documents(record: Mapping[str, object]) -> list[str]:
+    annotation = raw.at(record, "metadata", "annotations", TUNNEL_ANNOTATION)
     return [str(annotation)] if annotation else []
 
 
@@ -300,22 +307,24 @@ def documents_with_records(informer: Informer | None) -> set[str]:
     return {document for record in informer.list() for document in record_documents(record)}
 
 
-def records_of(informer: Informer | None, tunnel: TunnelKey) -> list[JSON]:
+def records_of(informer: Informer | None, tunnel: TunnelKey) -> list[Mapping[str, object]]:
     """The class's DNSRecords of `tunnel`, from the index (a scan of the cache only before the index is kept)."""
     if informer is None:
         return []
     if TUNNEL_INDEX in informer.indexers:
-        return informer.by_index(TUNNEL_INDEX, tunnel_label(tunnel))
+        return list(informer.by_index(TUNNEL_INDEX, tunnel_label(tunnel)))
     return [record for record in informer.list() if is_ours(record, tunnel)]
 
 
-def record_hostname(record: JSON) -> str:
+def record_hostname(record: Mapping[str, object]) -> str:
     """The hostname a DNSRecord of the class publishes."""
-    annotated = (_meta(record).get("annotations") or {}).get(HOSTNAME_ANNOTATION)
+    annotated = raw.at(record, "metadata", "annotations", HOSTNAME_ANNOTATION)
     return _bare(str(annotated or _spec(record).get("name") or ""))
 
 
-def keeps_cloudflare_record(record: JSON, zone: JSON | None, published: Iterable[str]) -> bool:
+def keeps_cloudflare_record(
+    record: Mapping[str, object], zone: Mapping[str, object] | None, published: Iterable[str]
+) -> bool:
     """Whether a DNSRecord of the class that no plan keeps goes without its Cloudflare record: its Zone is being
     deleted, is gone or holds no zone (any more) while routes still publish its hostname through the tunnel. The
     Zone's deletion (which waits for its records) decides what becomes of the zone; the CNAME the routes still use is
@@ -326,14 +335,16 @@ def keeps_cloudflare_record(record: JSON, zone: JSON | None, published: Iterable
     return record_hostname(record) in {_bare(h) for h in published}
 
 
-def record_body(hostname: Hostname, zone: JSON, tunnel: TunnelTarget, name: str) -> JSON:
+def record_body(
+    hostname: Hostname, zone: Mapping[str, object], tunnel: TunnelTarget, name: str
+) -> dict[str, JsonValue]:
     routes = sorted(hostname.routes)
     return {
         "apiVersion": "kflare.dev/v1alpha1",
         "kind": "DNSRecord",
         "metadata": {
             "name": name,
-            "namespace": _meta(zone).get("namespace"),
+            "namespace": shapes.ns(zone),
             "labels": {TUNNEL_LABEL: tunnel_label(tunnel.key), ROUTE_LABEL: route_label(routes[0])},
             "annotations": {
                 ROUTES_ANNOTATION: ",".join(".".join(r) for r in routes),
@@ -342,7 +353,7 @@ def record_body(hostname: Hostname, zone: JSON, tunnel: TunnelTarget, name: str)
             },
         },
         "spec": {
-            "zoneRef": {"name": _meta(zone)["name"]},
+            "zoneRef": {"name": shapes.name(zone)},
             "name": hostname.hostname,
             "type": "CNAME",
             "content": tunnel.cname,
@@ -355,8 +366,8 @@ def record_body(hostname: Hostname, zone: JSON, tunnel: TunnelTarget, name: str)
 def plan_records(
     tunnel: TunnelTarget,
     hostnames: Iterable[Hostname],
-    zones: Iterable[JSON] | ZoneLookup,
-    records: Iterable[JSON] | RecordLookup,
+    zones: Iterable[Mapping[str, object]] | ZoneLookup,
+    records: Iterable[Mapping[str, object]] | RecordLookup,
     accounts: AccountLookup,
 ) -> list[RecordPlan]:
     """The DNS record of each hostname published through the tunnel: each looked up by its name (the caches'
@@ -364,16 +375,14 @@ def plan_records(
     index = zones if isinstance(zones, ZoneLookup) else ZoneIndex(zones)
     lookup = records if isinstance(records, RecordLookup) else ListedRecords(records)
 
-    def holder_of(zone: JSON, hostname: str) -> JSON | None:
+    def holder_of(zone: Mapping[str, object], hostname: str) -> Mapping[str, object] | None:
         """Another DNSRecord of the record name in the Zone (any type: a CNAME stands alone), the first by key."""
         zone_key = (str(_meta(zone).get("namespace")), str(_meta(zone)["name"]))
-        for record in sorted(
-            lookup.naming(_bare(hostname)), key=lambda r: (_meta(r).get("namespace"), _meta(r)["name"])
-        ):
+        for record in sorted(lookup.naming(_bare(hostname)), key=shapes.key):
             meta = _meta(record)
             if is_ours(record, tunnel.key) or meta.get("deletionTimestamp"):
                 continue
-            zone_ref = _spec(record).get("zoneRef") or {}
+            zone_ref = raw.mapping(_spec(record).get("zoneRef"))
             # A record may name another namespace's Zone.
             if (str(zone_ref.get("namespace") or meta.get("namespace")), str(zone_ref.get("name"))) == zone_key:
                 return record
@@ -404,17 +413,20 @@ def plan_records(
     return plans
 
 
-def record_changes(current: JSON, wanted: JSON) -> JSON | None:
+def record_changes(current: Mapping[str, object], wanted: Mapping[str, JsonValue]) -> dict[str, JsonValue] | None:
     """The merge patch that makes a DNSRecord of the class what it should be; None when it is."""
-    patch: JSON = {}
-    meta, want_meta = _meta(current), _meta(wanted)
+    patch: dict[str, JsonValue] = {}
+    metadata: dict[str, JsonValue] = {}
+    meta, want_meta = _meta(current), _object(wanted["metadata"])
     for part in ("labels", "annotations"):
-        have = meta.get(part) or {}
-        diff = {k: v for k, v in want_meta[part].items() if have.get(k) != v}
+        have = raw.mapping(meta.get(part))
+        diff: dict[str, JsonValue] = {k: v for k, v in _object(want_meta[part]).items() if have.get(k) != v}
         if diff:
-            patch.setdefault("metadata", {})[part] = diff
+            metadata[part] = diff
+    if metadata:
+        patch["metadata"] = metadata
     spec = _spec(current)
-    spec_diff = {k: v for k, v in wanted["spec"].items() if spec.get(k) != v}
+    spec_diff: dict[str, JsonValue] = {k: v for k, v in _object(wanted["spec"]).items() if spec.get(k) != v}
     if spec_diff:
         patch["spec"] = spec_diff
     return patch or None
@@ -423,13 +435,13 @@ def record_changes(current: JSON, wanted: JSON) -> JSON | None:
 # ---- what a reconcile reads ---------------------------------------------------------------------------------------
 
 
-def class_tunnel(cls: Mapping[str, Any], classes: Classes) -> TunnelKey | None:
+def class_tunnel(cls: Mapping[str, object], classes: Classes) -> TunnelKey | None:
     """The Tunnel a GatewayClass of this controller publishes through, if it names one."""
     return classes.tunnel(cls)
 
 
 def gateway_tunnels(
-    classes: Iterable[Mapping[str, Any]], gateways: Iterable[Mapping[str, Any]], served: Classes
+    classes: Iterable[Mapping[str, object]], gateways: Iterable[Mapping[str, object]], served: Classes
 ) -> dict[TunnelKey, TunnelKey]:
     """(namespace, name) of each Gateway -> the Tunnel its class publishes through."""
     of_class = {str(_meta(c).get("name")): class_tunnel(c, served) for c in classes}
@@ -456,10 +468,10 @@ class TunnelView:
 def tunnel_view(
     key: TunnelKey,
     hostnames: Iterable[Hostname],
-    tunnel: JSON | None,
-    configurations: Iterable[JSON],
-    zones: Iterable[JSON] | ZoneLookup,
-    records: Iterable[JSON] | RecordLookup,
+    tunnel: Mapping[str, object] | None,
+    configurations: Iterable[Mapping[str, object]],
+    zones: Iterable[Mapping[str, object]] | ZoneLookup,
+    records: Iterable[Mapping[str, object]] | RecordLookup,
     accounts: AccountLookup,
 ) -> TunnelView:
     mine = [h for h in hostnames if h.tunnel == key]

@@ -9,7 +9,8 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from app.api.constants import Reason
-from reconcilers.gateway.shapes import JSON, Condition, condition
+from reconcilers.gateway import raw
+from reconcilers.gateway.shapes import Condition, condition
 
 if TYPE_CHECKING:
     # Annotations only: `publish` names this module's conditions and reasons too, so it cannot be imported here.
@@ -70,13 +71,14 @@ def certificate_condition(hostnames: Iterable[tuple[str, str]], generation: int)
     return condition(CERTIFICATE_CONDITION, False, TOO_DEEP, message, generation)
 
 
-def _ready(record: JSON) -> JSON | None:
-    return next((c for c in (record.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+def _ready(record: Mapping[str, object]) -> Mapping[str, object] | None:
+    conditions = raw.items(raw.at(record, "status", "conditions"))
+    return next((c for c in conditions if isinstance(c, Mapping) and c.get("type") == "Ready"), None)
 
 
 def dns_condition(
     plans: list[RecordPlan],
-    records: Mapping[tuple[str, str], JSON],
+    records: Mapping[tuple[str, str], Mapping[str, object]],
     tunnel: TunnelTarget | None,
     generation: int,
     conflict: str | None = None,

@@ -11,13 +11,13 @@ fills defaults, objects made by hand need not), so readers give each its Gateway
 # `Required` keys, which the caches check their objects by (`reconcilers.gateway.caches.shaped`).
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, NotRequired, Required, TypedDict
+from typing import Literal, NotRequired, Required, TypedDict
 
 from reconcilers.gateway import gateway_api as api
+from reconcilers.gateway import raw
 from reconcilers.gateway.gateway_api import ObjectMeta
 from reconcilers.gateway.kinds import GATEWAY_GROUP
 
-JSON = dict[str, Any]
 RouteKey = tuple[str, str, str]  # kind, namespace, name
 ObjectKey = tuple[str, str]  # namespace, name
 
@@ -144,29 +144,43 @@ Namespace = KubeObject
 # ---- accessors ------------------------------------------------------------------------------------------------------
 
 
-def ns(obj: KubeObject | Mapping[str, Any]) -> str:
-    return obj["metadata"].get("namespace", "")
+# Each takes an object shaped or as the caches hold it (untyped JSON), whose metadata the API server guarantees.
 
 
-def name(obj: KubeObject | Mapping[str, Any]) -> str:
-    return obj["metadata"]["name"]
+def _metadata(obj: KubeObject | Mapping[str, object]) -> Mapping[str, object]:
+    return raw.mapping(obj["metadata"])
 
 
-def key(obj: KubeObject | Mapping[str, Any]) -> ObjectKey:
+def _string(obj: KubeObject | Mapping[str, object], field: str) -> str:
+    value = _metadata(obj).get(field, "")
+    return value if isinstance(value, str) else ""
+
+
+def ns(obj: KubeObject | Mapping[str, object]) -> str:
+    return _string(obj, "namespace")
+
+
+def name(obj: KubeObject | Mapping[str, object]) -> str:
+    return str(_metadata(obj)["name"])
+
+
+def key(obj: KubeObject | Mapping[str, object]) -> ObjectKey:
     return (ns(obj), name(obj))
 
 
-def generation(obj: KubeObject | Mapping[str, Any]) -> int:
-    return obj["metadata"].get("generation", 0)
+def generation(obj: KubeObject | Mapping[str, object]) -> int:
+    value = _metadata(obj).get("generation", 0)
+    return value if isinstance(value, int) else 0
 
 
-def age_key(obj: KubeObject | Mapping[str, Any]) -> tuple[str, str, str]:
+def age_key(obj: KubeObject | Mapping[str, object]) -> tuple[str, str, str]:
     """Oldest first, then by namespace and name: the order the spec breaks ties by."""
-    return (obj["metadata"].get("creationTimestamp", ""), ns(obj), name(obj))
+    return (_string(obj, "creationTimestamp"), ns(obj), name(obj))
 
 
-def labels(obj: KubeObject | Mapping[str, Any]) -> dict[str, str]:
-    return obj["metadata"].get("labels", {})
+def labels(obj: KubeObject | Mapping[str, object]) -> dict[str, str]:
+    value = _metadata(obj).get("labels", {})
+    return value if isinstance(value, dict) else {}
 
 
 def condition(type_: str, ok: bool, reason: str, message: str, observed: int) -> Condition:

@@ -11,11 +11,11 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from reconcilers.gateway import envoy
+from reconcilers.gateway.envoy import EnvoyJSON
 
-JSON = dict[str, Any]
 log = logging.getLogger(__name__)
 
 
@@ -31,9 +31,9 @@ class SnapshotStore:
     """Holds the resources by type key and name; `serving` says whether this process may answer (the leader)."""
 
     serving: Callable[[], bool] = lambda: True
-    resources: dict[str, dict[str, JSON]] | None = None
+    resources: dict[str, dict[str, EnvoyJSON]] | None = None
     """The shared data plane's."""
-    planes: dict[str, dict[str, dict[str, JSON]]] = field(default_factory=dict)
+    planes: dict[str, dict[str, dict[str, EnvoyJSON]]] = field(default_factory=dict)
     """Each Gateway's own data plane's, by the cluster name its Envoy says (`planes.Plane.cluster`)."""
     generation: int = 0
     refusals: list[tuple[str, str]] = field(default_factory=list)
@@ -103,7 +103,7 @@ class SnapshotStore:
         return f"{where} refused its {type_key} configuration: {message}; it keeps serving the last one it accepted"
 
     def publish(
-        self, resources: dict[str, list[JSON]], planes: Mapping[str, dict[str, list[JSON]]] | None = None
+        self, resources: dict[str, list[EnvoyJSON]], planes: Mapping[str, dict[str, list[EnvoyJSON]]] | None = None
     ) -> bool:
         """Replace the snapshot (the shared plane's, and each Gateway's own plane's); True when anything changed."""
         new = _by_name(resources)
@@ -115,7 +115,7 @@ class SnapshotStore:
         self._changed()
         return True
 
-    def snapshot(self, plane: str = "") -> dict[str, dict[str, JSON]] | None:
+    def snapshot(self, plane: str = "") -> dict[str, dict[str, EnvoyJSON]] | None:
         """The resources of `plane` ("" the shared one); None when there is no snapshot or no such plane."""
         if self.resources is None:
             return None
@@ -133,7 +133,7 @@ class SnapshotStore:
         return len(json.dumps(self.resources, separators=(",", ":")))
 
 
-def _by_name(resources: Mapping[str, list[JSON]]) -> dict[str, dict[str, JSON]]:
+def _by_name(resources: Mapping[str, list[EnvoyJSON]]) -> dict[str, dict[str, EnvoyJSON]]:
     return {
         key: {str(r.get("name") or r.get("cluster_name")): r for r in resources.get(key, [])} for key in envoy.TYPES
     }

@@ -33,6 +33,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from reconcilers.gateway import xds
+from reconcilers.gateway.envoy import EnvoyJSON
 from reconcilers.gateway.gatewayapi import (
     DNS_PUBLISHING_ANNOTATION,
     World,
@@ -47,7 +48,7 @@ from reconcilers.gateway.gatewayapi.status import TunnelState
 from reconcilers.gateway.ir import IR, Chain, Hostname, ParentStatus
 from reconcilers.gateway.ir.status import ClassStatus, GatewayStatus, ListenerSetStatus
 from reconcilers.gateway.kinds import CLASS_NAME
-from reconcilers.gateway.shapes import JSON, ObjectKey, PolicyAncestorStatus, RouteKey
+from reconcilers.gateway.shapes import ObjectKey, PolicyAncestorStatus, RouteKey
 
 
 @dataclass(frozen=True)
@@ -55,10 +56,10 @@ class Translation:
     """The IR, with the xDS stage's resources of every plane; the IR's statuses and hostnames read through."""
 
     ir: IR
-    resources: dict[str, list[JSON]]
+    resources: dict[str, list[EnvoyJSON]]
     """Envoy resources by xDS type key (envoy.TYPES), the ingress listener excepted (it comes from settings): the
     shared data plane's."""
-    planes: dict[str, dict[str, list[JSON]]] = field(default_factory=dict)
+    planes: dict[str, dict[str, list[EnvoyJSON]]] = field(default_factory=dict)
     """The resources of each Gateway's own data plane, by its xDS cluster name (`Plane.cluster`)."""
 
     @property

@@ -27,7 +27,8 @@ from app.kube.informer import Key
 from app.kube.manager import DocumentsOf, Input
 from reconcilers.context import Context
 from reconcilers.credentials import ready_account, zone_namespace
-from reconcilers.gateway import publish
+from reconcilers.gateway import publish, shapes
+from reconcilers.gateway import raw as untyped
 from reconcilers.gateway.caches import (
     ACCOUNTS,
     DNS_RECORDS,
@@ -238,7 +239,11 @@ class TunnelPublisher:
                         self.writes += 1
                         log.info(
                             "tunnel ingress document written",
-                            extra={"tunnel": key[1], "rules": len(document["ingress"]), "writes": self.writes},
+                            extra={
+                                "tunnel": key[1],
+                                "rules": len(untyped.items(document["ingress"])),
+                                "writes": self.writes,
+                            },
                         )
             except CloudflareError as exc:
                 self.known.forget(view.target.tunnel_id)
@@ -293,10 +298,7 @@ class TunnelPublisher:
         wanted = {(p.namespace, p.name): p.body for p in plans if p.body is not None}
         kept = {(p.namespace, p.name) for p in plans if p.zone is not None}
         failed = False
-        ours = {
-            (str(r["metadata"].get("namespace")), str(r["metadata"]["name"])): r
-            for r in publish.records_of(self.ctx.informer_of(DNS_RECORDS.kind), tunnel)
-        }
+        ours = {shapes.key(r): r for r in publish.records_of(self.ctx.informer_of(DNS_RECORDS.kind), tunnel)}
         for (namespace, name), body in sorted(wanted.items()):
             assert body is not None
             current = ours.get((namespace, name))
@@ -305,7 +307,12 @@ class TunnelPublisher:
                     await self.ctx.kube.create(DNS_RECORDS, body, namespace)
                     log.info("DNSRecord made for a route", extra={"namespace": namespace, "record": name})
                 elif (patch := publish.record_changes(current, body)) is not None:
-                    patch.setdefault("metadata", {})["resourceVersion"] = current["metadata"].get("resourceVersion")
+                    version = untyped.at(current, "metadata", "resourceVersion")
+                    metadata = patch.get("metadata")
+                    patch["metadata"] = {
+                        **(metadata if isinstance(metadata, dict) else {}),
+                        "resourceVersion": version if isinstance(version, str) else None,
+                    }
                     await self.ctx.kube.patch(DNS_RECORDS, name, patch, namespace, content_type=MERGE_PATCH)
             except KubeError as exc:
                 if not exc.conflict:
@@ -314,16 +321,16 @@ class TunnelPublisher:
                     )
                 failed = True
         for (namespace, name), record in sorted(ours.items()):
-            if (namespace, name) in kept or record["metadata"].get("deletionTimestamp"):
+            if (namespace, name) in kept or untyped.at(record, "metadata", "deletionTimestamp"):
                 continue
-            zone_ref = (record.get("spec") or {}).get("zoneRef") or {}
-            zone = self.ctx.cached(ZONES.kind, str(zone_ref.get("name") or ""), zone_namespace(record) or None)
+            zone_ref = untyped.mapping(untyped.at(record, "spec", "zoneRef"))
+            zone = self.ctx.cached(ZONES.kind, str(zone_ref.get("name") or ""), zone_namespace(dict(record)) or None)
             try:
                 if publish.keeps_cloudflare_record(record, zone, published):
                     retain = {
                         "metadata": {
                             "annotations": {DELETION_POLICY_ANNOTATION: DeletionPolicy.RETAIN.value},
-                            "resourceVersion": record["metadata"].get("resourceVersion"),
+                            "resourceVersion": untyped.at(record, "metadata", "resourceVersion"),
                         }
                     }
                     await self.ctx.kube.patch(DNS_RECORDS, name, retain, namespace, content_type=MERGE_PATCH)

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import ipaddress
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from reconcilers.gateway import envoy, shapes
+from reconcilers.gateway import envoy, raw, shapes
+from reconcilers.gateway.envoy import EnvoyJSON
 from reconcilers.gateway.gatewayapi.policies import SYSTEM_CA_FILE, BackendTLS, UpstreamTLS, backend_services
 from reconcilers.gateway.gatewayapi.route_shapes import BackendObjectReference, Route
 from reconcilers.gateway.kinds import PACKAGE_GROUP
 from reconcilers.gateway.shapes import (
-    JSON,
     EndpointSlice,
     ObjectKey,
     ReferenceGrant,
@@ -70,11 +70,11 @@ class Resolver:
     slices: list[EndpointSlice]
     grants: list[ReferenceGrant]
     tls: BackendTLS = field(default_factory=BackendTLS)
-    external_backends: list[JSON] | None = None
+    external_backends: Sequence[Mapping[str, object]] | None = None
     """cloudflare-tunnel-gateway-controller's ExternalBackends, when the class reads that package's kinds; None: it
     does not, and a backendRef naming one is refused like any kind but Service."""
-    clusters: dict[str, JSON] = field(default_factory=dict)
-    assignments: dict[str, JSON] = field(default_factory=dict)
+    clusters: dict[str, EnvoyJSON] = field(default_factory=dict)
+    assignments: dict[str, EnvoyJSON] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._services = {shapes.key(s): s for s in self.services}
@@ -154,7 +154,7 @@ class Resolver:
         found = self._external_backends.get((namespace, name))
         if found is None:
             return Backend(None, weight, ("BackendNotFound", f"{where} not found"))
-        spec = found.get("spec") or {}
+        spec = raw.mapping(found.get("spec"))
         scheme, host, port = spec.get("scheme"), str(spec.get("host") or ""), spec.get("port")
         if scheme not in ("http", "https") or not host or not isinstance(port, int):
             return Backend(None, weight, ("BackendNotFound", f"{where} has no scheme, host and port"))
@@ -167,7 +167,8 @@ class Resolver:
             self.clusters[cluster] = _secured(
                 envoy.dns_cluster(cluster, host.strip("[]"), port, http2=http2), tls, http2
             )
-        return Backend(cluster, weight, path=spec.get("path") or None)
+        path = spec.get("path")
+        return Backend(cluster, weight, path=path if isinstance(path, str) and path else None)
 
     def _port_name(self, namespace: str, name: str, port: int | None) -> str | None:
         service = self._services.get((namespace, name))
@@ -266,7 +267,7 @@ class Resolver:
                     out.add((address, target))
         return sorted(out)
 
-    def resources(self, names_used: Iterable[str]) -> tuple[list[JSON], list[JSON]]:
+    def resources(self, names_used: Iterable[str]) -> tuple[list[EnvoyJSON], list[EnvoyJSON]]:
         """The clusters and load assignments of every backend resolved, and the unresolved cluster when a weighted
         split names it."""
         clusters, assignments = dict(self.clusters), dict(self.assignments)
@@ -316,7 +317,7 @@ def _protocol_suffix(tls: UpstreamTLS | None, h2: bool) -> str:
     return tls.suffix + ("/h2" if h2 else "")
 
 
-def _secured(cluster: JSON, tls: UpstreamTLS | None, h2: bool) -> JSON:
+def _secured(cluster: EnvoyJSON, tls: UpstreamTLS | None, h2: bool) -> EnvoyJSON:
     if tls is not None:
         cluster["transport_socket"] = tls.transport_socket(http2=h2)
     return cluster

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from reconcilers.gateway import shapes
 from reconcilers.gateway.gatewayapi.backends import UNRESOLVED, Backend, Resolver
 from reconcilers.gateway.gatewayapi.route_matches import Unsupported
-from reconcilers.gateway.gatewayapi.route_shapes import Route
+from reconcilers.gateway.gatewayapi.route_shapes import BackendObjectReference, Route
 from reconcilers.gateway.gatewayapi.rules import BuiltRoute, build_route
 from reconcilers.gateway.gatewayapi.world import World
 from reconcilers.gateway.ir.routes import Forward, RouteIR
@@ -36,9 +35,9 @@ class _Recording:
     resolver: Resolver
     external_names: bool
     """Whether the Gateways this build serves follow ExternalName Services."""
-    calls: list[tuple[tuple[str, str, Any, int, bool], str | None]] = field(default_factory=list)
+    calls: list[tuple[tuple[str, str, BackendObjectReference, int, bool], str | None]] = field(default_factory=list)
 
-    def backend(self, kind: str, route_ns: str, ref: Any, weight: int, *, http2: bool) -> Backend:
+    def backend(self, kind: str, route_ns: str, ref: BackendObjectReference, weight: int, *, http2: bool) -> Backend:
         found = self.resolver.backend(kind, route_ns, ref, weight, http2=http2, external_names=self.external_names)
         self.calls.append(((kind, route_ns, ref, weight, http2), found.cluster))
         return found
@@ -53,7 +52,7 @@ class Build:
     unsupported: str | None
     """Why the route is refused whole, if it is."""
     result: BuiltRoute
-    resolutions: list[tuple[tuple[str, str, Any, int, bool], str | None]]
+    resolutions: list[tuple[tuple[str, str, BackendObjectReference, int, bool], str | None]]
     """The backends it resolved, and the cluster each resolved to."""
     policies: set[ObjectKey]
     """The BackendTLSPolicies that decide (or contend to decide) the TLS of its backends."""

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from cryptography import x509
 
 from reconcilers.gateway import shapes
+from reconcilers.gateway.envoy import EnvoyJSON
 from reconcilers.gateway.gatewayapi.route_shapes import BackendObjectReference, Route
 from reconcilers.gateway.kinds import GATEWAY_GROUP
 from reconcilers.gateway.shapes import (
-    JSON,
     BackendTLSPolicy,
     Condition,
     ConfigMap,
@@ -56,9 +56,9 @@ class UpstreamTLS:
         new one instead of keeping connections opened under the old trust)."""
         return f"/tls/{self.policy[0]}/{self.policy[1]}"
 
-    def transport_socket(self, *, http2: bool) -> JSON:
-        trusted: JSON = {"inline_string": self.ca_pem} if self.ca_pem is not None else {"filename": self.ca_file}
-        context: JSON = {
+    def transport_socket(self, *, http2: bool) -> EnvoyJSON:
+        trusted: EnvoyJSON = {"inline_string": self.ca_pem} if self.ca_pem is not None else {"filename": self.ca_file}
+        context: EnvoyJSON = {
             "validation_context": {
                 "trusted_ca": trusted,
                 "match_typed_subject_alt_names": [

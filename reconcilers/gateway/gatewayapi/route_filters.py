@@ -5,12 +5,14 @@ rewrites, mirrors and CORS. What a filter asks that the data plane does not impl
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from reconcilers.gateway.gatewayapi.backends import Backends
 from reconcilers.gateway.gatewayapi.route_matches import DEFAULT_PATH, Unsupported
 from reconcilers.gateway.gatewayapi.route_shapes import (
     HeaderModifier,
+    HTTPCORSFilter,
     PathMatch,
     RequestMirror,
     RequestRedirect,
@@ -20,7 +22,6 @@ from reconcilers.gateway.gatewayapi.route_shapes import (
 )
 from reconcilers.gateway.gatewayapi.status import GRPC_ROUTE, HTTP_ROUTE
 from reconcilers.gateway.ir import routes as ir
-from reconcilers.gateway.shapes import JSON
 
 _FILTERS = {
     HTTP_ROUTE: {
@@ -141,17 +142,17 @@ def _origin_match(origin: str) -> ir.StringMatch:
     return ir.StringMatch(origin)
 
 
-def _cors(cors: JSON) -> ir.Cors:
-    def listed(key: str) -> tuple[str, ...]:
-        return tuple(str(v) for v in cors[key]) if cors.get(key) else ()
+def _cors(cors: HTTPCORSFilter) -> ir.Cors:
+    def listed(values: Sequence[str] | None) -> tuple[str, ...]:
+        return tuple(str(v) for v in values) if values else ()
 
     return ir.Cors(
         allow_origins=tuple(_origin_match(str(o)) for o in cors.get("allowOrigins", [])),
         # The spec's default: a browser caches a preflight's answer for 5 seconds.
         max_age=int(cors.get("maxAge", 5)),
-        allow_methods=listed("allowMethods"),
-        allow_headers=listed("allowHeaders"),
-        expose_headers=listed("exposeHeaders"),
+        allow_methods=listed(cors.get("allowMethods")),
+        allow_headers=listed(cors.get("allowHeaders")),
+        expose_headers=listed(cors.get("exposeHeaders")),
         allow_credentials=bool(cors.get("allowCredentials")),
     )
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from reconcilers.gateway.gatewayapi.route_shapes import (
     GRPCMethodMatch,
@@ -43,7 +43,7 @@ def regex_error(pattern: str) -> str | None:
     return None
 
 
-def check_keys(obj: Mapping[str, Any], allowed: set[str], where: str) -> None:
+def check_keys(obj: Mapping[str, object], allowed: set[str], where: str) -> None:
     extra = sorted(k for k, v in obj.items() if k not in allowed and v not in (None, [], {}))
     if extra:
         raise Unsupported(f"{where}.{extra[0]} is not supported by this data plane")
@@ -108,11 +108,11 @@ class Match:
     """One match of a rule, with its precedence and the path match a rewrite reads."""
 
     match: ir.Match
-    precedence: tuple[Any, ...]
+    precedence: ir.MatchPrecedence
     path: PathMatch | None
 
 
-def route_match(kind: str, match: Mapping[str, Any], where: str) -> Match:
+def route_match(kind: str, match: HTTPRouteMatch | GRPCRouteMatch, where: str) -> Match:
     check_keys(match, _MATCH_KEYS[kind], where)
     path: PathMatch | None = None
     method: str | None = None
@@ -136,6 +136,6 @@ def route_match(kind: str, match: Mapping[str, Any], where: str) -> Match:
                 ir.HeaderMatch(q["name"], _string_match(q.get("type"), q.get("value", ""), f"{where}.queryParams"))
                 for q in http["queryParams"]
             )
-    counts = (-len(match.get("headers") or []), -len(match.get("queryParams") or []))
+    counts = (-len(match.get("headers") or []), -len(query_params))
     found = ir.Match(path_match, headers, query_params, method)
     return Match(found, (*precedence_path, method_rank, *counts), path)

@@ -6,7 +6,15 @@ types the rest of the Gateway API objects the translation reads.
 # `Required` keys, which the caches check their objects by (`reconcilers.gateway.caches.shaped`).
 from typing import Required, TypedDict
 
-from reconcilers.gateway.shapes import JSON, KubeObject, ParentReference
+from reconcilers.gateway import gateway_api as api
+from reconcilers.gateway.shapes import KubeObject, ParentReference
+
+# The generated shapes, by the Gateway API's names for them.
+HTTPCORSFilter = api.HTTPRouteSpecRulesBackendRefsFiltersCors
+LocalObjectReference = api.HTTPRouteSpecRulesBackendRefsFiltersExtensionRef
+HTTPRouteRetry = api.HTTPRouteSpecRulesRetry
+SessionPersistence = api.HTTPRouteSpecRulesSessionPersistence
+RouteStatus = api.HTTPRouteStatus
 
 
 class HTTPHeader(TypedDict):
@@ -97,8 +105,8 @@ class RouteFilter(TypedDict, total=False):
     requestRedirect: RequestRedirect
     urlRewrite: URLRewrite
     requestMirror: RequestMirror
-    extensionRef: JSON
-    cors: JSON
+    extensionRef: LocalObjectReference
+    cors: HTTPCORSFilter
 
 
 class BackendRef(BackendObjectReference, total=False):
@@ -120,8 +128,8 @@ class RouteRule(TypedDict, total=False):
     filters: list[RouteFilter]
     backendRefs: list[BackendRef]
     timeouts: Timeouts
-    retry: JSON
-    sessionPersistence: JSON
+    retry: HTTPRouteRetry
+    sessionPersistence: SessionPersistence
 
 
 class RouteSpec(TypedDict, total=False):
@@ -134,4 +142,4 @@ class Route(KubeObject, total=False):
     """An HTTPRoute or a GRPCRoute."""
 
     spec: Required[RouteSpec]
-    status: JSON
+    status: RouteStatus

@@ -10,9 +10,8 @@ route with no rule left, or whose spec holds it, is refused with it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from reconcilers.gateway import shapes
 from reconcilers.gateway.gatewayapi.backends import UNRESOLVED, Backend, Backends
@@ -25,7 +24,7 @@ from reconcilers.gateway.gatewayapi.route_filters import (
     rule_filters,
 )
 from reconcilers.gateway.gatewayapi.route_matches import Unsupported, check_keys, route_match
-from reconcilers.gateway.gatewayapi.route_shapes import PathMatch, Route, RouteRule
+from reconcilers.gateway.gatewayapi.route_shapes import GRPCRouteMatch, HTTPRouteMatch, PathMatch, Route, RouteRule
 from reconcilers.gateway.gatewayapi.status import GRPC_ROUTE, HTTP_ROUTE
 from reconcilers.gateway.ir import routes as ir
 from reconcilers.gateway.ir.routes import RouteIR
@@ -37,20 +36,19 @@ _RULE_KEYS = {
 _SPEC_KEYS = {"parentRefs", "hostnames", "rules"}
 _BACKEND_KEYS = {"group", "kind", "name", "namespace", "port", "weight", "filters"}
 
-_HEADER_COUNT = 3
-"""Where in a route's precedence the number of its header matches is (negated: more headers, earlier)."""
-
 
 def for_scheme(route: RouteIR, scheme: str) -> RouteIR:
     """`route` for requests the visitor made over `scheme` only (the edge says which in X-Forwarded-Proto): how
     an HTTP and an HTTPS listener of one Gateway are told apart, all traffic reaching Envoy over one plaintext hop."""
-    precedence = list(route.precedence)
-    precedence[_HEADER_COUNT] -= 1  # one header more to match: ahead of the same route for either scheme
+    before = route.precedence
+    # One header more to match (the fourth place holds the number of header matches, negated: more headers,
+    # earlier): ahead of the same route for either scheme.
+    precedence = (*before[:3], before[3] - 1, *before[4:])
     return dataclasses.replace(
         route,
         name=f"{route.name}/{scheme}",
         match=dataclasses.replace(route.match, scheme=scheme),
-        precedence=tuple(precedence),
+        precedence=precedence,
     )
 
 
@@ -218,7 +216,7 @@ def _build_rule(
         backends.append((backend, headers))
     timeouts = _timeouts(rule, where)
     out: list[RouteIR] = []
-    matches: list[Mapping[str, Any]] = list(rule.get("matches") or [{}])
+    matches: list[HTTPRouteMatch | GRPCRouteMatch] = list(rule.get("matches") or [{}])
     route_headers = filters.headers.frozen()
     for m, raw in enumerate(matches):
         match = route_match(kind, raw, f"{where}.matches[{m}]")

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from reconcilers.gateway import shapes
 from reconcilers.gateway.gatewayapi.policies import ConfigMapLookup
@@ -13,7 +12,6 @@ from reconcilers.gateway.gatewayapi.status import TunnelLookup
 from reconcilers.gateway.kinds import Classes
 from reconcilers.gateway.planes import Choice
 from reconcilers.gateway.shapes import (
-    JSON,
     BackendTLSPolicy,
     EndpointSlice,
     Gateway,
@@ -52,7 +50,7 @@ class World:
     tenancy_label: str | None = None
     """The class's per-namespace suffix policy (`--gateway-namespace-label`): outside the zones kflare Zones manage,
     a namespace publishes only hostnames under its label's value, and nothing without the label (`owners`)."""
-    zones: list[JSON] = field(default_factory=list)
+    zones: Sequence[Mapping[str, object]] = field(default_factory=list)
     """The kflare Zones: a hostname in a zone one manages is published only for the Zone's namespace and the
     namespaces it grants the name to (`owners`)."""
     allow_external_name_services: bool = False
@@ -65,7 +63,7 @@ class World:
     every_gateway_own_plane: bool = False
     """Whether every Gateway naming no parameters gets a plane of its own (`--gateway-default-parameters`): what the
     class claims depends on it (`features.OWN_PLANE_ONLY`)."""
-    external_backends: list[JSON] | None = None
+    external_backends: Sequence[Mapping[str, object]] | None = None
     """cloudflare-tunnel-gateway-controller's ExternalBackends, when the package's kinds are read (None: they are
     not, and a route naming one gets InvalidKind)."""
     ours: Classes = field(default_factory=Classes)
@@ -85,8 +83,8 @@ DNS_PUBLISHING_ANNOTATION = "kflare.dev/dns-publishing"
 ingress document (their DNS is then the user's to point at the tunnel)."""
 
 
-def publishes_dns(gateway: Mapping[str, Any]) -> bool:
-    annotations = (gateway.get("metadata") or {}).get("annotations") or {}
+def publishes_dns(gateway: Gateway) -> bool:
+    annotations = gateway["metadata"].get("annotations") or {}
     return str(annotations.get(DNS_PUBLISHING_ANNOTATION, "")).strip().lower() != "disabled"
 
 

@@ -10,9 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from reconcilers.gateway.envoy import EnvoyJSON
 from reconcilers.gateway.ir.routes import RouteIR
 from reconcilers.gateway.ir.status import ClassStatus, GatewayStatus, ListenerSetStatus
-from reconcilers.gateway.shapes import JSON, Condition, ObjectKey, ParentReference, PolicyAncestorStatus, RouteKey
+from reconcilers.gateway.shapes import Condition, ObjectKey, ParentReference, PolicyAncestorStatus, RouteKey
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,9 @@ class PlaneIR:
     virtual_hosts: Mapping[str, Sequence[RouteIR]]
     """Each hostname's routes, in no order (the xDS stage orders them by precedence); an isolated listener's
     hostname with none answers 404, `*` is the catch-all."""
-    clusters: Sequence[JSON]
+    clusters: Sequence[EnvoyJSON]
     """The clusters of the backends resolved, by name."""
-    endpoints: Sequence[JSON]
+    endpoints: Sequence[EnvoyJSON]
     """Their load assignments, by cluster name."""
     own: bool = False
     """A Gateway's own plane, told of the clusters its routes name only (not of other Gateways' backends); the

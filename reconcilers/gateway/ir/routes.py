@@ -8,7 +8,7 @@ stage remembers a route's build across translations and shares it between the pl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -161,6 +161,15 @@ class Cors:
     allow_credentials: bool = False
 
 
+MatchPrecedence = tuple[int, int, int, int, int]
+"""How specific a match is, most first: path kind (exact first), path length (negated), method (0: given), header
+and query parameter matches (negated counts)."""
+
+Precedence = tuple[int, int, int, int, int, str, str, str, int, int]
+"""A route's place among the others on its hostname: its match's `MatchPrecedence`, then its route's age (creation
+time, namespace, name), then its rule's and its match's indexes."""
+
+
 @dataclass(frozen=True)
 class RouteIR:
     """One rule of a route with one of its matches, with what orders it among the others on its hostname."""
@@ -169,6 +178,6 @@ class RouteIR:
     """`<kind>/<namespace>/<name>/rule/<r>/match/<m>`, and `/<scheme>` when it is for one scheme only."""
     match: Match
     action: Action
-    precedence: tuple[Any, ...]
+    precedence: Precedence
     headers: HeaderChanges = NO_CHANGES
     cors: Cors | None = None

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from pydantic import JsonValue
+
 from reconcilers.gateway import envoy
+from reconcilers.gateway.envoy import EnvoyJSON
 from reconcilers.gateway.ir import PlaneIR
 from reconcilers.gateway.ir.routes import Forward, RouteIR
-from reconcilers.gateway.shapes import JSON
 from reconcilers.gateway.xds.routes import route_entry
 
 
@@ -17,11 +19,11 @@ class Entries:
     that a change to one route of a thousand makes one entry."""
 
     def __init__(self, previous: Entries | None = None) -> None:
-        self._made: dict[int, tuple[RouteIR, JSON]] = {}
+        self._made: dict[int, tuple[RouteIR, EnvoyJSON]] = {}
         """By the route's identity, the route kept beside its entry so that the identity stays its own."""
         self._previous = previous._made if previous is not None else {}
 
-    def entry(self, route: RouteIR) -> JSON:
+    def entry(self, route: RouteIR) -> EnvoyJSON:
         found = self._made.get(id(route))
         if found is None:
             found = self._previous.get(id(route))
@@ -35,10 +37,10 @@ _previous: Entries | None = None
 """The last translation's entries (the routes it served, no more)."""
 
 
-def route_configuration(vhosts: Mapping[str, Sequence[RouteIR]], entries: Entries | None = None) -> JSON:
+def route_configuration(vhosts: Mapping[str, Sequence[RouteIR]], entries: Entries | None = None) -> EnvoyJSON:
     """The route configuration of a plane's virtual hosts."""
     made = Entries() if entries is None else entries
-    virtual_hosts = [
+    virtual_hosts: list[JsonValue] = [
         {
             "name": hostname,
             "domains": [hostname],
@@ -58,7 +60,7 @@ def route_configuration(vhosts: Mapping[str, Sequence[RouteIR]], entries: Entrie
     }
 
 
-def resources(plane: PlaneIR, entries: Entries | None = None) -> dict[str, list[JSON]]:
+def resources(plane: PlaneIR, entries: Entries | None = None) -> dict[str, list[EnvoyJSON]]:
     """A plane's resources by xDS type key (`envoy.TYPES`), the listeners excepted (they come from settings)."""
     configuration = route_configuration(plane.virtual_hosts, entries)
     if not plane.own:
@@ -71,7 +73,7 @@ def resources(plane: PlaneIR, entries: Entries | None = None) -> dict[str, list[
     }
 
 
-def planes(planes: Mapping[str, PlaneIR]) -> dict[str, dict[str, list[JSON]]]:
+def planes(planes: Mapping[str, PlaneIR]) -> dict[str, dict[str, list[EnvoyJSON]]]:
     """Every plane's resources, by plane as the IR names them."""
     global _previous
     entries = Entries(_previous)

@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reconcilers.gateway import envoy
+from reconcilers.gateway.envoy import EnvoyJSON
 from reconcilers.gateway.ir import Chain
-from reconcilers.gateway.shapes import JSON
 
 GATEWAY_HTTPS = "kflare-gateway-https"
 TLS_INSPECTOR = "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector"
 
 
-def listeners(address: str, port: int | None, found: Sequence[Chain]) -> list[JSON]:
+def listeners(address: str, port: int | None, found: Sequence[Chain]) -> list[EnvoyJSON]:
     """The TLS listener of `found` on `port` (none without a chain or a port): the same routes as cloudflared's
     listeners, but no hop is trusted, so Envoy says the scheme (X-Forwarded-Proto `https`) and the client address
     from the connection itself, whatever the client sends."""
@@ -32,8 +32,8 @@ def listeners(address: str, port: int | None, found: Sequence[Chain]) -> list[JS
     ]
 
 
-def _filter_chain(chain: Chain) -> JSON:
-    tls = {
+def _filter_chain(chain: Chain) -> EnvoyJSON:
+    tls: EnvoyJSON = {
         "@type": envoy.DOWNSTREAM_TLS_CONTEXT,
         "common_tls_context": {
             "alpn_protocols": ["h2", "http/1.1"],
@@ -42,7 +42,7 @@ def _filter_chain(chain: Chain) -> JSON:
             ],
         },
     }
-    out: JSON = {
+    out: EnvoyJSON = {
         "name": f"sni:{chain.server_name}" if chain.server_name else "default",
         "filters": [envoy.connection_manager("gateway_https", trusted_hops=0)],
         "transport_socket": {"name": "envoy.transport_sockets.tls", "typed_config": tls},

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 
+from pydantic import JsonValue
+
 from reconcilers.gateway import envoy
+from reconcilers.gateway.envoy import EnvoyJSON
 from reconcilers.gateway.ir.routes import (
     Cors,
     DirectResponse,
@@ -22,7 +25,7 @@ from reconcilers.gateway.ir.routes import (
     RouteIR,
     StringMatch,
 )
-from reconcilers.gateway.shapes import JSON, escape
+from reconcilers.gateway.shapes import escape
 
 _RESPONSE_CODES = {
     301: "MOVED_PERMANENTLY",
@@ -33,8 +36,8 @@ _RESPONSE_CODES = {
 }
 
 
-def route_entry(route: RouteIR) -> JSON:
-    entry: JSON = {"name": route.name, "match": _match(route.match)}
+def route_entry(route: RouteIR) -> EnvoyJSON:
+    entry: EnvoyJSON = {"name": route.name, "match": _match(route.match)}
     action = route.action
     if isinstance(action, Redirect):
         entry["redirect"] = _redirect(action)
@@ -51,11 +54,11 @@ def route_entry(route: RouteIR) -> JSON:
 # ---- matches --------------------------------------------------------------------------------------------------------
 
 
-def _string_match(match: StringMatch) -> JSON:
+def _string_match(match: StringMatch) -> EnvoyJSON:
     return {"safe_regex": {"regex": match.value}} if match.regex else {"exact": match.value}
 
 
-def _path(path: PathMatch) -> JSON:
+def _path(path: PathMatch) -> EnvoyJSON:
     if path.kind == "exact":
         return {"path": path.value}
     if path.kind == "prefix":
@@ -65,15 +68,15 @@ def _path(path: PathMatch) -> JSON:
     return {"safe_regex": {"regex": path.value}}
 
 
-def _header(header: HeaderMatch) -> JSON:
+def _header(header: HeaderMatch) -> EnvoyJSON:
     return {"name": header.name, "string_match": _string_match(header.match)}
 
 
-def _match(match: Match) -> JSON:
+def _match(match: Match) -> EnvoyJSON:
     out = _path(match.path)
     if match.query_params:
         out["query_parameters"] = [_header(q) for q in match.query_params]
-    headers = [_header(h) for h in match.headers]
+    headers: list[JsonValue] = [_header(h) for h in match.headers]
     if match.method is not None:
         headers.append({"name": ":method", "string_match": {"exact": match.method}})
     if match.scheme is not None:
@@ -87,7 +90,7 @@ def _match(match: Match) -> JSON:
 # ---- header changes -------------------------------------------------------------------------------------------------
 
 
-def _added(values: tuple[HeaderValue, ...]) -> list[JSON]:
+def _added(values: tuple[HeaderValue, ...]) -> list[JsonValue]:
     return [
         {
             # `%` starts an Envoy command operator: a user's value is escaped.
@@ -98,15 +101,16 @@ def _added(values: tuple[HeaderValue, ...]) -> list[JSON]:
     ]
 
 
-def _apply_headers(changes: HeaderChanges, entry: JSON) -> None:
+def _apply_headers(changes: HeaderChanges, entry: EnvoyJSON) -> None:
     if not changes:
         return
-    for key, value in (
+    fields: list[tuple[str, list[JsonValue]]] = [
         ("request_headers_to_add", _added(changes.request_add)),
         ("request_headers_to_remove", list(changes.request_remove)),
         ("response_headers_to_add", _added(changes.response_add)),
         ("response_headers_to_remove", list(changes.response_remove)),
-    ):
+    ]
+    for key, value in fields:
         if value:
             entry[key] = value
 
@@ -114,7 +118,7 @@ def _apply_headers(changes: HeaderChanges, entry: JSON) -> None:
 # ---- actions --------------------------------------------------------------------------------------------------------
 
 
-def _prefix_rewrite(replacement: str, prefix: str) -> JSON:
+def _prefix_rewrite(replacement: str, prefix: str) -> EnvoyJSON:
     value = replacement.rstrip("/")
     if value:
         return {"prefix_rewrite": value}
@@ -123,8 +127,8 @@ def _prefix_rewrite(replacement: str, prefix: str) -> JSON:
     return {"regex_rewrite": {"pattern": {"regex": f"^{re.escape(stripped)}/*"}, "substitution": "/"}}
 
 
-def _redirect(redirect: Redirect) -> JSON:
-    out: JSON = {}
+def _redirect(redirect: Redirect) -> EnvoyJSON:
+    out: EnvoyJSON = {}
     if redirect.scheme:
         out["scheme_redirect"] = redirect.scheme
     if redirect.hostname:
@@ -139,8 +143,8 @@ def _redirect(redirect: Redirect) -> JSON:
     return out
 
 
-def _mirror_policy(mirror: Mirror) -> JSON:
-    policy: JSON = {"cluster": mirror.cluster}
+def _mirror_policy(mirror: Mirror) -> EnvoyJSON:
+    policy: EnvoyJSON = {"cluster": mirror.cluster}
     if mirror.percent is not None:
         policy["runtime_fraction"] = {"default_value": {"numerator": mirror.percent, "denominator": "HUNDRED"}}
     elif mirror.fraction is not None:
@@ -150,15 +154,15 @@ def _mirror_policy(mirror: Mirror) -> JSON:
     return policy
 
 
-def _retry_policy(retry: Retry | None, per_try_ms: int | None) -> JSON | None:
+def _retry_policy(retry: Retry | None, per_try_ms: int | None) -> EnvoyJSON | None:
     """Envoy's retry policy: the rule's retry (on the codes it names), and the timeout of each try."""
     if retry is None and not per_try_ms:
         return None
-    policy: JSON = {"num_retries": 0}
+    policy: EnvoyJSON = {"num_retries": 0}
     if retry is not None:
         policy["num_retries"] = retry.attempts
         # Connection errors are retried too, as the spec says a retry should.
-        codes = list(retry.codes)
+        codes: list[JsonValue] = list(retry.codes)
         policy["retry_on"] = "connect-failure,refused-stream,reset" + (",retriable-status-codes" if codes else ",5xx")
         if codes:
             policy["retriable_status_codes"] = codes
@@ -169,22 +173,22 @@ def _retry_policy(retry: Retry | None, per_try_ms: int | None) -> JSON | None:
     return policy
 
 
-def _path_rewrite(change: PathChange) -> JSON:
+def _path_rewrite(change: PathChange) -> EnvoyJSON:
     if isinstance(change, ReplaceFullPath):
         return {"regex_rewrite": {"pattern": {"regex": "^.*$"}, "substitution": change.path.replace("\\", "\\\\")}}
     return _prefix_rewrite(change.replacement, change.prefix)
 
 
-def _forward(forward: Forward) -> JSON:
-    action: JSON = {}
+def _forward(forward: Forward) -> EnvoyJSON:
+    action: EnvoyJSON = {}
     backends = forward.backends
     if len(backends) == 1 and not backends[0].headers:
         action["cluster"] = backends[0].cluster
     else:
         # A split, or a backend of its own header changes: those are per cluster of a weighted split.
-        clusters = []
+        clusters: list[JsonValue] = []
         for backend in backends:
-            cluster: JSON = {"name": backend.cluster, "weight": backend.weight}
+            cluster: EnvoyJSON = {"name": backend.cluster, "weight": backend.weight}
             _apply_headers(backend.headers, cluster)
             clusters.append(cluster)
         action["weighted_clusters"] = {"clusters": clusters}
@@ -206,9 +210,9 @@ def _forward(forward: Forward) -> JSON:
     return action
 
 
-def _cors(cors: Cors) -> JSON:
+def _cors(cors: Cors) -> EnvoyJSON:
     """Envoy's CORS policy of a route (the cors filter answers preflights and adds the response headers)."""
-    policy: JSON = {
+    policy: EnvoyJSON = {
         "allow_origin_string_match": [_string_match(o) for o in cors.allow_origins],
         "max_age": str(cors.max_age),
         # A preflight from an origin the route does not allow is answered by Envoy, not passed to the backend: the

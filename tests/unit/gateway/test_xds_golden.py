@@ -25,6 +25,7 @@ from typing import Any, Literal, Union
 
 import pytest
 import yaml
+from pydantic import JsonValue
 
 from reconcilers.gateway import xds
 from reconcilers.gateway.ir import PlaneIR
@@ -97,7 +98,7 @@ def from_plain(value: Any, hint: Any) -> Any:
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         hints = typing.get_type_hints(hint)
         return hint(**{k: from_plain(v, hints[k]) for k, v in value.items()})
-    if hint is Any:
+    if hint is Any or hint is JsonValue:
         return value
     origin = typing.get_origin(hint)
     if origin is tuple:
