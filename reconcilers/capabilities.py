@@ -26,7 +26,7 @@ from app.api.resource import AnyResource
 from app.kube.client import JSON
 from app.kube.index import Ref
 from app.kube.informer import Indexer, Key
-from app.kube.manager import IndexLink
+from app.kube.registrations import IndexLink
 
 R = TypeVar("R", bound=AnyResource)
 L = TypeVar("L")

@@ -66,7 +66,7 @@ from app.kube.client import JSON, KubeError, ResourceType
 from app.kube.controller import Outcome
 from app.kube.index import Ref
 from app.kube.informer import Indexer, Key
-from app.kube.manager import IndexLink
+from app.kube.registrations import IndexLink
 from reconcilers import managed_kind as declared
 from reconcilers.capabilities import (
     ChoosesDependants,

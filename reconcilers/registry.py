@@ -16,7 +16,8 @@ import reconcilers
 from app.api.registry import KINDS as MODELS
 from app.api.resource import ResourceClass
 from app.kube.client import NAMESPACES
-from app.kube.manager import Manager, Registration, Watch
+from app.kube.manager import Manager
+from app.kube.registrations import Registration, Watch
 from reconcilers.claims import CLAIM_INDEXES, CLAIMS
 from reconcilers.context import Context
 from reconcilers.lifecycle import Lifecycle

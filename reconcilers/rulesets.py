@@ -46,7 +46,7 @@ from app.cloudflare.errors import NotFound, Terminal
 from app.cloudflare.models import Ruleset, RulesetRule
 from app.kube.client import JSON
 from app.kube.informer import Indexer
-from app.kube.manager import IndexLink
+from app.kube.registrations import IndexLink
 from reconcilers.capabilities import DriftGrouped, Indexed
 from reconcilers.context import ENTRYPOINT, AccountLink, Context, lists_key
 from reconcilers.credentials import ready_zone, zone_ids, zones_of

@@ -33,8 +33,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal, TypeVar
 
 from fastapi import APIRouter, Request
-from fastapi.datastructures import Default, DefaultPlaceholder
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, JsonValue, ValidationError
 from starlette.datastructures import QueryParams
 
@@ -44,6 +43,7 @@ from app.emulator.envelope import JSON, CloudflareError, invalid_body, ok, parse
 from app.emulator.ids import is_id, new_id, now_iso, parse_iso
 from app.emulator.paging import Paging, Predicate, SinglePage, direction_of, require_id, sort_by
 from app.emulator.permissions import Level, register_resource
+from app.emulator.routes import path_parameters
 from app.emulator.seed import SeedError
 from app.emulator.state import Obj, Store, Table
 
@@ -432,8 +432,8 @@ class Kind:
     def router(self) -> APIRouter:
         router = APIRouter(tags=[self.name])
         self.extra_routes(router)
-        collection = _parameters(self.path)
-        item = _parameters(self.item_path())
+        collection = path_parameters(self.path)
+        item = path_parameters(self.item_path())
         table: list[tuple[Verb, str, str, Callable[[Request], Awaitable[JSONResponse]], JSON]] = [
             ("list", "GET", self.path, self.list, collection),
             ("create", "POST", self.path, self.create, collection),
@@ -470,35 +470,3 @@ def check_stamp(value: T, name: str, where: str) -> T:
         except ValueError:
             raise SeedError(f"{where}: {value!r} is not an RFC 3339 timestamp") from None
     return value
-
-
-def _parameters(path: str) -> JSON:
-    """OpenAPI path parameters of a templated path, which the generic endpoints read from the request."""
-    names = [part[1:-1].split(":")[0] for part in path.split("/") if part.startswith("{") and part.endswith("}")]
-    return {"parameters": [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in names]}
-
-
-# FastAPI's own default, so that a route's answer class still follows its router's.
-_DEFAULT_RESPONSE = Default(JSONResponse)
-
-
-def route(
-    router: APIRouter,
-    method: str,
-    path: str,
-    name: str,
-    endpoint: Callable[[Request], Awaitable[Response]],
-    *,
-    status_code: int | None = None,
-    response_class: type[Response] | DefaultPlaceholder = _DEFAULT_RESPONSE,
-) -> None:
-    """Add a special endpoint that reads its path parameters from the request, documented like the generic ones."""
-    router.add_api_route(
-        path,
-        endpoint,
-        methods=[method],
-        name=name,
-        openapi_extra=_parameters(path),
-        status_code=status_code,
-        response_class=response_class,
-    )

@@ -21,7 +21,8 @@ from app.kube.client import KubeError, ResourceType
 from app.kube.controller import Outcome
 from app.kube.index import Ref
 from app.kube.informer import Key
-from app.kube.manager import CONFIGMAP_KIND, SECRET_KIND, DocumentsOf, Input, Manager
+from app.kube.manager import CONFIGMAP_KIND, SECRET_KIND, Manager
+from app.kube.registrations import DocumentsOf, Input
 from reconcilers.context import Context
 from reconcilers.gateway import envoy, publish, publish_status, raw, shapes
 from reconcilers.gateway.caches import (
@@ -48,7 +49,6 @@ from reconcilers.gateway.kinds import (
     BACKEND_TLS_POLICIES,
     BUNDLE_VERSION_ANNOTATION,
     CHANNEL_ANNOTATION,
-    CONTROLLER_NAME,
     CRDS,
     GATEWAY_CLASSES,
     GATEWAY_EXISTS_FINALIZER,
@@ -63,6 +63,7 @@ from reconcilers.gateway.package import EXTERNAL_BACKENDS, GATEWAY_CONFIGS, Pack
 from reconcilers.gateway.planes import PARAMETERS, Plane, PlanePolicy, PlaneSettings
 from reconcilers.gateway.shapes import BackendTLSPolicy, Condition, GatewayClass, ObjectKey
 from reconcilers.gateway.snapshot import SnapshotStore
+from reconcilers.gateway.status_stamps import stamp, stamped
 from reconcilers.gateway.translate import ParentStatus, Translation, World, certificate_refs, publishes_dns, translate
 from reconcilers.gateway.tunnels import TunnelOptions, TunnelPublisher
 from reconcilers.gateway.xds import https_listeners
@@ -149,71 +150,6 @@ class GatewayOptions:
             origin = (f"{self.tls_dir}/tls.crt", f"{self.tls_dir}/tls.key")
             out.append(envoy.ingress_tls_listener(self.data_plane_host, self.tls_port, *origin))
         return out + https_listeners.listeners(self.data_plane_host, self.https_port, chains)
-
-
-def merge_conditions(
-    old: Sequence[Mapping[str, object]], new: Sequence[Mapping[str, object]], now: str
-) -> list[dict[str, object]]:
-    """The new conditions, keeping each one's lastTransitionTime while its status stays the same."""
-    before = {c.get("type"): c for c in old or []}
-    out = []
-    for cond in new:
-        prior = before.get(cond["type"])
-        since = prior.get("lastTransitionTime") if prior and prior.get("status") == cond["status"] else None
-        out.append({**cond, "lastTransitionTime": since or now})
-    return out
-
-
-def _entries(value: object) -> list[Mapping[str, object]]:
-    """The objects of a status list as read (conditions, listeners, parents): what is not one is no entry."""
-    return [entry for entry in raw.items(value) if isinstance(entry, Mapping)]
-
-
-def _stamp(status: Mapping[str, object], old: Mapping[str, object], now: str) -> dict[str, object]:
-    out = dict(status)
-    out["conditions"] = merge_conditions(_entries(old.get("conditions")), _entries(status.get("conditions")), now)
-    if "listeners" in status:
-        old_listeners = {entry.get("name"): entry for entry in _entries(old.get("listeners"))}
-        out["listeners"] = [
-            {
-                **entry,
-                "conditions": merge_conditions(
-                    _entries(raw.at(old_listeners.get(entry["name"]), "conditions")), _entries(entry["conditions"]), now
-                ),
-            }
-            for entry in _entries(status["listeners"])
-        ]
-    return out
-
-
-def _stamped(
-    current: Sequence[Mapping[str, object]],
-    ours: Sequence[Mapping[str, object]],
-    ref: str,
-    now: str,
-    names: frozenset[str] = frozenset({CONTROLLER_NAME}),
-) -> list[dict[str, object]] | None:
-    """A status list shared with other controllers (a route's parents, a policy's ancestors) with this controller's
-    entries (those of the controllerNames it answers to, `names`) replaced by `ours` (keyed by `ref`; each condition
-    keeps its transition time while its status holds), or None when ours are already what it holds."""
-    theirs = [e for e in current if e.get("controllerName") not in names]
-    mine_before = [e for e in current if e.get("controllerName") in names]
-    stamped = []
-    for entry in ours:
-        parent = raw.mapping(entry[ref])
-        prior = next((e for e in mine_before if _same_parent(raw.mapping(e.get(ref)), parent)), {})
-        stamped.append(
-            {
-                **entry,
-                "conditions": merge_conditions(_entries(prior.get("conditions")), _entries(entry["conditions"]), now),
-            }
-        )
-    return None if stamped == mine_before else [*map(dict, theirs), *stamped]
-
-
-def _same_parent(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
-    keys = ("group", "kind", "namespace", "name", "sectionName", "port")
-    return all(a.get(k) == b.get(k) for k in keys)
 
 
 class GatewayClassReconciler:
@@ -384,7 +320,7 @@ class GatewayClassReconciler:
             gkey = (gateway["metadata"].get("namespace", ""), gateway["metadata"]["name"])
             if gkey in result.gateway_status:
                 failed |= not await self._write_status(
-                    GATEWAYS, gateway, _stamp(result.gateway_status[gkey], gateway.get("status") or {}, now)
+                    GATEWAYS, gateway, stamp(result.gateway_status[gkey], gateway.get("status") or {}, now)
                 )
         for kind, routes in (("HTTPRoute", world.http_routes), ("GRPCRoute", world.grpc_routes)):
             for route in routes:
@@ -396,8 +332,8 @@ class GatewayClassReconciler:
         for listener_set in world.listener_sets:
             lkey = (listener_set["metadata"].get("namespace", ""), listener_set["metadata"]["name"])
             if lkey in result.listener_set_status:
-                stamped = _stamp(result.listener_set_status[lkey], listener_set.get("status") or {}, now)
-                failed |= not await self._write_status(LISTENER_SETS, listener_set, stamped)
+                written = stamp(result.listener_set_status[lkey], listener_set.get("status") or {}, now)
+                failed |= not await self._write_status(LISTENER_SETS, listener_set, written)
         return Outcome(retry=True) if failed else Outcome.done()
 
     async def timed_out(self, key: Key, seconds: float) -> None:
@@ -427,7 +363,7 @@ class GatewayClassReconciler:
     async def _write_class(self, cls: GatewayClass, result: Translation, now: str) -> bool:
         name = str(cls["metadata"]["name"])
         ok = await self._write_status(
-            GATEWAY_CLASSES, cls, _stamp(result.class_status[name], cls.get("status") or {}, now)
+            GATEWAY_CLASSES, cls, stamp(result.class_status[name], cls.get("status") or {}, now)
         )
         finalizers = list(cls["metadata"].get("finalizers") or [])
         in_use = name in result.classes_in_use
@@ -457,7 +393,7 @@ class GatewayClassReconciler:
             return True
         status = route.get("status")
         current = (status.get("parents") if status else None) or []
-        entries = _stamped(current, ours, "parentRef", now, self.options.classes.names)
+        entries = stamped(current, ours, "parentRef", now, self.options.classes.names)
         if entries is None:
             if version:
                 self._routes_current[key] = (version, ours)
@@ -471,7 +407,7 @@ class GatewayClassReconciler:
         meta = policy["metadata"]
         ours = result.policy_ancestors.get((meta.get("namespace", ""), meta["name"]), [])
         status = policy.get("status")
-        entries = _stamped(status["ancestors"] if status else [], ours, "ancestorRef", now, self.options.classes.names)
+        entries = stamped(status["ancestors"] if status else [], ours, "ancestorRef", now, self.options.classes.names)
         if entries is None:
             return True
         return await self._write_status(BACKEND_TLS_POLICIES, policy, {"ancestors": entries})

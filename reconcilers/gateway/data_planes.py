@@ -40,11 +40,12 @@ from app.kube.client import JSON, KubeError, ResourceType
 from app.kube.controller import Outcome
 from app.kube.index import Ref
 from app.kube.informer import Key
-from app.kube.manager import SECRET_KIND, DocumentsOf, Input
+from app.kube.manager import SECRET_KIND
+from app.kube.registrations import DocumentsOf, Input
 from reconcilers.context import Context
 from reconcilers.credentials import ready_account
 from reconcilers.dns_record import DNSRecordKind
-from reconcilers.gateway import envoy, publish, shapes
+from reconcilers.gateway import class_records, envoy, shapes
 from reconcilers.gateway import raw as untyped
 from reconcilers.gateway.gateway_configs import class_accounts
 from reconcilers.gateway.kinds import GATEWAY_CLASSES, GATEWAYS, TUNNEL_KIND
@@ -382,7 +383,7 @@ class PlaneReconciler:
         released = await self.release((namespace, name))
         if released.retry or released.requeue_after:
             return released
-        if publish.records_of(self.ctx.informer_of(DNSRecordKind.kind), (namespace, name)):
+        if class_records.records_of(self.ctx.informer_of(DNSRecordKind.kind), (namespace, name)):
             return Outcome(requeue_after=TEARDOWN_POLL)
         # (2) The pods and what they read.
         pending = False

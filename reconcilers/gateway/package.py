@@ -43,7 +43,8 @@ from app.kube.client import JSON, KubeError, ResourceType
 from app.kube.controller import Outcome
 from app.kube.index import Ref
 from app.kube.informer import Key
-from app.kube.manager import SECRET_KIND, DocumentsOf, Input
+from app.kube.manager import SECRET_KIND
+from app.kube.registrations import DocumentsOf, Input
 from reconcilers.cloudflare_account import CloudflareAccountKind
 from reconcilers.context import Context
 from reconcilers.credentials import ready_account

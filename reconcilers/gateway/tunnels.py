@@ -24,10 +24,10 @@ from app.cloudflare.errors import CloudflareError
 from app.kube.client import JSON, MERGE_PATCH, KubeError, ResourceType
 from app.kube.controller import Outcome
 from app.kube.informer import Key
-from app.kube.manager import DocumentsOf, Input
+from app.kube.registrations import DocumentsOf, Input
 from reconcilers.context import Context
 from reconcilers.credentials import ready_account, zone_namespace
-from reconcilers.gateway import publish, shapes
+from reconcilers.gateway import class_records, publish, shapes
 from reconcilers.gateway import raw as untyped
 from reconcilers.gateway.caches import (
     ACCOUNTS,
@@ -115,7 +115,7 @@ class TunnelPublisher:
             for c in self.ctx.cached_all(GATEWAY_CLASSES.kind)
             if (k := publish.class_tunnel(c, self.options.classes))
         } | self._plane_tunnels()
-        named |= publish.documents_with_records(self.ctx.informer_of(DNS_RECORDS.kind))
+        named |= class_records.documents_with_records(self.ctx.informer_of(DNS_RECORDS.kind))
         return sorted(named)
 
     def inputs(self) -> Mapping[ResourceType, DocumentsOf | Input]:
@@ -152,7 +152,7 @@ class TunnelPublisher:
 
         def of_record(raw: JSON) -> list[str]:
             # A user's DNSRecord may take (or free) a hostname of any tunnel; one of the class's belongs to one.
-            return publish.record_documents(raw) or self.all_tunnels()
+            return class_records.record_documents(raw) or self.all_tunnels()
 
         inputs: dict[ResourceType, DocumentsOf | Input] = {
             GATEWAY_CLASSES: of_class,
@@ -166,7 +166,10 @@ class TunnelPublisher:
             ZONES: everywhere,
             DNS_RECORDS: Input(
                 of_record,
-                indexes={publish.TUNNEL_INDEX: publish.tunnel_labels, publish.DOCUMENT_INDEX: publish.record_documents},
+                indexes={
+                    class_records.TUNNEL_INDEX: class_records.tunnel_labels,
+                    class_records.DOCUMENT_INDEX: class_records.record_documents,
+                },
             ),
             ACCOUNTS: everywhere,
         }
@@ -298,7 +301,7 @@ class TunnelPublisher:
         wanted = {(p.namespace, p.name): p.body for p in plans if p.body is not None}
         kept = {(p.namespace, p.name) for p in plans if p.zone is not None}
         failed = False
-        ours = {shapes.key(r): r for r in publish.records_of(self.ctx.informer_of(DNS_RECORDS.kind), tunnel)}
+        ours = {shapes.key(r): r for r in class_records.records_of(self.ctx.informer_of(DNS_RECORDS.kind), tunnel)}
         for (namespace, name), body in sorted(wanted.items()):
             assert body is not None
             current = ours.get((namespace, name))

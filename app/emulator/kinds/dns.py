@@ -56,7 +56,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, JsonValue
 from starlette.datastructures import QueryParams
 
-from app.emulator.collection import Ctx, Kind, Verb, route
+from app.emulator.collection import Ctx, Kind, Verb
 from app.emulator.envelope import JSON, CloudflareError, ok, parse_model, read_json
 from app.emulator.kinds.dns_records import (
     RecordInput,
@@ -69,6 +69,7 @@ from app.emulator.kinds.dns_records import (
 )
 from app.emulator.kinds.zones import limits_of
 from app.emulator.paging import PageNumbers, PageSpec, Predicate, bool_param, combine, direction_of, sort_by, text_match
+from app.emulator.routes import route
 from app.emulator.seed import SeedError
 from app.emulator.state import Obj, Store
 

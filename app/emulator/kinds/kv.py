@@ -30,10 +30,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from app.emulator.collection import Ctx, Kind, Unique, route
+from app.emulator.collection import Ctx, Kind, Unique
 from app.emulator.envelope import CloudflareError, invalid_body, ok
 from app.emulator.multipart import is_multipart, parse_form
 from app.emulator.paging import Cursor, PageNumbers, PageSpec, direction_of, require_id, sort_by
+from app.emulator.routes import route
 from app.emulator.state import Obj, Store
 
 RESOURCE = "workers_kv"

@@ -44,10 +44,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from starlette.datastructures import QueryParams
 
-from app.emulator.collection import Ctx, Kind, Unique, route
+from app.emulator.collection import Ctx, Kind, Unique
 from app.emulator.envelope import JSON, CloudflareError, invalid_body, ok, parse_model, read_json
 from app.emulator.ids import new_id, now_iso
 from app.emulator.paging import Paging, Predicate, Render, SinglePage, sort_by
+from app.emulator.routes import route
 from app.emulator.state import Obj, Store
 
 RESOURCE = "lists"

@@ -23,10 +23,11 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 
 from app.emulator.auth import Family
-from app.emulator.collection import Ctx, Kind, route
+from app.emulator.collection import Ctx, Kind
 from app.emulator.envelope import JSON, CloudflareError, error, ok, parse_model, read_json
 from app.emulator.kinds.zones import plan_of
 from app.emulator.permissions import Level
+from app.emulator.routes import route
 from app.emulator.state import Obj, Store
 
 REQUEST = "managed_request_headers"

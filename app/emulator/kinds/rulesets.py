@@ -56,7 +56,7 @@ from typing import Literal
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from app.emulator.collection import Ctx, Kind, parse_seed, route
+from app.emulator.collection import Ctx, Kind, parse_seed
 from app.emulator.envelope import JSON, CloudflareError, error, ok, read_json
 from app.emulator.ids import new_id, now_iso
 from app.emulator.kinds.rule_checks import (
@@ -74,6 +74,7 @@ from app.emulator.kinds.rule_checks import (
 )
 from app.emulator.kinds.ruleset_bodies import RulesetInput, RulesetSeed, parse_rule, parse_ruleset, place
 from app.emulator.paging import Cursor, SinglePage, bool_param, sort_by
+from app.emulator.routes import route
 from app.emulator.state import Obj, Store
 
 _MANAGED_SINCE = "2024-01-01T00:00:00.000000Z"

@@ -53,11 +53,12 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from app.emulator.admin import AdminError
-from app.emulator.collection import Ctx, Kind, Unique, parse_seed, route
+from app.emulator.collection import Ctx, Kind, Unique, parse_seed
 from app.emulator.context import emulator_of
 from app.emulator.envelope import JSON, CloudflareError, invalid_body, ok, parse_model, read_json
 from app.emulator.ids import now_iso, parse_iso
 from app.emulator.paging import PageNumbers, PageSpec, Predicate, bool_param, combine, sort_by
+from app.emulator.routes import route
 from app.emulator.state import Obj, Store
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

@@ -48,11 +48,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from app.emulator.collection import Ctx, Kind, parse_seed, route
+from app.emulator.collection import Ctx, Kind, parse_seed
 from app.emulator.envelope import JSON, CloudflareError, invalid_body, ok, pointer_of, read_json
 from app.emulator.ids import new_id, now_iso
 from app.emulator.multipart import Part, is_multipart, parse_form
 from app.emulator.paging import sort_by
+from app.emulator.routes import route
 from app.emulator.state import Obj, Store
 
 FREE_WORKERS = 100

@@ -35,7 +35,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
 from app.emulator.auth import Family
-from app.emulator.collection import Ctx, Kind, check_stamp, parse_seed, route
+from app.emulator.collection import Ctx, Kind, check_stamp, parse_seed
 from app.emulator.envelope import JSON, CloudflareError, invalid_body, ok, parse_model, read_json
 from app.emulator.ids import is_id, new_id, now_iso
 from app.emulator.paging import (
@@ -49,6 +49,7 @@ from app.emulator.paging import (
     value_filter,
 )
 from app.emulator.permissions import Token
+from app.emulator.routes import route
 from app.emulator.seed import SeedError
 from app.emulator.state import Obj, Store
 

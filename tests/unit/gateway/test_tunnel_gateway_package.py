@@ -8,9 +8,9 @@ from typing import Any
 
 from app.settings import GATEWAY_CONTROLLER_NAME, PACKAGE_CONTROLLER_NAME, Settings
 from reconcilers.gateway import kinds
-from reconcilers.gateway.controller import _stamped
 from reconcilers.gateway.kinds import CONTROLLER_NAME, Classes, derived_name
 from reconcilers.gateway.publish import gateway_tunnels
+from reconcilers.gateway.status_stamps import stamped
 from reconcilers.gateway.translate import TunnelState, translate
 from tests.dataplane.world import NS, backend, gateway, gateway_class, http_route, world
 
@@ -82,7 +82,7 @@ def test_entries_of_every_name_answered_to_are_this_controllers() -> None:
     other = {"parentRef": {**ref, "name": "other"}, "controllerName": "example.com/else", "conditions": []}
     stale = {"parentRef": ref, "controllerName": PACKAGE, "conditions": []}
     ours = {"parentRef": ref, "controllerName": PACKAGE, "conditions": [{"type": "Accepted", "status": "True"}]}
-    written = _stamped([other, stale], [ours], "parentRef", "2026-01-01T00:00:00Z", BOTH.names)
+    written = stamped([other, stale], [ours], "parentRef", "2026-01-01T00:00:00Z", BOTH.names)
     assert written is not None
     assert written[0] == other
     assert written[1]["conditions"][0]["status"] == "True"

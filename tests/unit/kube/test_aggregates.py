@@ -11,7 +11,8 @@ import pytest
 from app.kube.client import JSON, ResourceType
 from app.kube.controller import Outcome
 from app.kube.informer import Key
-from app.kube.manager import DocumentsOf, Input, Manager, Watch
+from app.kube.manager import Manager
+from app.kube.registrations import DocumentsOf, Input, Watch
 from tests.unit.kube.feed import FeedKube, obj, until
 
 ROUTES = ResourceType("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute")

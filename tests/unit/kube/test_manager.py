@@ -14,7 +14,8 @@ from app.kube.client import JSON, SECRETS, ResourceType
 from app.kube.controller import Outcome
 from app.kube.index import Ref
 from app.kube.informer import Indexer, Key
-from app.kube.manager import IndexLink, Manager, Registration
+from app.kube.manager import Manager
+from app.kube.registrations import IndexLink, Registration
 from app.memory import trim_heap
 from tests.unit.kube.feed import FeedKube, obj, until
 
