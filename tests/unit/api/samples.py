@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from app.api.docs import load_yaml
+
 ACCOUNT = """
 apiVersion: kflare.dev/v1alpha1
 kind: CloudflareAccount
@@ -412,7 +414,7 @@ ALL: dict[str, str] = {
 
 
 def load(text: str) -> dict[str, Any]:
-    document = yaml.safe_load(text)
+    document = load_yaml(text)
     assert isinstance(document, dict)
     return document
 

@@ -9,13 +9,17 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from app.api import GROUP, KINDS, VERSION, ResourceClass
-from app.api.docs import examples_of
+from app.api.docs import examples_by_kind
 from tests.unit.api import samples
 
 
 @functools.cache
+def _examples() -> dict[str, list[str]]:
+    return examples_by_kind()
+
+
 def _first_example(kind: str) -> str:
-    return examples_of(kind)[0]
+    return _examples()[kind][0]
 
 
 class _Samples(Mapping[str, str]):
