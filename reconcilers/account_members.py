@@ -21,7 +21,7 @@ from app.cloudflare.errors import NotFound
 from app.kube.client import JSON
 from reconcilers.capabilities import DriftGrouped
 from reconcilers.collections import Collections
-from reconcilers.context import AccountLink, Context
+from reconcilers.context import AccountLink, Caches, Credentials
 from reconcilers.credentials import account_key, account_ref_key, ready_account
 from reconcilers.managed_kind import ManagedKind, pending_intent
 
@@ -64,8 +64,8 @@ class AccountMemberBase(ManagedKind[Member, Scope, Observed], DriftGrouped, Gene
     made anew. A kind supplies the listing, the single read, the key adoption looks objects up by, its link
     (`connect`, from `account_scope`) and what it observes of a listed object (`observed_from`)."""
 
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
+    def __init__(self, caches: Caches, credentials: Credentials) -> None:
+        super().__init__(caches, credentials)
         self.listings: Collections[Listed] = self.new_listings()
 
     def new_listings(self) -> Collections[Listed]:
@@ -109,7 +109,7 @@ class AccountMemberBase(ManagedKind[Member, Scope, Observed], DriftGrouped, Gene
     async def account_scope(self, obj: Member) -> AccountScope:
         name = account_ref_key(obj.spec.account_ref, obj.namespace)
         partition = self.partition(obj)
-        account = await ready_account(self.ctx, name, obj.namespace)
+        account = await ready_account(self.credentials, name, obj.namespace)
         return AccountScope(account, self.collection_of(name, account, partition), partition)
 
     def gone(self, listed: Listed) -> bool:

@@ -22,10 +22,10 @@ from app.api.refs import SecretReference
 from app.cloudflare.client import CloudflareClient
 from app.cloudflare.errors import InvalidToken, NotFound, PermissionDenied, Terminal
 from app.cloudflare.models import Account as Account_
-from app.kube.client import JSON, SECRETS, KubeError
+from app.kube.client import JSON, SECRETS, KubeClient, KubeError
 from app.kube.index import Ref
 from reconcilers.capabilities import KeepsBeside, QualifiesReady, RecordsIdElsewhere
-from reconcilers.context import AccountLink, Context
+from reconcilers.context import AccountLink, Caches, Credentials
 from reconcilers.credentials import read_token, token_location
 from reconcilers.managed_kind import ManagedKind
 from reconcilers.waiting import RETRY_PARENT, NotReady
@@ -53,8 +53,9 @@ class AccountTokenKind(
     ready_message = "the token is valid and the account is reachable"
     creates = False
 
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
+    def __init__(self, caches: Caches, credentials: Credentials, kube: KubeClient) -> None:
+        super().__init__(caches, credentials)
+        self.kube = kube
         self._detected_with: dict[tuple[str, str], str] = {}
         """The fingerprint of the token each account's ID was last detected with (never the token): a token that
         changes is asked again. Lost on restart, when a Ready status is trusted until a call with it fails."""
@@ -65,7 +66,7 @@ class AccountTokenKind(
         previous = obj.status.protected_token_secret
         if previous is not None and (previous.namespace, previous.name) != (namespace, name):
             await self._release((previous.namespace, previous.name), obj.name)
-        client = self.ctx.cloudflare(await read_token(self.ctx, obj))
+        client = self.credentials.cloudflare(await read_token(self.credentials, obj))
         account_id = obj.spec.account_id or await self._detect(obj, client)
         # Set before the account is read: `object_id` takes it from here, and a successful reconcile writes it.
         obj.status.account_id = account_id
@@ -143,8 +144,8 @@ class AccountTokenKind(
         await self._release((namespace, name), obj.name)
 
     async def _protect(self, key: tuple[str, str]) -> None:
-        await self.ctx.secrets.wait_synced(key)
-        secret = self.ctx.secrets.get(key)
+        await self.credentials.secrets.wait_synced(key)
+        secret = self.credentials.secrets.get(key)
         if secret is None:
             return
         finalizers: list[str] = list(secret["metadata"].get("finalizers") or [])
@@ -155,19 +156,19 @@ class AccountTokenKind(
     async def _release(self, key: tuple[str, str], account: str) -> None:
         users = [
             r
-            for r in self.ctx.index.children(Ref(SECRET, *key))
+            for r in self.caches.index.children(Ref(SECRET, *key))
             if r.kind in ACCOUNT_KINDS and (r.kind, r.name) != (self.kind, account)
         ]
         if users:
             return  # another account still relies on this Secret
-        secret = self.ctx.secrets.get(key)
-        if secret is None and not self.ctx.secrets.may_read(key[0]):
+        secret = self.credentials.secrets.get(key)
+        if secret is None and not self.credentials.secrets.may_read(key[0]):
             return  # never protected: kflare may not write Secrets there (a namespace no longer granted)
         if secret is None:
             # The account's deletion may have ended the Secret's watch already (nothing references it any more):
             # read it once, so that its protection never outlives the last account using it.
             try:
-                secret = await self.ctx.kube.get(SECRETS, key[1], key[0])
+                secret = await self.kube.get(SECRETS, key[1], key[0])
             except KubeError as exc:
                 if exc.not_found:
                     return
@@ -181,7 +182,7 @@ class AccountTokenKind(
         meta = secret["metadata"]
         patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
         try:
-            await self.ctx.kube.patch(SECRETS, meta["name"], patch, meta["namespace"])
+            await self.kube.patch(SECRETS, meta["name"], patch, meta["namespace"])
         except KubeError as exc:
             if not exc.not_found:
                 raise

@@ -62,8 +62,61 @@ class RulesetEngine:
         return lock
 
 
+@dataclass(frozen=True)
+class Caches:
+    """The API server's objects as this process caches them, and who depends on whom: what every kind reads."""
+
+    informer_of: Callable[[str], Informer | None]
+    """The cache of a kind, by kind name (the manager makes new ones each time this process becomes leader)."""
+    index: DependencyIndex
+    """Each object's parents and children, as the kinds' references declare them."""
+
+    def cached(self, kind: str, name: str, namespace: str | None = None) -> JSON | None:
+        informer = self.informer_of(kind)
+        return None if informer is None else informer.get(name, namespace)
+
+    def namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        """A namespace's labels as the cache of namespaces holds them (None: not cached)."""
+        raw = self.cached("Namespace", namespace)
+        return None if raw is None else dict(raw["metadata"].get("labels") or {})
+
+    def cached_all(self, kind: str) -> list[JSON]:
+        informer = self.informer_of(kind)
+        return [] if informer is None else informer.list()
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What turns a reference to an account into a Cloudflare client, and who may use it: the referenced token
+    Secrets, a client per token, and the accounts' links as last made."""
+
+    caches: Caches
+    secrets: ReferencedObjects
+    """The Secrets resources reference (tokens, binding values): watched one by one, and only those."""
+    cloudflare: Callable[[str], CloudflareClient]
+    """A client for an API token; one per token, sharing the process's connection pool and the token's budget."""
+    default_account_namespaces: NamespacePolicy
+    """Who may use (and adopt through) an account that says nothing: `--default-account-namespaces`."""
+    account_links: dict[str, tuple[JSON, tuple[str, str], JSON, AccountLink]]
+    """Each Ready account's link, by name, with the account and token Secret it was made from (the cached objects
+    themselves): made again only when either changes."""
+
+
+@dataclass(frozen=True)
+class Queue:
+    """The manager's queues, for a kind whose reconcile decides about other objects."""
+
+    enqueue: Callable[[Ref], None]
+    """Queue an object of any kind for reconciling."""
+    queued: Callable[[Ref], bool]
+    """Whether an object waits in its kind's queue for the next free worker (False while it backs off)."""
+
+
 @dataclass
 class Context:
+    """Everything one life of the manager gives the reconcilers, as the process assembles it. The lifecycle and the
+    Gateway class hold it whole; a kind receives only the parts its constructor names (`parts_for`)."""
+
     kube: KubeClient
     recorder: EventRecorder
     secrets: ReferencedObjects
@@ -88,19 +141,21 @@ class Context:
     """The ConfigMaps resources reference (a Worker's script), like the Secrets."""
     rulesets: RulesetEngine = field(default_factory=RulesetEngine)
     """What the rule kinds and IPList share for one life of the manager."""
-    account_links: dict[str, tuple[JSON, tuple[str, str], JSON, AccountLink]] = field(default_factory=dict)
-    """Each Ready account's link, by name, with the account and token Secret it was made from (the cached objects
-    themselves): made again only when either changes."""
+    caches: Caches = field(init=False)
+    credentials: Credentials = field(init=False)
+    queue: Queue = field(init=False)
+
+    def __post_init__(self) -> None:
+        # The parts read the fields through callables and shared objects, so a part stays current as they change.
+        self.caches = Caches(lambda kind: self.informer_of(kind), self.index)
+        self.credentials = Credentials(self.caches, self.secrets, self.cloudflare, self.default_account_namespaces, {})
+        self.queue = Queue(lambda ref: self.enqueue(ref), lambda ref: self.queued(ref))
 
     def cached(self, kind: str, name: str, namespace: str | None = None) -> JSON | None:
-        informer = self.informer_of(kind)
-        return None if informer is None else informer.get(name, namespace)
+        return self.caches.cached(kind, name, namespace)
 
     def namespace_labels(self, namespace: str) -> dict[str, str] | None:
-        """A namespace's labels as the cache of namespaces holds them (None: not cached)."""
-        raw = self.cached("Namespace", namespace)
-        return None if raw is None else dict(raw["metadata"].get("labels") or {})
+        return self.caches.namespace_labels(namespace)
 
     def cached_all(self, kind: str) -> list[JSON]:
-        informer = self.informer_of(kind)
-        return [] if informer is None else informer.list()
+        return self.caches.cached_all(kind)

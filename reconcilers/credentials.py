@@ -17,14 +17,9 @@ from app.api.refs import AccountReference
 from app.kube.client import JSON
 from app.kube.informer import Key, key_of
 from app.kube.referenced import ReferencedObjects
-from reconcilers.context import AccountLink, Context
+from reconcilers.context import AccountLink, Caches, Credentials
 from reconcilers.tenancy import account_policies, only_namespace, permits
 from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve
-
-"""`Context.shared`'s key of the accounts' links, each with the cached account and Secret it was made from: every
-reconcile of a child asks for its account's link, and validating the account and checking the token each time
-was a fifth of an idle reconcile's CPU."""
-
 
 AnyAccount = CloudflareAccount | Account
 NAMESPACED_ACCOUNT = "Account"
@@ -80,14 +75,14 @@ def must_read(objects: ReferencedObjects | None, namespace: str, name: str) -> N
         )
 
 
-async def read_token(ctx: Context, account: AnyAccount) -> str:
+async def read_token(credentials: Credentials, account: AnyAccount) -> str:
     """The account's API token from its Secret, or NotReady with the reason a user can act on."""
     namespace, name, key = token_location(account)
-    must_read(ctx.secrets, namespace, name)
+    must_read(credentials.secrets, namespace, name)
     # A watch for the Secret starts when the account is first seen; "not found" is only true once it has listed.
     with contextlib.suppress(TimeoutError):
-        await ctx.secrets.wait_synced((namespace, name))
-    secret = ctx.secrets.get((namespace, name))
+        await credentials.secrets.wait_synced((namespace, name))
+    secret = credentials.secrets.get((namespace, name))
     where = f"Secret {namespace}/{name}"
     if secret is None:
         raise NotReady(Reason.SECRET_NOT_FOUND, f"{where} not found")
@@ -127,12 +122,12 @@ def token_problem(value: str) -> str | None:
     return None
 
 
-async def ready_account(ctx: Context, key: str, namespace: str | None = None) -> AccountLink:
+async def ready_account(credentials: Credentials, key: str, namespace: str | None = None) -> AccountLink:
     """The account `key` names (`account_key`), if it exists, is Ready and lets `namespace` (the caller's) use it,
     with a client for its token. A namespace it does not let in learns nothing more of it, and causes no Cloudflare
     call."""
-    link = await _account_link(ctx, key)
-    if not permits(ctx, link.users, namespace):
+    link = await _account_link(credentials, key)
+    if not permits(credentials.caches, link.users, namespace):
         kind, _, name = account_object(key)
         raise NotReady(
             Reason.ACCOUNT_NOT_PERMITTED,
@@ -142,16 +137,16 @@ async def ready_account(ctx: Context, key: str, namespace: str | None = None) ->
     return link
 
 
-async def _account_link(ctx: Context, key: str) -> AccountLink:
+async def _account_link(credentials: Credentials, key: str) -> AccountLink:
     kind, where, name = account_object(key)
-    raw: JSON | None = ctx.cached(kind, name, where or None)
+    raw: JSON | None = credentials.caches.cached(kind, name, where or None)
     if raw is None:
         raise NotReady(
             Reason.ACCOUNT_NOT_FOUND, f"{kind} {name} not found", requeue_after=RETRY_PARENT, parent_gone=True
         )
-    links = ctx.account_links
+    links = credentials.account_links
     known = links.get(key)
-    if known is not None and known[0] is raw and ctx.secrets.get(known[1]) is known[2]:
+    if known is not None and known[0] is raw and credentials.secrets.get(known[1]) is known[2]:
         return known[3]  # neither the account nor its Secret changed since: the same link
     account: AnyAccount = (Account if kind == NAMESPACED_ACCOUNT else CloudflareAccount).model_validate(raw)
     # An account being deleted waits (InUse) for its dependants, which need its token to clean up. One whose last
@@ -160,20 +155,20 @@ async def _account_link(ctx: Context, key: str) -> AccountLink:
     if not (account.status.ready or serving) and not account.metadata.deleting:
         raise NotReady(Reason.ACCOUNT_NOT_READY, f"{kind} {name} is not Ready", requeue_after=RETRY_PARENT)
     try:
-        token = await read_token(ctx, account)
+        token = await read_token(credentials, account)
     except NotReady as wait:
         raise NotReady(wait.reason, wait.message, requeue_after=RETRY_PARENT) from None
     if isinstance(account, CloudflareAccount):
-        users, adopters = account_policies(ctx, account)
+        users, adopters = account_policies(account, credentials.default_account_namespaces)
     else:
         users = adopters = only_namespace(where)  # a team's own token: its namespace's, and only its
     account_id = effective_account_id(account)
     if account_id is None:
         # Only an account being deleted gets here without one: it was never Ready, so nothing was made through it.
         raise NotReady(Reason.ACCOUNT_NOT_READY, f"{kind} {name} has no account ID yet", requeue_after=RETRY_PARENT)
-    link = AccountLink(account_id, ctx.cloudflare(token), users, adopters)
+    link = AccountLink(account_id, credentials.cloudflare(token), users, adopters)
     secret_namespace, secret_name, _ = token_location(account)
-    secret = ctx.secrets.get((secret_namespace, secret_name))
+    secret = credentials.secrets.get((secret_namespace, secret_name))
     if secret is not None:
         links[key] = (raw, (secret_namespace, secret_name), secret, link)
     return link
@@ -200,16 +195,16 @@ def zone_ids(raw: JSON) -> list[str]:
     return [str(value)] if value else []
 
 
-def zones_of(ctx: Context, zone_id: str) -> list[Key]:
+def zones_of(caches: Caches, zone_id: str) -> list[Key]:
     """The Zones naming a Cloudflare zone: Zones of two namespaces may name one domain."""
-    informer = ctx.informer_of("Zone")
+    informer = caches.informer_of("Zone")
     return [] if informer is None else [key_of(found) for found in informer.by_index(ZONE_ID_INDEX, zone_id)]
 
 
-async def ready_zone(ctx: Context, namespace: str | None, name: str) -> ZoneLink:
+async def ready_zone(credentials: Credentials, namespace: str | None, name: str) -> ZoneLink:
     """The named Zone of the namespace, if it can serve its children (a Zone being deleted still serves: it waits
     for them to clean up), with its account's link."""
-    raw = ctx.cached("Zone", name, namespace)
+    raw = credentials.caches.cached("Zone", name, namespace)
     if raw is None:
         raise NotReady(Reason.ZONE_NOT_FOUND, f"Zone {name} not found", parent_gone=True)
     zone_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID")
@@ -218,7 +213,7 @@ async def ready_zone(ctx: Context, namespace: str | None, name: str) -> ZoneLink
         raise NotReady(Reason.ZONE_NOT_READY, f"Zone {name} is not Ready")
     spec = raw.get("spec") or {}
     account_ref = account_key(raw) or ""
-    account = await ready_account(ctx, account_ref, namespace)
+    account = await ready_account(credentials, account_ref, namespace)
     return ZoneLink(account, str(zone_id), str(spec.get("name", "")), account_ref)
 
 
@@ -234,10 +229,10 @@ def zone_namespace(raw: JSON) -> str:
     return str(ref.get("namespace") or raw["metadata"].get("namespace") or "")
 
 
-def account_id_of(ctx: Context, account: str | None) -> str | None:
+def account_id_of(caches: Caches, account: str | None) -> str | None:
     """The Cloudflare account ID the account `account` (its key) names (two may name one): `effective_account_id` of
     the cached account; None while it is not known."""
     if not account:
         return None
     kind, namespace, name = account_object(account)
-    return effective_account_id(ctx.cached(kind, name, namespace or None))
+    return effective_account_id(caches.cached(kind, name, namespace or None))

@@ -41,7 +41,7 @@ from app.kube.index import Ref
 from app.kube.informer import Indexer, Key, key_of
 from reconcilers.capabilities import DriftGrouped, HoldsReconciles, Indexed, MatchesIntent
 from reconcilers.collections import Collections
-from reconcilers.context import AccountLink, Context
+from reconcilers.context import AccountLink, Caches, Credentials, Queue
 from reconcilers.credentials import account_key, ready_account, zone_namespace, zone_ref_key
 from reconcilers.dns_batch import Batches, ZoneBatcher
 from reconcilers.managed_kind import Changes, ManagedKind, pending_intent
@@ -167,8 +167,9 @@ class DNSRecordKind(
     # 1,000 records in 5 zones where 5 do). Waiting workers are cheap tasks.
     concurrency = 1024
 
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
+    def __init__(self, caches: Caches, credentials: Credentials, queue: Queue, dns_batch_size: int) -> None:
+        super().__init__(caches, credentials)
+        self.queue, self.dns_batch_size = queue, dns_batch_size
         self.listings: Collections[CloudflareRecord] = Collections(
             id_of=lambda record: record.id, name_of=lambda record: _lookup_key(record.type, record.name), kept=_kept
         )
@@ -180,15 +181,15 @@ class DNSRecordKind(
 
     def reconciling(self, key: Key) -> contextlib.AbstractContextManager[object]:
         # The zone's batch may wait for this reconcile's write (it knows who may still join).
-        raw = self.ctx.cached(self.kind, key[1], key[0] or None)
+        raw = self.caches.cached(self.kind, key[1], key[0] or None)
         uid = ((raw or {}).get("metadata") or {}).get("uid", "")
         return self.batches.taking_part(self._zone_id_of(key), uid)
 
     def _zone_id_of(self, key: Key) -> str | None:
-        raw = self.ctx.cached(self.kind, key[1], key[0] or None)
+        raw = self.caches.cached(self.kind, key[1], key[0] or None)
         zone_name = ((raw or {}).get("spec") or {}).get("zoneRef", {}).get("name")
         where = zone_namespace(raw) if raw is not None else key[0]
-        zone = self.ctx.cached("Zone", zone_name, where or None) if zone_name else None
+        zone = self.caches.cached("Zone", zone_name, where or None) if zone_name else None
         zone_id = ((zone or {}).get("status") or {}).get("cloudflareMetadata", {}).get("zoneID")
         if not isinstance(zone_id, str):
             return None
@@ -199,13 +200,13 @@ class DNSRecordKind(
         """UIDs of the zone's records that wait for work (not reconciled at their generation, or being deleted) and
         will get it soon: queued for a worker. One backing off after a failure may not run for minutes."""
         where = self._zones.get(zone_id)
-        informer = self.ctx.informer_of(self.kind)
+        informer = self.caches.informer_of(self.kind)
         if where is None or informer is None:
             return set()
         return {
             raw["metadata"].get("uid", "")
             for raw in informer.by_index(ZONE_INDEX, f"{where[0]}/{where[1]}")
-            if _needs_work(raw) and self.ctx.queued(Ref(self.kind, *key_of(raw)))
+            if _needs_work(raw) and self.queue.queued(Ref(self.kind, *key_of(raw)))
         }
 
     @classmethod
@@ -224,14 +225,14 @@ class DNSRecordKind(
     async def connect(self, obj: DNSRecord) -> RecordLink:
         zone_name = obj.spec.zone_ref.name
         where = obj.spec.zone_ref.namespace or obj.namespace
-        raw = self.ctx.cached("Zone", zone_name, where)
+        raw = self.caches.cached("Zone", zone_name, where)
         shown = zone_name if where == obj.namespace else f"{where}/{zone_name}"
         if raw is None:
             raise NotReady(Reason.ZONE_NOT_FOUND, f"Zone {shown} not found", parent_gone=True)
         if where != obj.namespace and not obj.metadata.deleting:
             # Another namespace's Zone: only the names it grants this one (said before anything else of it is).
             hostname = record_hostname(obj.spec.name, str((raw.get("spec") or {}).get("name", "")))
-            if not zone_grants(self.ctx, raw, obj.namespace or "", hostname):
+            if not zone_grants(self.caches, raw, obj.namespace or "", hostname):
                 raise NotReady(
                     Reason.HOSTNAME_NOT_GRANTED,
                     f"Zone {shown} grants namespace {obj.namespace} no name {hostname} (its spec.hostnameGrants)",
@@ -246,14 +247,14 @@ class DNSRecordKind(
         account_name = account_key(raw) or ""
         plan = (status.get("cloudflareMetadata") or {}).get("plan")
         # The Zone's namespace uses the account: a grant is its owner's word that this record may use it too.
-        account = await ready_account(self.ctx, account_name, where)
+        account = await ready_account(self.credentials, account_name, where)
         return RecordLink(account, zone_id, raw["spec"]["name"], plan, target)
 
     def _tunnel_target(self, obj: DNSRecord) -> str | None:
         """The CNAME target of a record pointing at a tunnel. A record being deleted needs none: it goes anyway."""
         assert obj.spec.tunnel_ref is not None
         name = obj.spec.tunnel_ref.name
-        raw = self.ctx.cached("Tunnel", name, obj.namespace)
+        raw = self.caches.cached("Tunnel", name, obj.namespace)
         if raw is None:
             if obj.metadata.deleting:
                 return None
@@ -346,7 +347,7 @@ class DNSRecordKind(
         return created
 
     def _batcher(self, link: RecordLink) -> ZoneBatcher:
-        return self.batches.of(link.client, link.zone_id, link.plan, self.ctx.dns_batch_size or None)
+        return self.batches.of(link.client, link.zone_id, link.plan, self.dns_batch_size or None)
 
     def _applied(self, zone_id: str, kind: str, body: Mapping[str, JsonBody], record: CloudflareRecord | None) -> None:
         """Cloudflare applied a write, perhaps after its reconcile stopped waiting: the listing shows it at once."""

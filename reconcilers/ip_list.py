@@ -32,7 +32,7 @@ from app.kube.informer import Indexer, Key, key_of
 from reconcilers.account_members import AccountMemberBase, AccountScope, collection_name
 from reconcilers.capabilities import ChoosesDependants, Indexed, ServesChildren
 from reconcilers.collections import Collections
-from reconcilers.context import AccountLink, Context, lists_key
+from reconcilers.context import AccountLink, Caches, Credentials, RulesetEngine, lists_key
 from reconcilers.credentials import account_id_of, account_key
 from reconcilers.holders import done_with
 from reconcilers.managed_kind import Changes
@@ -75,9 +75,9 @@ class IPListKind(
     observed_id = "list.id"
     in_use_reason = Reason.LIST_IN_USE
 
-    def __init__(self, ctx: Context) -> None:
-        self.engine = ctx.rulesets
-        super().__init__(ctx)
+    def __init__(self, caches: Caches, credentials: Credentials, rulesets: RulesetEngine) -> None:
+        self.engine = rulesets
+        super().__init__(caches, credentials)
         self.operations: dict[str, asyncio.Lock] = {}
 
     def new_listings(self) -> Collections[CustomList]:
@@ -107,7 +107,7 @@ class IPListKind(
     def open_drift_round(self, group: str) -> None:
         """Lists are drift-checked per account, as every account member is; the round opens the listing the rules
         share, which is keyed by the account's Cloudflare ID."""
-        account_id = account_id_of(self.ctx, group.removeprefix(collection_name("")))
+        account_id = account_id_of(self.caches, group.removeprefix(collection_name("")))
         if account_id:
             self.listings.open_round(lists_key(account_id))
 
@@ -194,14 +194,14 @@ class IPListKind(
         rule, and an index keyed by what another object says would go stale when that object changes. The few rules
         naming the name are told apart by their Zone's account here."""
         users = list(referencing)
-        raw = self.ctx.cached(self.kind, key[1], key[0] or None)
+        raw = self.caches.cached(self.kind, key[1], key[0] or None)
         spec = (raw or {}).get("spec") or {}
         name = spec.get("name")
         if not name:
             return users
         account = self._account_id(account_key(raw or {"metadata": {}}))
         for kind in sorted(self.engine.kinds):
-            informer = self.ctx.informer_of(kind)
+            informer = self.caches.informer_of(kind)
             for rule in [] if informer is None else informer.by_index(LISTS_INDEX, name):
                 theirs = self._account_id(self._zone_account(rule))
                 if done_with(rule) or (account and theirs and theirs != account):
@@ -211,12 +211,12 @@ class IPListKind(
 
     def _zone_account(self, rule: JSON) -> str | None:
         zone_name = ((rule.get("spec") or {}).get("zoneRef") or {}).get("name")
-        zone = self.ctx.cached("Zone", zone_name, rule["metadata"].get("namespace")) if zone_name else None
+        zone = self.caches.cached("Zone", zone_name, rule["metadata"].get("namespace")) if zone_name else None
         return None if zone is None else account_key(zone)
 
     def _account_id(self, account: str | None) -> str | None:
         """None while it is not known: a rule whose account is not known counts as a user."""
-        return account_id_of(self.ctx, account)
+        return account_id_of(self.caches, account)
 
     async def delete(self, link: AccountScope, obj: IPList, object_id: str) -> None:
         lists = await self.listings.items(link.collection, lambda: self.list_members(link), newer_than=time.monotonic())

@@ -79,6 +79,7 @@ from reconcilers.capabilities import (
     QualifiesReady,
 )
 from reconcilers.claims import Holder
+from reconcilers.context import Context
 from reconcilers.managed_kind import L, ManagedKind, ObservedT, R, described, id_of
 from reconcilers.ownership import Ownership
 from reconcilers.waiting import RETRY_PARENT, NotReady, Stored, new_and_waiting_for_a_parent
@@ -98,16 +99,16 @@ class Lifecycle(Generic[R, L, ObservedT]):
     """The engine: runs one kind's resources through the lifecycle (the module's doc), with the kind's hooks and
     an `ObjectWriter`. This is what the manager registers for the kind."""
 
-    def __init__(self, kind: ManagedKind[R, L, ObservedT]) -> None:
+    def __init__(self, kind: ManagedKind[R, L, ObservedT], ctx: Context) -> None:
         self.of = kind
-        self.ctx = kind.ctx
-        self.writer = ObjectWriter(kind.ctx, kind.model)
+        self.ctx = ctx
+        self.writer = ObjectWriter(ctx, kind.model)
         self.kind = kind.kind
         grouped = kind if isinstance(kind, DriftGrouped) else None
         self.drift_group = None if grouped is None else grouped.drift_group
         self.open_drift_round = None if grouped is None else grouped.open_drift_round
         self.concurrency = kind.concurrency
-        self.ownership = Ownership(kind, self.writer)
+        self.ownership = Ownership(kind, self.writer, ctx)
 
     # What the manager reads of the kind: its resource, the links and indexes its cache keeps.
 

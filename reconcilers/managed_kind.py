@@ -6,6 +6,7 @@ resource records) is derived here, by the functions after the class."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 from abc import ABC, abstractmethod
 from operator import attrgetter
@@ -20,7 +21,7 @@ from app.kube.client import JSON, ResourceType
 from app.kube.index import Ref
 from app.kube.informer import Indexer
 from reconcilers.capabilities import Indexed, RecordsIdElsewhere, ServesChildren
-from reconcilers.context import AccountLink, Context
+from reconcilers.context import AccountLink, Caches, Context, Credentials
 from reconcilers.holders import CLAIM_INDEX, Owners
 from reconcilers.waiting import Stored, can_serve
 
@@ -96,9 +97,11 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
             cls.claim_in_status = bool(cls.status_id) and not issubclass(cls, RecordsIdElsewhere)
         cls._status_field = wire_name(cls.status_id)  # read by the claim index on every watch event
 
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-        self.owners: Owners[ObservedT] = Owners(self.kind, ctx.informer_of, lambda observed: id_of(self, observed))
+    def __init__(self, caches: Caches, credentials: Credentials) -> None:
+        """A kind receives the parts of the manager's `Context` its constructor names, by name (`build`): these two
+        every kind uses; one that needs more (the Kubernetes client, the queues) names them in its own."""
+        self.caches, self.credentials = caches, credentials
+        self.owners: Owners[ObservedT] = Owners(self.kind, caches.informer_of, lambda observed: id_of(self, observed))
 
     # ---- the calls -----------------------------------------------------------------------------------------------
 
@@ -155,6 +158,19 @@ class AnyKind(Protocol):
 class Described(Protocol):
     def described(self) -> str:
         """The object as a message names it ("zone example.com (<id>)")."""
+
+
+K = TypeVar("K", bound=ManagedKind[Any, Any, Any])
+
+
+def build(kind: type[K], ctx: Context) -> K:
+    """An instance of `kind`, given the parts of `ctx` its constructor names (`caches`, `credentials`, `queue`,
+    `kube`, `configmaps`, `rulesets`, `dns_batch_size`, ...): each kind states what it uses, and receives only that."""
+    wanted = [name for name in inspect.signature(kind.__init__).parameters if name != "self"]
+    missing = [name for name in wanted if not hasattr(ctx, name)]
+    if missing:
+        raise TypeError(f"{kind.__qualname__} asks for {', '.join(missing)}, which the manager does not provide")
+    return kind(**{name: getattr(ctx, name) for name in wanted})
 
 
 def described(kind: AnyKind, observed: object) -> str:

@@ -25,6 +25,7 @@ from app.kube.index import Ref
 from app.kube.informer import Indexer, key_of
 from reconcilers.capabilities import Indexed, KeepsBeside
 from reconcilers.claims import holder_of
+from reconcilers.context import Caches, Credentials, Queue
 from reconcilers.credentials import ZoneLink, ready_zone, zone_ref_key, zones_of
 from reconcilers.holders import CLAIM_INDEX, done_with
 from reconcilers.managed_kind import Changes, ManagedKind, object_id
@@ -61,12 +62,16 @@ class ManagedTransformKind(
     status_id = "zone_id"
     claim_in_status = False  # the label says which ManagedTransform holds the zone (`_configured_by`)
 
+    def __init__(self, caches: Caches, credentials: Credentials, queue: Queue) -> None:
+        super().__init__(caches, credentials)
+        self.queue = queue  # the zone's other ManagedTransforms wait for the one that holds it
+
     @classmethod
     def more_indexes(cls) -> dict[str, Indexer]:
         return {ZONE_INDEX: zone_ref_key}
 
     async def connect(self, obj: ManagedTransform) -> ZoneLink:
-        zone = await ready_zone(self.ctx, obj.namespace, obj.spec.zone_ref.name)
+        zone = await ready_zone(self.credentials, obj.namespace, obj.spec.zone_ref.name)
         if not obj.metadata.deleting:
             first = self._configured_by(zone.zone_id, obj)
             if first is not None:
@@ -81,7 +86,7 @@ class ManagedTransformKind(
         """Another ManagedTransform that configures the zone (the one claiming it, or an older one not yet there), as
         `obj`'s namespace may be told of it. One that is done with the zone (deleted in Cloudflare, its finalizer
         gone) configures nothing."""
-        informer = self.ctx.informer_of(self.kind)
+        informer = self.caches.informer_of(self.kind)
         if informer is None:
             return None
         uid = obj.metadata.uid
@@ -104,8 +109,8 @@ class ManagedTransformKind(
     def _of_zone(self, zone_id: str | None, namespace: str, zone: str) -> list[JSON]:
         """The ManagedTransforms of the Zone `namespace/zone` and of every other Zone claiming the same Cloudflare
         zone (Zones of two namespaces may name one domain)."""
-        zones = {(namespace, zone), *(zones_of(self.ctx, zone_id) if zone_id else ())}
-        informer = self.ctx.informer_of(self.kind)
+        zones = {(namespace, zone), *(zones_of(self.caches, zone_id) if zone_id else ())}
+        informer = self.caches.informer_of(self.kind)
         if informer is None:
             return []
         return [found for ns, name in sorted(zones) for found in informer.by_index(ZONE_INDEX, f"{ns}/{name}")]
@@ -154,7 +159,7 @@ class ManagedTransformKind(
         zone_id = object_id(self, obj) or obj.metadata.labels.get(self.claim_label)
         for other in self._of_zone(zone_id, obj.namespace or "", obj.spec.zone_ref.name):
             if other["metadata"].get("uid") != obj.metadata.uid:
-                self.ctx.enqueue(Ref(self.kind, *key_of(other)))
+                self.queue.enqueue(Ref(self.kind, *key_of(other)))
 
     def record(self, link: ZoneLink, obj: ManagedTransform, observed: Observed) -> None:
         obj.status.cloudflare_metadata = ManagedTransformMetadata(

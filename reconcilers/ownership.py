@@ -13,14 +13,15 @@ from app.kube.client import JSON
 from app.kube.informer import Key
 from reconcilers import managed_kind as declared
 from reconcilers.claims import Claims, Holder
+from reconcilers.context import Context
 from reconcilers.managed_kind import L, ManagedKind, ObservedT, R, account_of, id_of
 from reconcilers.tenancy import may_adopt
 from reconcilers.writer import ObjectWriter
 
 
 class Ownership(Generic[R, L, ObservedT]):
-    def __init__(self, kind: ManagedKind[R, L, ObservedT], writer: ObjectWriter) -> None:
-        self.of, self.ctx, self.writer, self.kind = kind, kind.ctx, writer, kind.kind
+    def __init__(self, kind: ManagedKind[R, L, ObservedT], writer: ObjectWriter, ctx: Context) -> None:
+        self.of, self.ctx, self.writer, self.kind = kind, ctx, writer, kind.kind
         self.creating: dict[Key, tuple[str, str]] = {}
         """The objects reconciles in flight have created and not yet recorded, with their resources' UIDs."""
 
@@ -35,7 +36,7 @@ class Ownership(Generic[R, L, ObservedT]):
 
     def may_adopt(self, link: L, obj: R) -> bool:
         account = account_of(link)
-        return account is None or may_adopt(self.ctx, account, obj.metadata.namespace)
+        return account is None or may_adopt(self.ctx.caches, account, obj.metadata.namespace)
 
     async def contest(self, link: L, obj: R, object_id: str) -> Holder | None:
         """Who owns an object this resource records, when another resource records or claims it too (two Zones of

@@ -21,7 +21,7 @@ from app.kube.registrations import Registration, Watch
 from reconcilers.claims import CLAIM_INDEXES, CLAIMS
 from reconcilers.context import Context
 from reconcilers.lifecycle import Lifecycle
-from reconcilers.managed_kind import ManagedKind
+from reconcilers.managed_kind import ManagedKind, build
 from reconcilers.tenancy import GRANTS, grants_of
 
 Reconciler = type[ManagedKind[Any, Any, Any]]
@@ -81,7 +81,7 @@ def register_all(manager: Manager, ctx: Context) -> None:
     # Grants are looked up by namespace; what reads a namespace's grants names it as a parent (`grants_of`).
     manager.watch(Watch(GRANTS, wakes=lambda raw: [grants_of(raw["metadata"].get("namespace") or "")]))
     for kind in KINDS:
-        reconciler = Lifecycle(kind(ctx))
+        reconciler = Lifecycle(build(kind, ctx), ctx)
         manager.register(
             Registration(
                 reconciler,

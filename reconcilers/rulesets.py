@@ -48,7 +48,7 @@ from app.kube.client import JSON
 from app.kube.informer import Indexer
 from app.kube.registrations import IndexLink
 from reconcilers.capabilities import DriftGrouped, Indexed
-from reconcilers.context import ENTRYPOINT, AccountLink, Context, lists_key
+from reconcilers.context import ENTRYPOINT, AccountLink, Caches, Credentials, RulesetEngine, lists_key
 from reconcilers.credentials import ready_zone, zone_ids, zones_of
 from reconcilers.managed_kind import Changes, ManagedKind, pending_intent
 from reconcilers.waiting import RETRY_PARENT, NotReady
@@ -194,9 +194,9 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule], Indexed, DriftGrouped
     drops_empty_entrypoint: ClassVar[bool] = False
     """Delete the entry point once its last rule is gone (ManagedRuleset: the zone gets Cloudflare's default)."""
 
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        self.engine = ctx.rulesets
+    def __init__(self, caches: Caches, credentials: Credentials, rulesets: RulesetEngine) -> None:
+        super().__init__(caches, credentials)
+        self.engine = rulesets
         self.engine.kinds.add(self.kind)
 
     # ---- what a kind supplies ----------------------------------------------------------------------------------
@@ -263,12 +263,12 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule], Indexed, DriftGrouped
         """kflare's refs in the entry point of `obj`'s zone and `phase`, and where each goes: (priority, namespace,
         name). Read from the rule kinds' indexes of the rules of each Zone naming that Cloudflare zone."""
         zones = {(obj.namespace or "", obj.spec.zone_ref.name)}
-        zone = self.ctx.cached("Zone", obj.spec.zone_ref.name, obj.namespace)
+        zone = self.caches.cached("Zone", obj.spec.zone_ref.name, obj.namespace)
         for zone_id in [] if zone is None else zone_ids(zone):
-            zones.update(zones_of(self.ctx, zone_id))
+            zones.update(zones_of(self.caches, zone_id))
         keys: dict[str, tuple[int, str, str]] = {}
         for kind_name in sorted(self.engine.kinds):
-            informer = self.ctx.informer_of(kind_name)
+            informer = self.caches.informer_of(kind_name)
             if informer is None:
                 continue
             for namespace, name in sorted(zones):
@@ -300,7 +300,7 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule], Indexed, DriftGrouped
 
     async def connect(self, obj: RuleT) -> RuleLink:
         spec: RuleSpec = obj.spec
-        zone = await ready_zone(self.ctx, obj.namespace, spec.zone_ref.name)
+        zone = await ready_zone(self.credentials, obj.namespace, spec.zone_ref.name)
         link = RuleLink(zone.account, zone.zone_id, spec.phase)
         if not obj.metadata.deleting:
             await self._lists_exist(link, spec.expression)

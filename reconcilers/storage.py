@@ -118,7 +118,7 @@ class R2BucketKind(AccountMember[R2Bucket, CloudflareBucket], RecordsIdElsewhere
     def owner_of(self, name: str, obj: R2Bucket) -> str | None:
         """Another R2Bucket claiming the bucket of that name in the same jurisdiction of the same Cloudflare
         account (even through another CloudflareAccount object); claims whose account is gone do not count."""
-        informer = self.ctx.informer_of(self.kind)
+        informer = self.caches.informer_of(self.kind)
         mine = self._account_id(account_ref_key(obj.spec.account_ref, obj.namespace))
         for other in [] if informer is None else informer.by_index(CLAIM_INDEX, name):
             if other["metadata"].get("uid") == obj.metadata.uid:
@@ -132,7 +132,7 @@ class R2BucketKind(AccountMember[R2Bucket, CloudflareBucket], RecordsIdElsewhere
         return None
 
     def _account_id(self, account: str) -> str | None:
-        return account_id_of(self.ctx, account)
+        return account_id_of(self.caches, account)
 
     def _check_claim(self, obj: R2Bucket) -> None:
         owner = self.owners.owner_of(obj.spec.name, obj)

@@ -38,9 +38,10 @@ from app.api.constants import Reason
 from app.api.tunnel import TOKEN_KEY, Tunnel, TunnelMetadata
 from app.cloudflare.errors import NotFound
 from app.cloudflare.models import Tunnel as CloudflareTunnel
-from app.kube.client import JSON, SECRETS, KubeError
+from app.kube.client import JSON, SECRETS, KubeClient, KubeError
 from reconcilers.account_members import AccountMember, AccountScope
 from reconcilers.capabilities import KeepsBeside, NotesAdoption
+from reconcilers.context import Caches, Credentials
 from reconcilers.credentials import must_read
 from reconcilers.managed_kind import Changes, resource_type
 from reconcilers.waiting import RETRY_PARENT, NotReady
@@ -64,6 +65,10 @@ class TunnelKind(
     model = Tunnel
     status_id = "tunnel_id"
 
+    def __init__(self, caches: Caches, credentials: Credentials, kube: KubeClient) -> None:
+        super().__init__(caches, credentials)
+        self.kube = kube  # writes the connector's token Secret
+
     def list_members(self, link: AccountScope) -> AsyncIterator[CloudflareTunnel]:
         return link.account.client.list_tunnels(link.account.account_id)
 
@@ -85,7 +90,7 @@ class TunnelKind(
 
     async def connect(self, obj: Tunnel) -> AccountScope:
         if not obj.metadata.deleting:  # its token Secret is written once the tunnel exists: say so before making it
-            must_read(self.ctx.secrets, obj.namespace or "", obj.spec.credentials_secret_ref.name)
+            must_read(self.credentials.secrets, obj.namespace or "", obj.spec.credentials_secret_ref.name)
         return await super().connect(obj)
 
     async def find(self, link: AccountScope, obj: Tunnel) -> CloudflareTunnel | None:
@@ -130,7 +135,7 @@ class TunnelKind(
 
     async def after_sync(self, link: AccountScope, obj: Tunnel, observed: CloudflareTunnel) -> None:
         namespace, name = obj.namespace or "", obj.spec.credentials_secret_ref.name
-        await self.ctx.secrets.wait_synced((namespace, name))
+        await self.credentials.secrets.wait_synced((namespace, name))
         if not self._token_current(observed.id, namespace, name, obj.metadata.uid or ""):
             token = await link.account.client.get_tunnel_token(link.account.account_id, observed.id)
             encoded = base64.b64encode(token.reveal().encode()).decode()
@@ -142,7 +147,7 @@ class TunnelKind(
 
     def _token_current(self, tunnel_id: str, namespace: str, name: str, uid: str) -> bool:
         """Whether the Secret, as cached, holds what kflare wrote there for this tunnel and is this Tunnel's."""
-        secret = self.ctx.secrets.get((namespace, name))
+        secret = self.credentials.secrets.get((namespace, name))
         if secret is None or not controlled_by(secret, uid):
             return False
         held = (secret.get("data") or {}).get(TOKEN_KEY)
@@ -151,7 +156,7 @@ class TunnelKind(
 
     async def _write_secret(self, obj: Tunnel, namespace: str, name: str, encoded: str, digest: str) -> None:
         uid = obj.metadata.uid or ""
-        current = self.ctx.secrets.get((namespace, name))
+        current = self.credentials.secrets.get((namespace, name))
         if current is None:
             body: JSON = {
                 "apiVersion": "v1",
@@ -167,7 +172,7 @@ class TunnelKind(
                 "data": {TOKEN_KEY: encoded},
             }
             try:
-                await self.ctx.kube.create(SECRETS, body, namespace)
+                await self.kube.create(SECRETS, body, namespace)
             except KubeError as exc:
                 if not exc.conflict:
                     raise
@@ -187,19 +192,19 @@ class TunnelKind(
         annotations = current["metadata"].get("annotations") or {}
         if held != encoded or current.get("type", "Opaque") != "Opaque":
             patch: JSON = {"metadata": {"annotations": {TOKEN_DIGEST_ANNOTATION: digest}}, "data": {TOKEN_KEY: encoded}}
-            await self.ctx.kube.patch(SECRETS, name, patch, namespace)
+            await self.kube.patch(SECRETS, name, patch, namespace)
             logger_of(self.kind, (namespace, obj.name)).info("restored the tunnel token in Secret %s", name)
         elif annotations.get(TOKEN_DIGEST_ANNOTATION) != digest:
             # The right token without its digest (written by an older kflare, or the annotation edited away).
             patch = {"metadata": {"annotations": {TOKEN_DIGEST_ANNOTATION: digest}}}
-            await self.ctx.kube.patch(SECRETS, name, patch, namespace)
+            await self.kube.patch(SECRETS, name, patch, namespace)
 
     async def _strip_old_secret(self, obj: Tunnel, namespace: str, name: str) -> None:
-        await self.ctx.secrets.wait_synced((namespace, name))
-        old = self.ctx.secrets.get((namespace, name))
+        await self.credentials.secrets.wait_synced((namespace, name))
+        old = self.credentials.secrets.get((namespace, name))
         if old is not None and controlled_by(old, obj.metadata.uid or "") and TOKEN_KEY in (old.get("data") or {}):
             patch = {"metadata": {"annotations": {TOKEN_DIGEST_ANNOTATION: None}}, "data": {TOKEN_KEY: None}}
-            await self.ctx.kube.patch(SECRETS, name, patch, namespace)
+            await self.kube.patch(SECRETS, name, patch, namespace)
 
     def _owner_reference(self, obj: Tunnel) -> JSON:
         return {

@@ -33,7 +33,7 @@ from app.cloudflare.models import TunnelConfiguration as CloudflareConfiguration
 from app.kube.index import Ref
 from reconcilers import tunnel_document
 from reconcilers.capabilities import KeepsBeside, QualifiesReady
-from reconcilers.context import AccountLink
+from reconcilers.context import AccountLink, Caches, Credentials, Queue
 from reconcilers.credentials import account_key, ready_account
 from reconcilers.managed_kind import Changes, ManagedKind
 from reconcilers.tenancy import DOMAIN_INDEX, RECORD_NAME_INDEX, hostname_refusal
@@ -78,14 +78,18 @@ class TunnelConfigurationKind(
     observed_id = "tunnel_id"
     status_id = "tunnel_id"
 
+    def __init__(self, caches: Caches, credentials: Credentials, queue: Queue) -> None:
+        super().__init__(caches, credentials)
+        self.queue = queue  # the Tunnel's other configurations follow the one that owns its document
+
     def _owner(self, obj: TunnelConfiguration) -> str:
         """The name of the configuration of the same Tunnel created first (it owns the tunnel's document)."""
         namespace = obj.namespace or ""
         tunnel = Ref("Tunnel", namespace, obj.spec.tunnel_ref.name)
         created = obj.metadata.creation_timestamp
         candidates: list[tuple[str, str]] = [(created.strftime("%Y-%m-%dT%H:%M:%SZ") if created else "", obj.name)]
-        for child in self.ctx.index.children(tunnel, kind=self.kind):
-            raw = self.ctx.cached(self.kind, child.name, namespace)
+        for child in self.caches.index.children(tunnel, kind=self.kind):
+            raw = self.caches.cached(self.kind, child.name, namespace)
             if raw is not None and child.name != obj.name:
                 candidates.append((raw["metadata"].get("creationTimestamp") or "", child.name))
         return min(candidates)[1]
@@ -94,12 +98,12 @@ class TunnelConfigurationKind(
         if not obj.metadata.deleting:
             for rule in obj.spec.ingress:
                 hostname = getattr(rule, "hostname", None)
-                refusal = hostname_refusal(self.ctx, obj.namespace or "", hostname) if hostname else None
+                refusal = hostname_refusal(self.caches, obj.namespace or "", hostname) if hostname else None
                 if refusal is not None:
                     # Traffic for another team's names would reach this tunnel: nothing of it is written.
                     raise NotReady(Reason.HOSTNAME_NOT_GRANTED, refusal, requeue_after=RETRY_PARENT)
         name = obj.spec.tunnel_ref.name
-        raw = self.ctx.cached("Tunnel", name, obj.namespace)
+        raw = self.caches.cached("Tunnel", name, obj.namespace)
         if raw is None:
             raise NotReady(Reason.TUNNEL_NOT_FOUND, f"Tunnel {name} not found", parent_gone=True)
         tunnel_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("tunnelID")
@@ -108,7 +112,7 @@ class TunnelConfigurationKind(
             raise NotReady(Reason.TUNNEL_NOT_READY, f"Tunnel {name} is not Ready")
         owner = self._owner(obj)
         if owner != obj.name:
-            owner_raw = self.ctx.cached(self.kind, owner, obj.namespace) or {"metadata": {}}
+            owner_raw = self.caches.cached(self.kind, owner, obj.namespace) or {"metadata": {}}
             going = bool(owner_raw["metadata"].get("deletionTimestamp"))
             raise NotReady(
                 Reason.TUNNEL_ALREADY_CONFIGURED,
@@ -118,7 +122,7 @@ class TunnelConfigurationKind(
                 requeue_after=RELEASE_RETRY if going else RETRY_PARENT,
             )
         account_ref = account_key(raw) or ""
-        return ConfigLink(await ready_account(self.ctx, account_ref, obj.namespace), tunnel_id, account_ref)
+        return ConfigLink(await ready_account(self.credentials, account_ref, obj.namespace), tunnel_id, account_ref)
 
     async def _read(self, link: ConfigLink) -> CloudflareConfiguration:
         return await link.account.client.get_tunnel_configuration(link.account.account_id, link.tunnel_id)
@@ -167,9 +171,9 @@ class TunnelConfigurationKind(
     async def released(self, obj: TunnelConfiguration) -> None:
         """The next oldest configuration of the tunnel takes it over now, not at its next minutely look."""
         tunnel = Ref("Tunnel", obj.namespace or "", obj.spec.tunnel_ref.name)
-        for sibling in self.ctx.index.children(tunnel, kind=self.kind):
+        for sibling in self.caches.index.children(tunnel, kind=self.kind):
             if sibling.name != obj.name:
-                self.ctx.enqueue(sibling)
+                self.queue.enqueue(sibling)
 
     def record(self, link: ConfigLink, obj: TunnelConfiguration, observed: CloudflareConfiguration) -> None:
         obj.status.cloudflare_metadata = TunnelConfigurationMetadata(
@@ -191,9 +195,9 @@ class TunnelConfigurationKind(
         """The hostnames no Zone of the tunnel's account contains and no DNSRecord of the namespace names: looked up
         in the caches' indexes (the Zones by each domain the name may be in, the records by name), as this runs at
         the end of every reconcile."""
-        tunnel = self.ctx.cached("Tunnel", obj.spec.tunnel_ref.name, obj.namespace)
+        tunnel = self.caches.cached("Tunnel", obj.spec.tunnel_ref.name, obj.namespace)
         account = None if tunnel is None else account_key(tunnel)
-        zones, records = self.ctx.informer_of("Zone"), self.ctx.informer_of("DNSRecord")
+        zones, records = self.caches.informer_of("Zone"), self.caches.informer_of("DNSRecord")
         out = []
         for host in obj.spec.hostnames():
             name = host.rstrip(".").lower()

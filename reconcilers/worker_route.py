@@ -18,7 +18,7 @@ from app.kube.client import JSON
 from reconcilers.account_members import account_name
 from reconcilers.capabilities import DriftGrouped
 from reconcilers.collections import Collections
-from reconcilers.context import AccountLink, Context
+from reconcilers.context import AccountLink, Caches, Credentials
 from reconcilers.credentials import ready_zone
 from reconcilers.managed_kind import Changes, ManagedKind, pending_intent
 from reconcilers.waiting import NotReady, can_serve
@@ -49,8 +49,8 @@ class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute], Drif
     model = WorkerRoute
     status_id = "route_id"
 
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
+    def __init__(self, caches: Caches, credentials: Credentials) -> None:
+        super().__init__(caches, credentials)
         self.listings: Collections[CloudflareRoute] = Collections(id_of=lambda r: r.id, name_of=lambda r: r.pattern)
 
     @classmethod
@@ -63,7 +63,7 @@ class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute], Drif
 
     async def connect(self, obj: WorkerRoute) -> RouteLink:
         namespace = obj.namespace or ""
-        zone = await ready_zone(self.ctx, namespace, obj.spec.zone_ref.name)
+        zone = await ready_zone(self.credentials, namespace, obj.spec.zone_ref.name)
         zone_account, zone_id, domain = zone.account_ref, zone.zone_id, zone.zone_name
         if obj.metadata.deleting:
             return RouteLink(zone.account, zone_id, None)
@@ -75,7 +75,7 @@ class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute], Drif
         script = None
         if obj.spec.worker_script_ref is not None:
             worker_name = obj.spec.worker_script_ref.name
-            worker = self.ctx.cached("WorkerScript", worker_name, namespace)
+            worker = self.caches.cached("WorkerScript", worker_name, namespace)
             where = f"WorkerScript {namespace}/{worker_name}"
             if worker is None:
                 raise NotReady(Reason.WORKER_SCRIPT_NOT_FOUND, f"{where} not found")

@@ -37,7 +37,7 @@ from app.kube.referenced import ReferencedObjects
 from reconcilers.account_members import AccountMemberBase, AccountScope, account_name
 from reconcilers.capabilities import ChoosesDependants, KeepsBeside, RecordsIdElsewhere
 from reconcilers.claims import holder_of
-from reconcilers.context import Context
+from reconcilers.context import Caches, Credentials
 from reconcilers.credentials import account_id_of, account_ref_key, must_read
 from reconcilers.holders import CLAIM_INDEX
 from reconcilers.managed_kind import Changes
@@ -86,8 +86,9 @@ class WorkerScriptKind(
 ):
     model = WorkerScript
 
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
+    def __init__(self, caches: Caches, credentials: Credentials, configmaps: ReferencedObjects | None) -> None:
+        super().__init__(caches, credentials)
+        self.configmaps = configmaps
         # resource UID -> (hash, modified_on) this process last uploaded; dropped when the resource is released
         self._uploaded: dict[str, tuple[str, str | None]] = {}
 
@@ -113,12 +114,12 @@ class WorkerScriptKind(
     def _not_anothers(self, obj: WorkerScript, kind: str, object_id: str, binding: str) -> None:
         """A binding by raw ID or name reaches what it names in the account: refused when a resource of another
         namespace owns that object (in the same account), whose data this namespace was never given."""
-        informer = self.ctx.informer_of(kind)
-        mine = account_id_of(self.ctx, account_ref_key(obj.spec.account_ref, obj.namespace))
+        informer = self.caches.informer_of(kind)
+        mine = account_id_of(self.caches, account_ref_key(obj.spec.account_ref, obj.namespace))
         for other in [] if informer is None else informer.by_index(CLAIM_INDEX, object_id):
             if (other["metadata"].get("namespace") or "") == (obj.namespace or ""):
                 continue
-            theirs = account_id_of(self.ctx, account_name(other))
+            theirs = account_id_of(self.caches, account_name(other))
             if theirs is None or theirs == mine:
                 raise NotReady(
                     Reason.CLAIMED_ELSEWHERE,
@@ -144,7 +145,7 @@ class WorkerScriptKind(
                 hashed.append([binding.name, "plain_text", binding.plain_text])
             elif binding.secret_key_ref is not None:
                 ref = binding.secret_key_ref
-                secret = await self._referenced(self.ctx.secrets, namespace, ref.name)
+                secret = await self._referenced(self.credentials.secrets, namespace, ref.name)
                 where = f"Secret {namespace}/{ref.name}"
                 if secret is None:
                     raise NotReady(Reason.BINDING_SECRET_NOT_FOUND, f"{where} of binding {binding.name} not found")
@@ -228,7 +229,7 @@ class WorkerScriptKind(
         ref = obj.spec.script_config_map_ref
         assert ref is not None
         namespace = obj.namespace or ""
-        config_map = await self._referenced(self.ctx.configmaps, namespace, ref.name)
+        config_map = await self._referenced(self.configmaps, namespace, ref.name)
         where = f"ConfigMap {namespace}/{ref.name}"
         if config_map is None:
             raise NotReady(Reason.SCRIPT_CONFIG_MAP_NOT_FOUND, f"{where} not found")
@@ -247,18 +248,18 @@ class WorkerScriptKind(
         it."""
         namespace, name = bound.namespace, bound.name
         where = f"{kind} {namespace}/{name} (binding {binding})"
-        if not reference_granted(self.ctx, self.kind, obj.namespace or "", kind, bound):
+        if not reference_granted(self.caches, self.kind, obj.namespace or "", kind, bound):
             # Said before anything of the object is looked at: whether it exists is its namespace's business.
             raise NotReady(
                 Reason.REFERENCE_NOT_PERMITTED,
                 f"{where}: no Grant in namespace {namespace} lets WorkerScripts of {obj.namespace} bind it",
                 requeue_after=RETRY_PARENT,
             )
-        raw = self.ctx.cached(kind, name, namespace)
+        raw = self.caches.cached(kind, name, namespace)
         if raw is None:
             raise NotReady(f"{kind}NotFound", f"{where} not found")
         theirs, mine = account_name(raw), account_ref_key(obj.spec.account_ref, obj.namespace)
-        if theirs != mine and account_id_of(self.ctx, theirs) != account_id_of(self.ctx, mine):
+        if theirs != mine and account_id_of(self.caches, theirs) != account_id_of(self.caches, mine):
             raise NotReady(Reason.ACCOUNT_MISMATCH, f"{where} is in another Cloudflare account than this Worker")
         meta = (raw.get("status") or {}).get("cloudflareMetadata") or {}
         has_id = {
@@ -290,7 +291,7 @@ class WorkerScriptKind(
         return obj.spec.name if meta is not None and meta.modified_on else None
 
     def _check_claim(self, obj: WorkerScript) -> None:
-        informer = self.ctx.informer_of(self.kind)
+        informer = self.caches.informer_of(self.kind)
         for other in [] if informer is None else informer.by_index(CLAIM_INDEX, obj.spec.name):
             mine = account_ref_key(obj.spec.account_ref, obj.namespace)
             if other["metadata"].get("uid") != obj.metadata.uid and account_name(other) == mine:

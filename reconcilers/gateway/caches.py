@@ -237,7 +237,7 @@ class _CachedZones:
         self.ctx = ctx
 
     def managing(self, hostname: str) -> JSON | None:
-        return managing_zone(self.ctx, hostname)
+        return managing_zone(self.ctx.caches, hostname)
 
 
 class _CachedRecords:

@@ -305,7 +305,7 @@ class PlaneReconciler:
         if not name:
             account = untyped.text(plane.parameters, "accountRef", "name")
             try:
-                link = await ready_account(self.ctx, account, plane.namespace)
+                link = await ready_account(self.ctx.credentials, account, plane.namespace)
             except NotReady as wait:
                 return f"CloudflareAccount {account} is not ready: {wait.message}"
             if link.account_id != account_tag:

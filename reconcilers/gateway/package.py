@@ -207,7 +207,7 @@ class PackageReconciler:
             log.warning("CloudflareAccount of a GatewayClassConfig not written", extra={**where, "error": str(exc)})
             return Outcome(retry=True)
         try:
-            link = await ready_account(self.ctx, account["metadata"]["name"], self.namespace)
+            link = await ready_account(self.ctx.credentials, account["metadata"]["name"], self.namespace)
         except NotReady as wait:
             log.info("GatewayClassConfig's account not ready", extra={**where, "reason": wait.reason})
             return Outcome(requeue_after=wait.requeue_after or RETRY)

@@ -225,7 +225,7 @@ class TunnelPublisher:
         later: Outcome | None = None
         if named:
             try:
-                link = await ready_account(self.ctx, view.target.account_ref)
+                link = await ready_account(self.ctx.credentials, view.target.account_ref)
             except NotReady as wait:
                 log.info("tunnel's account not ready", extra={"tunnel": key[1], "reason": wait.reason})
                 return Outcome(requeue_after=wait.requeue_after or ACCOUNT_RETRY)
@@ -275,7 +275,7 @@ class TunnelPublisher:
         as it is."""
         assert target.tunnel_id is not None
         try:
-            link = await ready_account(self.ctx, target.account_ref)
+            link = await ready_account(self.ctx.credentials, target.account_ref)
         except NotReady as wait:
             return Outcome(requeue_after=wait.requeue_after or ACCOUNT_RETRY)
         try:

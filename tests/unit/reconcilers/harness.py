@@ -40,7 +40,7 @@ from reconcilers.claims import CLAIM_INDEXES, CLAIMS
 from reconcilers.context import Context
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.lifecycle import Lifecycle
-from reconcilers.managed_kind import ManagedKind, indexes, resource_type
+from reconcilers.managed_kind import ManagedKind, build, indexes, resource_type
 from reconcilers.tenancy import GRANTS
 from reconcilers.writer import merge_patch
 from tests.fixtures.driver import Driver, is_ready, token_data
@@ -344,7 +344,7 @@ class Runtime:
                 if stored_kind == rt.kind:
                     informer.put(copy.deepcopy(obj))
             self.informers[rt.kind] = informer
-            self.reconcilers[rt.kind] = reconciler = Lifecycle(kind(ctx))
+            self.reconcilers[rt.kind] = reconciler = Lifecycle(build(kind, ctx), ctx)
             if isinstance(reconciler.of, DNSRecordKind):
                 reconciler.of.batches.clock = SkippingClock()
         for (stored_kind, namespace, name), obj in self.kube.objects.items():

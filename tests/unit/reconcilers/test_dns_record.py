@@ -8,8 +8,9 @@ import pytest
 
 from app.api import DNSRecord
 from app.cloudflare.models import DNSRecord as CloudflareRecord
-from app.kube.index import Ref
+from app.kube.index import DependencyIndex
 from app.kube.informer import Informer
+from reconcilers.context import Caches, Queue
 from reconcilers.dns_record import DNSRecordKind, fqdn, normal_content
 from reconcilers.holders import Owners
 from reconcilers.managed_kind import indexes, resource_type
@@ -86,13 +87,9 @@ def test_merge_patch_writes_only_what_differs() -> None:
 def test_a_record_just_created_for_one_resource_is_claimed_for_the_others() -> None:
     """Two members of one record set created at once: neither may take the other's record for unclaimed."""
 
-    class Ctx:
-        def informer_of(self, kind: str) -> None:
-            return None  # the owner has not labelled its record yet
-
     kind = DNSRecordKind.__new__(DNSRecordKind)
-    kind.ctx = Ctx()  # type: ignore[assignment]
-    kind.owners = Owners(kind.kind, Ctx().informer_of, lambda record: record.id)
+    kind.caches = Caches(lambda _: None, DependencyIndex())  # the owner has not labelled its record yet
+    kind.owners = Owners(kind.kind, kind.caches.informer_of, lambda record: record.id)
     kind.created_for = {"rec-1": "uid-a"}
     mine = DNSRecord.model_validate(
         {
@@ -127,14 +124,8 @@ def test_a_zones_batch_waits_for_queued_records_and_not_for_those_backing_off() 
             }
         )
 
-    class Ctx:
-        def informer_of(self, kind: str) -> Informer:
-            return informer
-
-        def queued(self, ref: Ref) -> bool:
-            return ref.name != "backing-off"
-
     kind = DNSRecordKind.__new__(DNSRecordKind)
-    kind.ctx = Ctx()  # type: ignore[assignment]
+    kind.caches = Caches(lambda _: informer, DependencyIndex())
+    kind.queue = Queue(lambda _: None, lambda ref: ref.name != "backing-off")
     kind._zones = {"zone-id": ("ns", "z")}
     assert kind._waiting_in("zone-id") == {"uid-queued"}

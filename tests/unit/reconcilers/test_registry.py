@@ -7,8 +7,11 @@ import pytest
 
 from app.api.registry import CLAIM_LABELS
 from app.api.registry import KINDS as MODELS
+from app.kube.index import DependencyIndex
+from app.kube.referenced import ReferencedObjects
 from reconcilers.capabilities import RecordsIdElsewhere
-from reconcilers.managed_kind import ManagedKind
+from reconcilers.context import Caches, Context, Credentials
+from reconcilers.managed_kind import ManagedKind, build
 from reconcilers.registry import KINDS, reconciler_of
 
 
@@ -35,3 +38,29 @@ def test_a_reconciler_is_found_by_kind_name_or_model() -> None:
     assert reconciler_of("DNSRecord") is reconciler_of(MODELS[2]) is KINDS[2]
     with pytest.raises(LookupError):
         reconciler_of("Gateway")
+
+
+def _context() -> Context:
+    secrets = ReferencedObjects(None, lambda _: None)  # type: ignore[arg-type]
+    return Context(None, None, secrets, DependencyIndex(), lambda token: None)  # type: ignore[arg-type,return-value]
+
+
+def test_a_kind_receives_the_parts_it_names_and_not_the_manager() -> None:
+    """Every kind is built from the manager's context by the names of its constructor's parameters; none keeps the
+    whole context, and a Tunnel (which writes its token Secret) gets the Kubernetes client where a Zone does not."""
+    ctx = _context()
+    built = {reconciler.kind: build(reconciler, ctx) for reconciler in KINDS}
+    assert not any(hasattr(kind, "ctx") for kind in built.values())
+    assert all(kind.caches is ctx.caches and kind.credentials is ctx.credentials for kind in built.values())
+    assert hasattr(built["Tunnel"], "kube")
+    assert not hasattr(built["Zone"], "kube")
+    assert getattr(built["DNSRecord"], "queue", None) is ctx.queue
+
+
+def test_a_kind_asking_for_what_the_manager_lacks_fails_naming_it() -> None:
+    class Greedy(reconciler_of("Zone")):  # type: ignore[misc,valid-type]
+        def __init__(self, caches: Caches, credentials: Credentials, mailbox: object) -> None:
+            super().__init__(caches, credentials)
+
+    with pytest.raises(TypeError, match="asks for mailbox"):
+        build(Greedy, _context())

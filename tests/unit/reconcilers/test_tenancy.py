@@ -13,7 +13,8 @@ import pytest
 from app.api.claim import claim_name
 from app.api.constants import ADOPTION_POLICY_ANNOTATION, DELETION_POLICY_ANNOTATION
 from app.api.tenancy import ZoneIndex
-from reconcilers.context import Context
+from app.kube.index import DependencyIndex
+from reconcilers.context import Caches
 from reconcilers.tenancy import DOMAIN_INDEX, managing_zone
 from tests.unit.reconcilers.harness import (
     ACCOUNT_ID,
@@ -466,8 +467,8 @@ def test_of_two_zones_holding_one_domain_the_oldest_owns_its_names_for_the_contr
 
     for listed in ([newer, unheld, older], [older, newer, unheld]):
         zones = Zones(listed)
-        ctx = Context(None, None, None, None, None, informer_of=lambda _, z=zones: z)  # type: ignore[arg-type,misc]
+        ctx = Caches(lambda _, z=zones: z, DependencyIndex())  # type: ignore[misc]
         assert managing_zone(ctx, "www.example.com") is older
         assert managing_zone(ctx, "*.api.example.com") is older
         assert ZoneIndex(listed).managing("www.example.com") is older
-    assert managing_zone(Context(None, None, None, None, None), "www.example.com") is None  # type: ignore[arg-type]
+    assert managing_zone(Caches(lambda _: None, DependencyIndex()), "www.example.com") is None
