@@ -19,7 +19,7 @@ from app.kube.informer import Key, key_of
 from app.kube.referenced import ReferencedObjects
 from reconcilers.context import AccountLink, Caches, Credentials
 from reconcilers.tenancy import account_policies, only_namespace, permits
-from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve
+from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve, parent_found, parent_serving
 
 AnyAccount = CloudflareAccount | Account
 NAMESPACED_ACCOUNT = "Account"
@@ -204,13 +204,8 @@ def zones_of(caches: Caches, zone_id: str) -> list[Key]:
 async def ready_zone(credentials: Credentials, namespace: str | None, name: str) -> ZoneLink:
     """The named Zone of the namespace, if it can serve its children (a Zone being deleted still serves: it waits
     for them to clean up), with its account's link."""
-    raw = credentials.caches.cached("Zone", name, namespace)
-    if raw is None:
-        raise NotReady(Reason.ZONE_NOT_FOUND, f"Zone {name} not found", parent_gone=True)
-    zone_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("zoneID")
-    deleting = bool(raw["metadata"].get("deletionTimestamp"))
-    if not (can_serve(raw) or deleting) or not zone_id:
-        raise NotReady(Reason.ZONE_NOT_READY, f"Zone {name} is not Ready")
+    raw = parent_found(credentials.caches, ("Zone", namespace or "", name))
+    zone_id = parent_serving(raw, "Zone", "zoneID")
     spec = raw.get("spec") or {}
     account_ref = account_key(raw) or ""
     account = await ready_account(credentials, account_ref, namespace)

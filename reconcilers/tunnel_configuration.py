@@ -38,7 +38,7 @@ from reconcilers.credentials import account_key, ready_account
 from reconcilers.managed_kind import Changes, ManagedKind
 from reconcilers.tenancy import DOMAIN_INDEX, RECORD_NAME_INDEX, hostname_refusal
 from reconcilers.tunnel_document import RESET, normalise, says_something
-from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve
+from reconcilers.waiting import RETRY_PARENT, NotReady, parent_found, parent_serving
 
 __all__ = ["RESET", "TunnelConfigurationKind", "desired", "normalise", "says_something"]
 
@@ -103,13 +103,8 @@ class TunnelConfigurationKind(
                     # Traffic for another team's names would reach this tunnel: nothing of it is written.
                     raise NotReady(Reason.HOSTNAME_NOT_GRANTED, refusal, requeue_after=RETRY_PARENT)
         name = obj.spec.tunnel_ref.name
-        raw = self.caches.cached("Tunnel", name, obj.namespace)
-        if raw is None:
-            raise NotReady(Reason.TUNNEL_NOT_FOUND, f"Tunnel {name} not found", parent_gone=True)
-        tunnel_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get("tunnelID")
-        deleting = bool(raw["metadata"].get("deletionTimestamp"))  # it waits for its configurations to clean up
-        if not (can_serve(raw) or deleting) or not tunnel_id:
-            raise NotReady(Reason.TUNNEL_NOT_READY, f"Tunnel {name} is not Ready")
+        raw = parent_found(self.caches, ("Tunnel", obj.namespace or "", name))
+        tunnel_id = parent_serving(raw, "Tunnel", "tunnelID")  # one being deleted waits for its configurations
         owner = self._owner(obj)
         if owner != obj.name:
             owner_raw = self.caches.cached(self.kind, owner, obj.namespace) or {"metadata": {}}

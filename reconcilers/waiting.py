@@ -7,7 +7,9 @@ from typing import Protocol
 
 from app.api.constants import Reason
 from app.api.meta import ObjectMeta, Status
+from app.api.refs import Target
 from app.kube.client import JSON
+from reconcilers.context import Caches
 from reconcilers.writer import waits_for_a_parent
 
 RETRY_PARENT = 60.0  # how soon to look again when a parent or credential is missing (the Go controller's minute)
@@ -44,6 +46,30 @@ def can_serve(raw: JSON) -> bool:
         if condition.get("type") == "Ready":
             return bool(condition.get("status") == "True" or condition.get("reason") == Reason.API_ERROR)
     return False
+
+
+def parent_found(caches: Caches, target: Target, *, shown: str = "", gone: bool = True) -> JSON:
+    """The parent a reference names (`Reference.targets`: its kind, namespace and name), as cached; else NotReady
+    `<Kind>NotFound` saying "<Kind> <shown> not found" (`shown`: how the child names it, its name by default).
+    `gone`: the child being deleted may go without it (the parent and its Cloudflare object are gone)."""
+    kind, namespace, name = target
+    raw = caches.cached(kind, name, namespace or None)
+    if raw is None:
+        raise NotReady(f"{kind}NotFound", f"{kind} {shown or name} not found", parent_gone=gone)
+    return raw
+
+
+def parent_serving(
+    raw: JSON, kind: str, recorded: str, *, shown: str = "", deleting_serves: bool = True, unready: str = "is not Ready"
+) -> str:
+    """The Cloudflare ID a parent records (`status.cloudflareMetadata.<recorded>`) when it can serve its children
+    (`can_serve`; one being deleted still serves when `deleting_serves`: it waits for them to clean up); else
+    NotReady `<Kind>NotReady` saying "<Kind> <shown> is not Ready" (or what `unready` says instead)."""
+    recorded_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get(recorded)
+    deleting = deleting_serves and bool(raw["metadata"].get("deletionTimestamp"))
+    if not (can_serve(raw) or deleting) or not recorded_id:
+        raise NotReady(f"{kind}NotReady", f"{kind} {shown or raw['metadata']['name']} {unready}")
+    return str(recorded_id)
 
 
 WAIT_GRACE = 10.0

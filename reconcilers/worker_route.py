@@ -21,7 +21,7 @@ from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Caches, Credentials
 from reconcilers.credentials import ready_zone
 from reconcilers.managed_kind import Changes, ManagedKind, pending_intent
-from reconcilers.waiting import NotReady, can_serve
+from reconcilers.waiting import NotReady, parent_found, parent_serving
 
 
 def pattern_host(pattern: str) -> str:
@@ -75,18 +75,22 @@ class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute], Drif
         script = None
         if obj.spec.worker_script_ref is not None:
             worker_name = obj.spec.worker_script_ref.name
-            worker = self.caches.cached("WorkerScript", worker_name, namespace)
-            where = f"WorkerScript {namespace}/{worker_name}"
-            if worker is None:
-                raise NotReady(Reason.WORKER_SCRIPT_NOT_FOUND, f"{where} not found")
+            shown = f"{namespace}/{worker_name}"
+            where = f"WorkerScript {shown}"
+            worker = parent_found(self.caches, ("WorkerScript", namespace or "", worker_name), shown=shown, gone=False)
             if account_name(worker) != zone_account:
                 raise NotReady(
                     Reason.ACCOUNT_MISMATCH,
                     f"{where} uses CloudflareAccount {account_name(worker)}, the Zone {zone_account}",
                 )
-            uploaded = ((worker.get("status") or {}).get("cloudflareMetadata") or {}).get("modifiedOn")
-            if not uploaded or not can_serve(worker):
-                raise NotReady(Reason.WORKER_SCRIPT_NOT_READY, f"{where} is not uploaded and Ready")
+            parent_serving(
+                worker,
+                "WorkerScript",
+                "modifiedOn",
+                shown=shown,
+                deleting_serves=False,
+                unready="is not uploaded and Ready",
+            )
             script = worker["spec"]["name"]
         return RouteLink(zone.account, zone_id, script)
 

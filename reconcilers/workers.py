@@ -42,7 +42,7 @@ from reconcilers.credentials import account_id_of, account_ref_key, must_read
 from reconcilers.holders import CLAIM_INDEX
 from reconcilers.managed_kind import Changes
 from reconcilers.tenancy import reference_granted
-from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve
+from reconcilers.waiting import RETRY_PARENT, NotReady, parent_found, parent_serving
 from reconcilers.writer import logger_of
 
 ENTRY_MODULE = "worker.js"
@@ -247,7 +247,8 @@ class WorkerScriptKind(
         same account, Ready (or being deleted, which waits for this Worker) and with its ID; else the reason, naming
         it."""
         namespace, name = bound.namespace, bound.name
-        where = f"{kind} {namespace}/{name} (binding {binding})"
+        shown = f"{namespace}/{name} (binding {binding})"
+        where = f"{kind} {shown}"
         if not reference_granted(self.caches, self.kind, obj.namespace or "", kind, bound):
             # Said before anything of the object is looked at: whether it exists is its namespace's business.
             raise NotReady(
@@ -255,21 +256,12 @@ class WorkerScriptKind(
                 f"{where}: no Grant in namespace {namespace} lets WorkerScripts of {obj.namespace} bind it",
                 requeue_after=RETRY_PARENT,
             )
-        raw = self.caches.cached(kind, name, namespace)
-        if raw is None:
-            raise NotReady(f"{kind}NotFound", f"{where} not found")
+        raw = parent_found(self.caches, (kind, namespace, name), shown=shown, gone=False)
         theirs, mine = account_name(raw), account_ref_key(obj.spec.account_ref, obj.namespace)
         if theirs != mine and account_id_of(self.caches, theirs) != account_id_of(self.caches, mine):
             raise NotReady(Reason.ACCOUNT_MISMATCH, f"{where} is in another Cloudflare account than this Worker")
-        meta = (raw.get("status") or {}).get("cloudflareMetadata") or {}
-        has_id = {
-            "KVNamespace": bool(meta.get("namespaceID")),
-            "R2Bucket": bool(meta.get("creationDate")),
-            "D1Database": bool(meta.get("databaseID")),
-        }[kind]
-        deleting = bool(raw["metadata"].get("deletionTimestamp"))
-        if not has_id or not (can_serve(raw) or deleting):
-            raise NotReady(f"{kind}NotReady", f"{where} is not Ready")
+        recorded = {"KVNamespace": "namespaceID", "R2Bucket": "creationDate", "D1Database": "databaseID"}[kind]
+        parent_serving(raw, kind, recorded, shown=shown)  # one being deleted waits for this Worker
         return raw
 
     # ---- the Worker in Cloudflare ------------------------------------------------------------------------------
