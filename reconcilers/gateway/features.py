@@ -24,6 +24,7 @@ SUPPORTED_FEATURES = (
     "BackendTLSPolicySANValidation",
     # Gateway extended.
     "GatewayAddressEmpty",
+    "GatewayBackendClientCertificate",
     "GatewayHTTPListenerIsolation",
     # HTTPRoute extended.
     "HTTPRoute303RedirectStatusCode",
@@ -54,13 +55,13 @@ SUPPORTED_FEATURES = (
 
 
 EXPERIMENTAL_ONLY = frozenset({"HTTPRouteRetry"})
+"""Features whose fields only the experimental channel's CRDs hold: with the standard channel's, the API server
+drops `retry` from every route, so claiming the feature would promise what no route can ask for."""
 OWN_PLANE_ONLY = frozenset({"GatewayInfrastructure", "GatewayPort8080"})
 """Features of a Gateway with a data plane of its own, claimed when every Gateway of the class gets one
 (`--gateway-default-parameters`): its plane's objects carry `spec.infrastructure`'s labels and annotations, and its
 plane's Service takes each listener's port (8080 as well as 80 and 443). The shared plane is the chart's, with
 neither."""
-"""Features whose fields only the experimental channel's CRDs hold: with the standard channel's, the API server
-drops `retry` from every route, so claiming the feature would promise what no route can ask for."""
 
 
 def supported_features(

@@ -4,6 +4,7 @@ does not carry, or a policy with no valid CA, and the request fails with a 5xx, 
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import ssl
@@ -20,7 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tests.dataplane.world import backend, http_route, world
+from tests.dataplane.world import NS, backend, gateway, http_route, meta, world
 from tests.fixtures.envoy import DataPlane
 from tests.helpers import eventually
 from tests.unit.gateway.test_backend_tls import config_map, policy
@@ -153,3 +154,89 @@ async def test_a_backend_tls_policy_verifies_the_backend_and_a_wrong_ca_or_name_
         failed = await get(f"/{name}")
         assert failed.status_code == 503, (name, failed.status_code, failed.text)
     assert (await get("/no-ca")).status_code == 500
+
+
+class _WhoHandler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        peer = self.connection.getpeercert() or {}  # type: ignore[attr-defined]
+        subject = dict(item for part in peer.get("subject", ()) for item in part)
+        body = json.dumps({"client": subject.get("commonName")})
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def mtls_backend(tmp_path: Path) -> Iterator[tuple[int, CA, CA]]:
+    """An HTTPS server on loopback that requires a client certificate of the second CA, and answers with its name."""
+    ca, clients = CA("backend-ca"), CA("client-ca")
+    cert, key = leaf(ca, tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    context.verify_mode = ssl.CERT_REQUIRED
+    context.load_verify_locations(cadata=clients.pem.decode())
+    server = _Server(("127.0.0.1", 0), _WhoHandler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True, name="mtls-backend")
+    thread.start()
+    try:
+        yield server.server_address[1], ca, clients
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+async def test_a_gateway_presents_its_client_certificate_to_a_backend_that_requires_one(
+    dataplane: DataPlane, mtls_backend: tuple[int, CA, CA], tmp_path: Path
+) -> None:
+    """Two Gateways of one plane send to one backend over TLS: the one naming a client certificate
+    (`spec.tls.backend.clientCertificateRef`) is let in, presenting that certificate; the other is refused by the
+    backend (a 5xx), and says nothing of a certificate in its status."""
+    port, ca, clients = mtls_backend
+    cert, key = clients.issue(tmp_path / "client", "edge-client", server=False)
+    secret = {
+        "kind": "Secret",
+        "metadata": meta("edge-client"),
+        "type": "kubernetes.io/tls",
+        "data": {
+            "tls.crt": base64.b64encode(cert.read_bytes()).decode(),
+            "tls.key": base64.b64encode(key.read_bytes()).decode(),
+        },
+    }
+    edge, plain = gateway("edge"), gateway("plain")
+    edge["spec"]["tls"] = {"backend": {"clientCertificateRef": {"group": "", "kind": "Secret", "name": "edge-client"}}}
+    rules = [{"backendRefs": [backend("mtls")]}]
+    w = world(
+        [
+            http_route("with-cert", [HOST], rules),
+            http_route("without", ["plain.example.com"], rules, parents=[{"name": "plain", "namespace": NS}]),
+        ],
+        {"mtls": port},
+        gateways=[edge, plain],
+        backend_tls_policies=[policy("mtls", "mtls", hostname=NAME)],
+        config_map=lambda namespace, name: config_map("backend-ca", {"ca.crt": ca.pem.decode()}),
+        secret=lambda namespace, name: secret if (namespace, name) == (NS, "edge-client") else None,
+    )
+    result = await dataplane.apply(w)
+    statuses = result.gateway_status
+    resolved = [c for c in statuses[(NS, "edge")]["conditions"] if c["type"] == "ResolvedRefs"]
+    assert [(c["status"], c["reason"]) for c in resolved] == [("True", "ResolvedRefs")]
+    assert not [c for c in statuses[(NS, "plain")]["conditions"] if c["type"] == "ResolvedRefs"]
+
+    async def get(host: str) -> httpx.Response:
+        async with httpx.AsyncClient(base_url=dataplane.url, timeout=10) as client:
+            return await client.get("/", headers={"Host": host})
+
+    async def through() -> bool:
+        return (await get(HOST)).status_code == 200
+
+    await eventually(through, what="a request presenting the Gateway's client certificate")
+    assert (await get(HOST)).json() == {"client": "edge-client"}
+    refused = await get("plain.example.com")
+    assert refused.status_code == 503, (refused.status_code, refused.text)

@@ -18,7 +18,13 @@ from typing import Protocol
 
 from reconcilers.gateway import envoy, raw, shapes
 from reconcilers.gateway.envoy import EnvoyJSON
-from reconcilers.gateway.gatewayapi.policies import SYSTEM_CA_FILE, BackendTLS, UpstreamTLS, backend_services
+from reconcilers.gateway.gatewayapi.policies import (
+    SYSTEM_CA_FILE,
+    BackendTLS,
+    ClientCertificate,
+    UpstreamTLS,
+    backend_services,
+)
 from reconcilers.gateway.gatewayapi.route_shapes import BackendObjectReference, Route
 from reconcilers.gateway.kinds import PACKAGE_GROUP
 from reconcilers.gateway.shapes import (
@@ -42,6 +48,18 @@ EXTERNAL_NAMES_REFUSED = (
 )
 """Why a route's ExternalName backend is refused where its Gateway does not follow them (`ResolvedRefs=False,
 InvalidKind`: Gateway API's reason for a backend the implementation does not support)."""
+
+
+@dataclass(frozen=True)
+class BackendContext:
+    """What a route's backends resolve differently for the Gateway it is attached to: whether ExternalName Services
+    are followed (`follows_external_names`), and the certificate presented to backends spoken to over TLS."""
+
+    external_names: bool = False
+    client: ClientCertificate | None = None
+
+
+SHARED = BackendContext()
 
 
 @dataclass
@@ -93,13 +111,12 @@ class Resolver:
         weight: int,
         *,
         http2: bool,
-        external_names: bool = False,
+        context: BackendContext = SHARED,
     ) -> Backend:
-        """The backend `ref` of a `kind` route in `route_ns` names; `external_names`: whether the route's Gateway
-        follows ExternalName Services."""
+        """The backend `ref` of a `kind` route in `route_ns` names, for a Gateway of that `context`."""
         group, ref_kind, name = ref.get("group", ""), ref.get("kind", "Service"), ref["name"]
         if group == PACKAGE_GROUP and ref_kind == EXTERNAL_BACKEND and self.external_backends is not None:
-            return self._external_backend(kind, route_ns, ref, weight, http2=http2)
+            return self._external_backend(kind, route_ns, ref, weight, http2=http2, client=context.client)
         if group != "" or ref_kind != "Service":
             return Backend(
                 None, weight, ("InvalidKind", f"backendRef {ref_kind}.{group or 'core'} {name}: only Services")
@@ -119,9 +136,11 @@ class Resolver:
             return Backend(None, weight, ("BackendNotFound", f"backendRef to Service {namespace}/{name} has no port"))
         spec = service.get("spec", {})
         if spec.get("type") == "ExternalName":
-            if not external_names:
+            if not context.external_names:
                 return Backend(None, weight, ("InvalidKind", f"Service {namespace}/{name}: {EXTERNAL_NAMES_REFUSED}"))
-            return self._external(kind, route_ns, namespace, name, spec, port, weight, http2=http2)
+            return self._external(
+                kind, route_ns, namespace, name, spec, port, weight, http2=http2, client=context.client
+            )
         ports = [p for p in spec.get("ports", []) if p["port"] == port]
         if not ports:
             return Backend(None, weight, ("BackendNotFound", f"Service {namespace}/{name} has no port {port}"))
@@ -132,16 +151,23 @@ class Resolver:
             # The policy's own status says why; its traffic gets a 5xx, never plaintext.
             return Backend(None, weight)
         tls = applied.policy.tls if applied is not None else None
-        cluster = f"{namespace}/{name}:{port}" + _protocol_suffix(tls, h2)
+        cluster = f"{namespace}/{name}:{port}" + _protocol_suffix(tls, h2, context.client)
         if cluster not in self.clusters:
-            self.clusters[cluster] = _secured(envoy.eds_cluster(cluster, http2=h2), tls, h2)
+            self.clusters[cluster] = _secured(envoy.eds_cluster(cluster, http2=h2), tls, h2, context.client)
             self.assignments[cluster] = envoy.load_assignment(
                 cluster, self._addresses(namespace, name, service_port.get("name"))
             )
         return Backend(cluster, weight)
 
     def _external_backend(
-        self, kind: str, route_ns: str, ref: BackendObjectReference, weight: int, *, http2: bool
+        self,
+        kind: str,
+        route_ns: str,
+        ref: BackendObjectReference,
+        weight: int,
+        *,
+        http2: bool,
+        client: ClientCertificate | None,
     ) -> Backend:
         """An ExternalBackend: its scheme, host and port (the backendRef's port is not read), and its base path."""
         name = ref["name"]
@@ -162,10 +188,11 @@ class Resolver:
         if refused is not None:
             return Backend(None, weight, (refused[0], f"{where}: {refused[1]}"))
         tls = implied_tls(host) if scheme == "https" else None
-        cluster = f"{namespace}/{name}/external/{scheme}:{host}:{port}" + ("/h2" if http2 else "")
+        presented = client.suffix if tls is not None and client is not None else ""
+        cluster = f"{namespace}/{name}/external/{scheme}:{host}:{port}" + ("/h2" if http2 else "") + presented
         if cluster not in self.clusters:
             self.clusters[cluster] = _secured(
-                envoy.dns_cluster(cluster, host.strip("[]"), port, http2=http2), tls, http2
+                envoy.dns_cluster(cluster, host.strip("[]"), port, http2=http2), tls, http2, client
             )
         path = spec.get("path")
         return Backend(cluster, weight, path=path if isinstance(path, str) and path else None)
@@ -197,6 +224,7 @@ class Resolver:
         weight: int,
         *,
         http2: bool,
+        client: ClientCertificate | None,
     ) -> Backend:
         """An ExternalName Service the route's Gateway follows: the name it gives, resolved by Envoy (there are no
         endpoints to watch), on the backendRef's port (the ports of such a Service are only documentation)."""
@@ -214,9 +242,9 @@ class Resolver:
         tls = applied.policy.tls if applied is not None else None
         if tls is None and port == TLS_PORT:
             tls = implied_tls(host)
-        cluster = f"{namespace}/{name}:{port}/dns" + _protocol_suffix(tls, h2)
+        cluster = f"{namespace}/{name}:{port}/dns" + _protocol_suffix(tls, h2, client)
         if cluster not in self.clusters:
-            self.clusters[cluster] = _secured(envoy.dns_cluster(cluster, host, port, http2=h2), tls, h2)
+            self.clusters[cluster] = _secured(envoy.dns_cluster(cluster, host, port, http2=h2), tls, h2, client)
         return Backend(cluster, weight)
 
     def _external_refusal(self, kind: str, route_ns: str, host: str) -> tuple[str, str] | None:
@@ -311,13 +339,13 @@ def in_cluster(name: str) -> tuple[str | None, str | None] | None:
     return None
 
 
-def _protocol_suffix(tls: UpstreamTLS | None, h2: bool) -> str:
+def _protocol_suffix(tls: UpstreamTLS | None, h2: bool, client: ClientCertificate | None) -> str:
     if tls is None:
         return "/h2c" if h2 else ""
-    return tls.suffix + ("/h2" if h2 else "")
+    return tls.suffix + ("/h2" if h2 else "") + (client.suffix if client is not None else "")
 
 
-def _secured(cluster: EnvoyJSON, tls: UpstreamTLS | None, h2: bool) -> EnvoyJSON:
+def _secured(cluster: EnvoyJSON, tls: UpstreamTLS | None, h2: bool, client: ClientCertificate | None) -> EnvoyJSON:
     if tls is not None:
-        cluster["transport_socket"] = tls.transport_socket(http2=h2)
+        cluster["transport_socket"] = tls.transport_socket(http2=h2, client=client)
     return cluster

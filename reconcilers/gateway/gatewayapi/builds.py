@@ -7,7 +7,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 
 from reconcilers.gateway import shapes
-from reconcilers.gateway.gatewayapi.backends import UNRESOLVED, Backend, Resolver
+from reconcilers.gateway.gatewayapi.backends import SHARED, UNRESOLVED, Backend, BackendContext, Resolver
 from reconcilers.gateway.gatewayapi.route_matches import Unsupported
 from reconcilers.gateway.gatewayapi.route_shapes import BackendObjectReference, Route
 from reconcilers.gateway.gatewayapi.rules import BuiltRoute, build_route
@@ -33,12 +33,12 @@ class _Recording:
     later build of the same route against the same Services can be replayed instead of done again."""
 
     resolver: Resolver
-    external_names: bool
-    """Whether the Gateways this build serves follow ExternalName Services."""
+    context: BackendContext
+    """What the Gateways this build serves resolve backends with."""
     calls: list[tuple[tuple[str, str, BackendObjectReference, int, bool], str | None]] = field(default_factory=list)
 
     def backend(self, kind: str, route_ns: str, ref: BackendObjectReference, weight: int, *, http2: bool) -> Backend:
-        found = self.resolver.backend(kind, route_ns, ref, weight, http2=http2, external_names=self.external_names)
+        found = self.resolver.backend(kind, route_ns, ref, weight, http2=http2, context=self.context)
         self.calls.append(((kind, route_ns, ref, weight, http2), found.cluster))
         return found
 
@@ -58,36 +58,35 @@ class Build:
     """The BackendTLSPolicies that decide (or contend to decide) the TLS of its backends."""
     unresolved: bool
     """Whether a weighted split of its sends a share to the unresolved cluster."""
-    external_names: bool = False
-    """Whether it was built following ExternalName Services."""
+    context: BackendContext = SHARED
+    """What it was built for: whether ExternalName Services are followed, the client certificate presented."""
 
     def replay(self, resolver: Resolver) -> None:
         """Register the build's clusters with this translation's resolver: the clusters' endpoints are not part of
         the build, so a cluster new to the resolver is resolved again (and gets the Services' current endpoints)."""
         for (kind, route_ns, ref, weight, http2), cluster in self.resolutions:
             if cluster is not None and cluster not in resolver.clusters:
-                resolver.backend(kind, route_ns, ref, weight, http2=http2, external_names=self.external_names)
+                resolver.backend(kind, route_ns, ref, weight, http2=http2, context=self.context)
 
 
-_built: dict[tuple[str, str, str, bool], Build] = {}
-"""(kind, namespace, name, whether ExternalName Services are followed) -> the route's last build: a route's
+_built: dict[tuple[str, str, str, BackendContext], Build] = {}
+"""(kind, namespace, name, the Gateway's backend context) -> the route's last build: a route's
 routes are a function of the route and of the Services, ReferenceGrants and BackendTLSPolicies it resolves against,
 so a change to one route of a thousand builds that one (the endpoints are not part of it: the replay registers the
 Services' current ones)."""
 
 
 def built_route(
-    kind: str, route: Route, resolver: Resolver, revision: Hashable | None, *, external_names: bool = False
+    kind: str, route: Route, resolver: Resolver, revision: Hashable | None, *, context: BackendContext = SHARED
 ) -> Build:
-    """The route's build, done once per route version, resolver revision and answer to whether ExternalName Services
-    are followed."""
+    """The route's build, done once per route version, resolver revision and backend context."""
     version = str(route["metadata"].get("resourceVersion") or "")
-    key = (kind, shapes.ns(route), shapes.name(route), external_names)
+    key = (kind, shapes.ns(route), shapes.name(route), context)
     found = _built.get(key) if revision is not None and version else None
     if found is not None and found.version == version and found.revision == revision:
         found.replay(resolver)
         return found
-    recording = _Recording(resolver, external_names)
+    recording = _Recording(resolver, context)
     unsupported: str | None = None
     try:
         result = build_route(kind, route, recording)
@@ -102,7 +101,7 @@ def built_route(
         recording.calls,
         resolver.policies_used(route),
         unresolved,
-        external_names,
+        context,
     )
     if revision is not None and version:
         _built[key] = build

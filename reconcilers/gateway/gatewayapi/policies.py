@@ -40,6 +40,22 @@ Target = tuple[str, str, str | None]
 
 
 @dataclass(frozen=True)
+class ClientCertificate:
+    """The certificate a Gateway's data plane presents to the backends it speaks TLS to
+    (`spec.tls.backend.clientCertificateRef`): the Secret it is read from, and its PEM certificate chain and key."""
+
+    secret: ObjectKey
+    chain: str
+    key: str = field(repr=False)
+
+    @property
+    def suffix(self) -> str:
+        """What the name of a cluster presenting it carries: Gateways of one plane presenting different certificates
+        to one backend get a cluster each."""
+        return f"/client/{self.secret[0]}/{self.secret[1]}"
+
+
+@dataclass(frozen=True)
 class UpstreamTLS:
     """The TLS of a cluster to a backend, from the policy that applies to it."""
 
@@ -56,7 +72,7 @@ class UpstreamTLS:
         new one instead of keeping connections opened under the old trust)."""
         return f"/tls/{self.policy[0]}/{self.policy[1]}"
 
-    def transport_socket(self, *, http2: bool) -> EnvoyJSON:
+    def transport_socket(self, *, http2: bool, client: ClientCertificate | None = None) -> EnvoyJSON:
         trusted: EnvoyJSON = {"inline_string": self.ca_pem} if self.ca_pem is not None else {"filename": self.ca_file}
         context: EnvoyJSON = {
             "validation_context": {
@@ -68,6 +84,10 @@ class UpstreamTLS:
             # HTTP/2 over TLS is negotiated: a backend that is asked for h2 must be told so in ALPN.
             "alpn_protocols": ["h2"] if http2 else ["http/1.1"],
         }
+        if client is not None:
+            context["tls_certificates"] = [
+                {"certificate_chain": {"inline_string": client.chain}, "private_key": {"inline_string": client.key}}
+            ]
         return {
             "name": "envoy.transport_sockets.tls",
             "typed_config": {"@type": UPSTREAM_TLS_CONTEXT, "sni": self.sni, "common_tls_context": context},

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from reconcilers.gateway import shapes
 from reconcilers.gateway.gatewayapi.attach import Attachment, attach, settle_hostname_owners
-from reconcilers.gateway.gatewayapi.backends import Resolver
+from reconcilers.gateway.gatewayapi.backends import BackendContext, Resolver
 from reconcilers.gateway.gatewayapi.builds import Build, built_route, follows_external_names, forget_built
 from reconcilers.gateway.gatewayapi.rules import DEFAULT_PORTS
 from reconcilers.gateway.gatewayapi.status import GRPC_ROUTE, HTTP_ROUTE, LISTENER_SETS_UNSUPPORTED, ServedGateway
@@ -47,16 +47,16 @@ def attachments_of(
             if not ours:
                 continue
             observed = shapes.generation(route)
-            # One build per answer to whether ExternalName Services are followed (the Gateways of one route may
-            # differ: their own planes' GatewayParameters, the shared plane's setting), usually one.
-            builds: dict[bool, Build] = {}
+            # One build per backend context (the Gateways of one route may differ: whether their planes follow
+            # ExternalName Services, the client certificate each presents to TLS backends), usually one.
+            builds: dict[BackendContext, Build] = {}
             for attachment in ours:
-                external_names = follows_external_names(world, attachment.gateway)
-                if external_names not in builds:
-                    builds[external_names] = built_route(
-                        kind, route, resolver, world.resolver_revision, external_names=external_names
-                    )
-                attachment.build = build = builds[external_names]
+                served = gateways.get(attachment.gateway)
+                client = served.client_certificate if served is not None else None
+                context = BackendContext(follows_external_names(world, attachment.gateway), client)
+                if context not in builds:
+                    builds[context] = built_route(kind, route, resolver, world.resolver_revision, context=context)
+                attachment.build = build = builds[context]
                 unsupported, result = build.unsupported, build.result
                 if result.invalid and len(result.invalid) == result.rules:
                     unsupported = result.invalid[0]  # no rule left to serve: the route is refused

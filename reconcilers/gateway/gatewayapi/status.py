@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives import serialization
 
 from reconcilers.gateway import shapes
 from reconcilers.gateway.features import supported_features
+from reconcilers.gateway.gatewayapi.policies import ClientCertificate
 from reconcilers.gateway.ir.status import ClassStatus, GatewayStatus, ListenerSetStatus, ListenerStatus
 from reconcilers.gateway.kinds import (
     BUNDLE_VERSION,
@@ -113,6 +114,8 @@ class ServedGateway:
     address: str | None = None
     plane: str = ""
     """The data plane serving it: "" the class's shared one, else its own plane's xDS cluster name."""
+    client_certificate: ClientCertificate | None = None
+    """What its data plane presents to backends it speaks TLS to (`spec.tls.backend.clientCertificateRef`)."""
 
     # Cached: a ServedGateway is made once per translation, and every route attaching to it asks for these.
     @functools.cached_property
@@ -251,14 +254,46 @@ def _certificate_problem(gateway: Gateway, spec: shapes.Listener, certificates: 
 
 
 def _is_certificate(secret: shapes.Secret) -> bool:
+    return _pem_pair(secret) is not None
+
+
+def _pem_pair(secret: shapes.Secret) -> tuple[str, str] | None:
+    """A TLS Secret's certificate chain and private key as PEM, when it holds a usable pair (None: it does not)."""
     data = secret.get("data", {})
     try:
         cert, key = base64.b64decode(data["tls.crt"]), base64.b64decode(data["tls.key"])
         x509.load_pem_x509_certificate(cert)
         serialization.load_pem_private_key(key, password=None)
+        return cert.decode(), key.decode()
     except (KeyError, ValueError, TypeError):
-        return False
-    return True
+        return None
+
+
+def client_certificate(gateway: Gateway, certificates: Certificates) -> ClientCertificate | tuple[str, str] | None:
+    """The certificate the Gateway's data plane presents to TLS backends (`spec.tls.backend.clientCertificateRef`),
+    or (reason, message) when the reference does not resolve: not a Secret, missing or without a PEM certificate and
+    key (InvalidClientCertificateRef), in another namespace no ReferenceGrant lets the Gateway refer to
+    (RefNotPermitted). None: the Gateway names none."""
+    ref = ((gateway["spec"].get("tls") or {}).get("backend") or {}).get("clientCertificateRef")
+    if ref is None:
+        return None
+    namespace = shapes.ns(gateway)
+    where = "spec.tls.backend.clientCertificateRef"
+    group, kind, name = ref.get("group", ""), ref.get("kind", "Secret"), ref["name"]
+    if group != "" or kind != "Secret":
+        return "InvalidClientCertificateRef", f"{where}: {kind}.{group or 'core'} {name}: only Secrets"
+    target = ref.get("namespace") or namespace
+    if target != namespace and not shapes.reference_granted(
+        certificates.grants, "Gateway", namespace, "Secret", target, name
+    ):
+        return "RefNotPermitted", f"{where}: Secret {target}/{name}: no ReferenceGrant lets {namespace} in"
+    secret = certificates.secret(target, name)
+    if secret is None:
+        return "InvalidClientCertificateRef", f"{where}: Secret {target}/{name} not found"
+    pair = _pem_pair(secret)
+    if pair is None:
+        return "InvalidClientCertificateRef", f"{where}: Secret {target}/{name} holds no PEM certificate and key"
+    return ClientCertificate((target, name), *pair)
 
 
 NO_CERTIFICATES = Certificates(lambda namespace, name: None, [])
@@ -356,14 +391,22 @@ def gateway_status(
         programmed = condition("Programmed", False, "Pending", tunnel.message or "Tunnel not ready", observed)
     else:
         programmed = condition("Programmed", True, "Programmed", "", observed)
+    conditions = [accepted, programmed]
+    client = client_certificate(gateway, certificates)
+    if isinstance(client, tuple):
+        # The Gateway is still served; its TLS backends get no certificate, so those that ask for one refuse it.
+        conditions.append(condition("ResolvedRefs", False, *client, observed))
+    elif client is not None:
+        conditions.append(condition("ResolvedRefs", True, "ResolvedRefs", "", observed))
     return ServedGateway(
         gateway,
-        [accepted, programmed],
+        conditions,
         listeners,
         usable=True,
         tunnel_key=served.tunnel_key,
         address=tunnel.address if tunnel is not None else None,
         plane=plane,
+        client_certificate=client if isinstance(client, ClientCertificate) else None,
     )
 
 

@@ -89,7 +89,8 @@ def publishes_dns(gateway: Gateway) -> bool:
 
 
 def certificate_refs(world: World) -> set[ObjectKey]:
-    """The Secrets the listeners of the class's Gateways name as certificates (what `World.secret` is asked)."""
+    """The Secrets the class's Gateways name as certificates, their listeners' and the one presented to TLS backends
+    (what `World.secret` is asked)."""
     ours = {shapes.name(c) for c in world.classes if world.ours.ours(c)}
     out: set[ObjectKey] = set()
     for gateway in world.gateways:
@@ -99,4 +100,7 @@ def certificate_refs(world: World) -> set[ObjectKey]:
             for ref in listener.get("tls", {}).get("certificateRefs", []):
                 if ref.get("group", "") == "" and ref.get("kind", "Secret") == "Secret":
                     out.add((ref.get("namespace") or shapes.ns(gateway), ref["name"]))
+        client = ((gateway["spec"].get("tls") or {}).get("backend") or {}).get("clientCertificateRef")
+        if client is not None and client.get("group", "") == "" and client.get("kind", "Secret") == "Secret":
+            out.add((client.get("namespace") or shapes.ns(gateway), client["name"]))
     return out
