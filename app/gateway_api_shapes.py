@@ -70,7 +70,9 @@ def schemas(directory: Path) -> dict[str, Schema]:
     """Each kind's schema at `VERSION`, by kind."""
     found: dict[str, Schema] = {}
     for path in sorted(directory.glob("gateway.networking.k8s.io_*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+        # libyaml's loader where the wheel has it: the CRDs are 2 MB of YAML, read by a unit test on every run.
+        loader = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
+        for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=loader):
             if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                 continue
             kind = doc["spec"]["names"]["kind"]

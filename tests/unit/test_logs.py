@@ -76,7 +76,10 @@ def test_no_log_call_passes_an_extra_field_a_log_record_already_has() -> None:
     reserved = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
     found = []
     for path in sorted(p for d in ("app", "reconcilers", "webhooks") for p in (root / d).rglob("*.py")):
-        tree = ast.parse(path.read_text())
+        text = path.read_text()
+        if "extra=" not in text:
+            continue  # no log call of the file passes any: not worth its parse
+        tree = ast.parse(text)
         named = {
             node.targets[0].id: node.value
             for node in ast.walk(tree)

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pytest
-import yaml
 from pydantic import Field
 
 from app.api import KINDS, DNSRecord, Zone, immutable_violations, validate_object
@@ -25,6 +24,7 @@ from app.api.crds import (
     render_package_crds,
     write_crds,
 )
+from app.api.docs import load_yaml
 from app.api.meta import Status
 from app.api.refs import LocalObjectReference
 from app.api.registry import CRD_KINDS
@@ -359,14 +359,14 @@ class TestRendering:
             template_lines = [line for line in lines if "{{" in line]
             assert all(line.lstrip().startswith("#{{") for line in template_lines), name
             assert any("crds.keep" in line for line in template_lines)
-            assert yaml.safe_load(text) == yaml.safe_load(plain[name])
+            assert load_yaml(text) == load_yaml(plain[name])
 
     def test_the_packages_kinds_keep_their_group_and_names(self) -> None:
         for model in PACKAGE_KINDS:
-            crd = yaml.safe_load(render_package_crds()[crd_filename(model)])
+            crd = load_yaml(render_package_crds()[crd_filename(model)])
             assert crd["metadata"]["name"] == f"{model.info.plural}.cf.k8s.lex.la"
             assert crd["spec"]["group"] == "cf.k8s.lex.la"
-        schema = yaml.safe_load(render_package_crds()["cf.k8s.lex.la_gatewayclassconfigs.yaml"])
+        schema = load_yaml(render_package_crds()["cf.k8s.lex.la_gatewayclassconfigs.yaml"])
         spec = schema["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
         assert set(spec["properties"]) == {"cloudflareCredentialsSecretRef", "accountId", "tunnelID"}
         assert sorted(spec["required"]) == ["cloudflareCredentialsSecretRef", "tunnelID"]
@@ -376,7 +376,7 @@ class TestRendering:
         for name, text in rendered(helm=False).items():
             assert text.startswith(HEADER + "\n")
             assert "{{" not in text
-            doc = yaml.safe_load(text)
+            doc = load_yaml(text)
             assert doc["kind"] == "CustomResourceDefinition", name
 
     def test_write_crds_replaces_stale_generated_files_only(self, tmp_path: Path) -> None:
