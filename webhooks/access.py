@@ -17,6 +17,7 @@ binding another namespace's object that no Grant there lets it reference yet (th
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,11 +26,10 @@ from typing import Final, Protocol
 from pydantic import JsonValue, ValidationError
 
 from app.api import FieldError, ResourceClass
-from app.api.base import wire_name
 from app.api.constants import ADOPTION_POLICY_ANNOTATION
 from app.api.grant import Grant, grants
-from app.api.links import reference_fields
-from app.api.refs import BoundObjectReference
+from app.api.links import reference_paths
+from app.api.refs import AccountReference, BoundObjectReference, Reference, ZoneReference
 from app.api.tenancy import (
     NamespacePolicy,
     NamespacesFrom,
@@ -38,7 +38,6 @@ from app.api.tenancy import (
     grants_hostname,
     record_hostname,
 )
-from app.api.workers import WorkerBinding
 from webhooks.review import AdmissionRequest
 
 log = logging.getLogger(__name__)
@@ -148,10 +147,10 @@ class _Review:
             return None
         return where, name if where == self.namespace else f"{where}/{name}", zone
 
-    async def use(self, new: JSON, old: JSON | None) -> list[FieldError]:
-        """A CloudflareAccount that does not let this namespace use it."""
-        ref = _spec(new).get("accountRef")
-        if ref is None or (old is not None and _spec(old).get("accountRef") == ref):
+    async def use(self, new: JSON, old: JSON | None, field: str) -> list[FieldError]:
+        """A CloudflareAccount, named by the spec's `field`, that does not let this namespace use it."""
+        ref = _spec(new).get(field)
+        if ref is None or (old is not None and _spec(old).get(field) == ref):
             return []
         found = await self.account(ref)
         if found is None or await self.admits(found[1]):
@@ -159,24 +158,26 @@ class _Review:
         name = found[0]
         return [
             FieldError(
-                "spec.accountRef",
+                f"spec.{field}",
                 f"CloudflareAccount {name} does not let namespace {self.namespace} use it (its"
                 " spec.allowedNamespaces): ask its owner to let the namespace in, or use an Account of this namespace"
                 " (accountRef kind: Account)",
             )
         ]
 
-    async def adoption(self, new: JSON, old: JSON | None) -> Verdict:
-        """The adoption policy where the account does not let this namespace adopt."""
+    async def adoption(self, new: JSON, old: JSON | None, links: Links) -> Verdict:
+        """The adoption policy where the account does not let this namespace adopt: the account the spec names, or
+        its Zone's."""
         policy = _annotation(new, ADOPTION_POLICY_ANNOTATION)
         if policy not in ("adopt", "adopt-or-create"):
             return ALLOWED
         if old is not None and _annotation(old, ADOPTION_POLICY_ANNOTATION) == policy:
             return ALLOWED
         spec = _spec(new)
-        ref = spec.get("accountRef")
-        if ref is None and spec.get("zoneRef") is not None:
-            zone = await self.zone(spec.get("zoneRef"))
+        ref = next((spec[f] for f in links.accounts if spec.get(f) is not None), None)
+        zone_ref = next((spec[f] for f in links.zones if spec.get(f) is not None), None)
+        if ref is None and zone_ref is not None:
+            zone = await self.zone(zone_ref)
             ref = None if zone is None else _spec(zone[2]).get("accountRef")
         found = None if ref is None else await self.account(ref)
         if found is None:
@@ -193,11 +194,12 @@ class _Review:
             return Verdict(errors=(FieldError(path, f"{message}; remove the annotation to create the object"),))
         return Verdict(warnings=(f"{path}: {message}: the object is created if none exists, else the resource waits",))
 
-    async def record(self, new: JSON, old: JSON | None) -> list[FieldError]:
-        """A DNSRecord in another namespace's Zone, for a name the Zone does not grant."""
+    async def record(self, new: JSON, old: JSON | None, field: str) -> list[FieldError]:
+        """A name (the spec's `name`, as a DNSRecord gives it) in another namespace's Zone, named by the spec's
+        `field`, that the Zone does not grant."""
         spec = _spec(new)
-        ref, name = _dict(spec.get("zoneRef")), spec.get("name")
-        if old is not None and _spec(old).get("zoneRef") == spec.get("zoneRef") and _spec(old).get("name") == name:
+        ref, name = _dict(spec.get(field)), spec.get("name")
+        if old is not None and _spec(old).get(field) == spec.get(field) and _spec(old).get("name") == name:
             return []
         if ref.get("namespace") in (None, self.namespace) or not isinstance(name, str):
             return []
@@ -251,13 +253,14 @@ class _Review:
             )
         return errors
 
-    async def bindings(self, new: JSON, old: JSON | None) -> list[str]:
-        """Worker bindings to another namespace's object that no Grant there lets this namespace reference."""
+    async def bindings(self, new: JSON, old: JSON | None, field: str, bound: Mapping[str, str]) -> list[str]:
+        """Bindings (the items of the spec's `field`, a Worker's) to another namespace's object, by their `bound`
+        keys and the kind each names, that no Grant there lets this namespace reference."""
         warnings: list[str] = []
-        before = _spec(old).get("bindings") if old is not None else None
-        bindings = _spec(new).get("bindings")
+        before = _spec(old).get(field) if old is not None else None
+        bindings = _spec(new).get(field)
         for i, binding in enumerate(bindings if isinstance(bindings, list) else []):
-            for key, kind in BOUND_KINDS.items():
+            for key, kind in bound.items():
                 ref = _dict(_dict(binding).get(key))
                 where, name = ref.get("namespace"), ref.get("name")
                 if where in (None, self.namespace) or not isinstance(name, str) or not isinstance(where, str):
@@ -267,13 +270,37 @@ class _Review:
                 if any(_grants(g, self.namespace, kind, name) for g in await self.cluster.list(Grant.info.kind, where)):
                     continue
                 warnings.append(
-                    f"spec.bindings[{i}].{key}: no Grant in namespace {where} lets WorkerScripts of namespace"
+                    f"spec.{field}[{i}].{key}: no Grant in namespace {where} lets WorkerScripts of namespace"
                     f" {self.namespace} reference {kind} {name}: the Worker waits until one does"
                 )
         return warnings
 
 
-BOUND_KINDS: Final = {wire_name(f): kind for f, kind in reference_fields(WorkerBinding, BoundObjectReference).items()}
+@dataclass(frozen=True)
+class Links:
+    """Where a kind's spec holds the references admission checks, as its model declares them (`reference_paths`):
+    the accounts it names, the Zones (any reference to one), the Zones that may be another namespace's
+    (`ZoneReference`), and the lists of bindings to objects a Grant may let it reach, by each item's keys."""
+
+    accounts: tuple[str, ...]
+    zones: tuple[str, ...]
+    foreign_zones: tuple[str, ...]
+    bindings: Mapping[str, Mapping[str, str]]
+
+    @classmethod
+    @functools.cache
+    def of(cls, model: ResourceClass) -> Links:
+        bound: dict[str, dict[str, str]] = {}
+        for path, kind in reference_paths(model, BoundObjectReference).items():
+            container, _, key = path.partition("[].")
+            if key and "[]" not in key:
+                bound.setdefault(container, {})[key] = kind
+        return cls(
+            tuple(p for p, kind in reference_paths(model, AccountReference).items() if kind == "CloudflareAccount"),
+            tuple(p for p, kind in reference_paths(model, Reference).items() if kind == "Zone" and "[]" not in p),
+            tuple(reference_paths(model, ZoneReference)),
+            bound,
+        )
 
 
 def _grants(raw: JSON, namespace: str, kind: str, name: str) -> bool:
@@ -288,17 +315,19 @@ async def _review(model: ResourceClass, request: AdmissionRequest, cluster: Clus
     new = _dict(request.object)
     old = _dict(request.old_object) if request.operation.upper() == "UPDATE" else None
     check = _Review(cluster, request.namespace)
-    errors = await check.use(new, old)
-    adoption = await check.adoption(new, old)
+    links = Links.of(model)
+    errors: list[FieldError] = []
+    for path in links.accounts:
+        errors += await check.use(new, old, path)
+    adoption = await check.adoption(new, old, links)
     errors += adoption.errors
     warnings = list(adoption.warnings)
-    kind = model.info.kind
-    if kind == "DNSRecord":
-        errors += await check.record(new, old)
-    elif kind == "TunnelConfiguration":
-        errors += await check.ingress(new, old)
-    elif kind == "WorkerScript":
-        warnings += await check.bindings(new, old)
+    for path in links.foreign_zones:
+        errors += await check.record(new, old, path)
+    for path, bound in links.bindings.items():
+        warnings += await check.bindings(new, old, path, bound)
+    if model.info.kind == "TunnelConfiguration":
+        errors += await check.ingress(new, old)  # its ingress hostnames are names, not references
     return Verdict(tuple(errors), tuple(warnings))
 
 

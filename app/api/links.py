@@ -114,6 +114,23 @@ def reference_fields(model: type[BaseModel], reference: type[Reference]) -> dict
     }
 
 
+def reference_paths(model: type[BaseModel], reference: type[Reference]) -> dict[str, str]:
+    """Where a resource's spec holds a `reference` (an `AccountReference`, a Worker binding's
+    `BoundObjectReference`), as wire paths under the spec (`accountRef`, `bindings[].kvNamespaceRef`), with the kind
+    each names: what admission checks of such references walk, found once per model."""
+    field = model.model_fields.get("spec")
+    spec = [] if field is None else [t for t in _types(field.annotation) if issubclass(t, BaseModel)]
+    return {path: kind for held in spec for link in _links(held) for path, kind in _paths(link, reference, "")}
+
+
+def _paths(link: _Link, reference: type[Reference], prefix: str) -> Iterator[tuple[str, str]]:
+    path = f"{prefix}{link.wire}"
+    if link.reference is not None and issubclass(link.reference, reference):
+        yield path, link.kinds[0]
+    for inner in link.held:
+        yield from _paths(inner, reference, f"{path}[].")
+
+
 def _named(link: _Link, value: object, namespace: str) -> Iterator[Target]:
     for item in value if isinstance(value, list) else [value]:
         if link.held:

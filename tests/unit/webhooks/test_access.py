@@ -275,3 +275,23 @@ async def test_a_binding_no_grant_allows_is_allowed_with_a_warning_and_a_grant_s
     response = await answer(cluster, "WorkerScript", worker_binding_team_a())
     assert response["allowed"] is True
     assert "warnings" not in response
+
+
+def test_the_checked_references_are_found_in_the_models() -> None:
+    """Which references admission checks is read from each kind's model (the types of its fields), not listed by
+    kind: every kind naming a CloudflareAccount has its use checked, a Zone of another namespace its grants, a
+    binding into another namespace its Grant."""
+    from app.api.registry import KINDS
+    from webhooks.access import Links
+
+    links = {model.info.kind: Links.of(model) for model in KINDS}
+    naming_accounts = {kind for kind, found in links.items() if found.accounts}
+    assert naming_accounts == {
+        "Zone", "KVNamespace", "R2Bucket", "D1Database", "WorkerScript", "Tunnel", "IPList"
+    }  # fmt: skip
+    assert {kind for kind, found in links.items() if found.foreign_zones} == {"DNSRecord"}
+    assert links["WorkerScript"].bindings == {
+        "bindings": {"kvNamespaceRef": "KVNamespace", "r2BucketRef": "R2Bucket", "d1DatabaseRef": "D1Database"}
+    }
+    zoned = {kind for kind, found in links.items() if found.zones}
+    assert {"DNSRecord", "WorkerRoute", "ManagedTransform", "WAFCustomRule", "CacheRule"} <= zoned
