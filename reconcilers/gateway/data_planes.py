@@ -88,6 +88,9 @@ SOURCE_WAIT: Final = 5.0
 ACCOUNT_TAG: Final = r"^[a-f0-9]{32}$"
 
 
+NAMESPACE_INDEX = "namespace"
+"""The Gateways' cache by namespace: the cap on planes counts a namespace's Gateways."""
+
 _choices_memo: dict[object, dict[ObjectKey, Choice]] = {}
 
 
@@ -139,12 +142,21 @@ class PlaneReconciler:
         default = self.settings.default_parameters
 
         def asking(namespace: str | None) -> list[str]:
-            """The Gateways (of `namespace`, or all) that have or ask for a plane of their own."""
+            """The Gateways (of `namespace`, or all) that have or ask for a plane of their own: a namespace's are one
+            lookup of the index this input keeps on the Gateways' cache, as each Gateway event asks."""
+            informer = self.ctx.informer_of(GATEWAYS.kind)
+            if informer is None:
+                return []
+            if namespace is None:
+                found = informer.list()
+            elif NAMESPACE_INDEX in informer.indexers:
+                found = informer.by_index(NAMESPACE_INDEX, namespace)
+            else:
+                found = informer.list(namespace)
             return [
                 f"{shapes.ns(g)}/{shapes.name(g)}"
-                for g in self.ctx.cached_all(GATEWAYS.kind)
-                if (namespace is None or shapes.ns(g) == namespace)
-                and (parameters_ref(g, default) is not None or finalized(g))
+                for g in found
+                if parameters_ref(g, default) is not None or finalized(g)
             ]
 
         def of_gateway(raw: JSON) -> list[str]:
@@ -176,7 +188,7 @@ class PlaneReconciler:
             return repr(((raw.get("metadata") or {}).get("labels"), held))
 
         inputs: dict[ResourceType, DocumentsOf | Input] = {
-            GATEWAYS: Input(of_gateway, _gateway_state),
+            GATEWAYS: Input(of_gateway, _gateway_state, {NAMESPACE_INDEX: lambda raw: [shapes.ns(raw)]}),
             PARAMETERS: of_parameters,
             GATEWAY_CLASSES: everywhere,
             TUNNELS: Input(of_tunnel, tunnel_state),
