@@ -18,9 +18,9 @@ from reconcilers.credentials import account_object
 from reconcilers.dns_record import DNSRecordKind
 from reconcilers.gateway import publish
 from reconcilers.gateway.data_planes import cached_choices
-from reconcilers.gateway.gatewayapi.policies import config_map_refs
 from reconcilers.gateway.gatewayapi.route_shapes import Route
 from reconcilers.gateway.gatewayapi.status import TunnelLookup, TunnelState
+from reconcilers.gateway.gatewayapi.world import ca_refs
 from reconcilers.gateway.kinds import (
     BACKEND_TLS_POLICIES,
     ENDPOINT_SLICES,
@@ -174,7 +174,7 @@ def read_referenced(ctx: Context, world: World) -> tuple[set[tuple[str, str]], s
     with their revisions folded into the world's: the class's reconcile and the tunnels' then translate the same
     inputs, and share one translation per revision. Returns the keys of both."""
     keys = certificate_refs(world)
-    ca_keys = config_map_refs(world.backend_tls_policies)
+    ca_keys = ca_refs(world)
     secrets, configmaps = ctx.secrets, ctx.configmaps
     world.secret = lambda namespace, name: one_shaped(secrets.get((namespace, name)), Secret)
     if configmaps is not None:

@@ -41,9 +41,9 @@ from reconcilers.gateway.caches import (
 )
 from reconcilers.gateway.data_planes import PlaneReconciler
 from reconcilers.gateway.envoy import EnvoyJSON
-from reconcilers.gateway.gatewayapi.policies import config_map_refs
 from reconcilers.gateway.gatewayapi.route_shapes import Route
 from reconcilers.gateway.gatewayapi.status import TunnelState
+from reconcilers.gateway.gatewayapi.world import ca_refs
 from reconcilers.gateway.ir import Chain
 from reconcilers.gateway.kinds import (
     BACKEND_TLS_POLICIES,
@@ -280,7 +280,7 @@ class GatewayClassReconciler:
         (only those: the controller does not watch every Secret or ConfigMap), and let the translation read them; a
         change of one reconciles the class again."""
         keys = certificate_refs(world)
-        ca_keys: set[ObjectKey] = config_map_refs(world.backend_tls_policies)
+        ca_keys: set[ObjectKey] = ca_refs(world)
         configmaps = self.ctx.configmaps
         self.ctx.secrets.reference(self.name, keys)
         if configmaps is not None:

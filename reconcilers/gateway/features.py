@@ -25,6 +25,8 @@ SUPPORTED_FEATURES = (
     # Gateway extended.
     "GatewayAddressEmpty",
     "GatewayBackendClientCertificate",
+    "GatewayFrontendClientCertificateValidation",
+    "GatewayFrontendClientCertificateValidationInsecureFallback",
     "GatewayHTTPListenerIsolation",
     # HTTPRoute extended.
     "HTTPRoute303RedirectStatusCode",

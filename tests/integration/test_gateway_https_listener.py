@@ -300,3 +300,99 @@ async def test_a_name_claimed_twice_is_served_the_oldest_gateways_certificate(
 
     await eventually(second_served, what="the younger Gateway's certificate once the older one goes", timeout=30)
     await gw.objects.delete_namespaced_custom_object(GATEWAY_GROUP, V1, namespace, "gateways", "young")
+
+
+async def with_client_certificate(port: int, host: str, ca: bytes, client: tuple[Path, Path] | None) -> int | None:
+    """GET / over TLS to `host` presenting `client` (certificate and key files; None: no certificate): the status,
+    or None when the handshake (or the connection) fails."""
+    context = ssl.create_default_context(cadata=ca.decode())
+    if client is not None:
+        context.load_cert_chain(*client)
+    async with httpx.AsyncClient(verify=context, timeout=5) as http:
+        try:
+            reply = await http.get(
+                f"https://127.0.0.1:{port}/", headers={"Host": host}, extensions={"sni_hostname": host}
+            )
+        except (httpx.TransportError, ssl.SSLError):
+            return None  # in TLS 1.3 a refused client certificate is an alert after the handshake: on the first read
+    return reply.status_code
+
+
+def client_files(directory: Path, authority: CertificateAuthority, name: str) -> tuple[Path, Path]:
+    key, cert = authority.issue(name)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{name}.crt").write_bytes(cert)
+    (directory / f"{name}.key").write_bytes(key)
+    return directory / f"{name}.crt", directory / f"{name}.key"
+
+
+async def test_a_listener_checks_client_certificates_against_its_gateways_cas(
+    direct_plane: Plane, gw: Gateways, namespace: str, tmp_path: Path
+) -> None:
+    """spec.tls.frontend: the HTTPS listener lets in a client whose certificate its CA signed, and refuses one
+    without, or signed by another CA, at the handshake; AllowInsecureFallback lets both in (and the Gateway says
+    so); a CA that does not resolve keeps the listener from being served at all."""
+    class_name = await new_class(gw)
+    await gw.backend(namespace, "secure", direct_plane.backends["secure"])
+    host = f"mtls.{namespace}.test"
+    site = certificate(host)
+    await tls_secret(gw, namespace, "site", site)
+    clients, strangers = CertificateAuthority.create("clients"), CertificateAuthority.create("strangers")
+    trusted, stranger = client_files(tmp_path, clients, "trusted"), client_files(tmp_path, strangers, "stranger")
+    await gw.core.create_namespaced_config_map(
+        namespace, {"metadata": {"name": "clients-ca"}, "data": {"ca.crt": clients.pem.decode()}}
+    )
+    manifest = gateway_manifest("edge", class_name, [https_listener("https", host, "site")])
+    ca_ref = {"group": "", "kind": "ConfigMap", "name": "clients-ca"}
+    manifest["spec"]["tls"] = {"frontend": {"default": {"validation": {"caCertificateRefs": [ca_ref]}}}}
+    await gw.create("gateways", manifest, namespace)
+    await gw.create("httproutes", route("secure", "https", host, "secure"), namespace)
+    port = direct_plane.https_port
+
+    async def let_in() -> bool:
+        return await with_client_certificate(port, host, site.ca, trusted) == 200
+
+    await eventually(let_in, what="a client with a certificate the listener's CA signed", timeout=30)
+    assert await with_client_certificate(port, host, site.ca, None) is None
+    assert await with_client_certificate(port, host, site.ca, stranger) is None
+
+    fallback = {"caCertificateRefs": [ca_ref], "mode": "AllowInsecureFallback"}
+    await gw.patch(
+        "gateways", "edge", namespace, {"spec": {"tls": {"frontend": {"default": {"validation": fallback}}}}}
+    )
+
+    async def anyone() -> bool:
+        return await with_client_certificate(port, host, site.ca, None) == 200
+
+    await eventually(anyone, what="a client without a certificate, once the fallback is allowed", timeout=30)
+    assert await with_client_certificate(port, host, site.ca, stranger) == 200
+
+    async def insecure_said() -> bool:
+        status = (await gw.get("gateways", "edge", namespace)).get("status") or {}
+        return any(
+            c["type"] == "InsecureFrontendValidationMode" and c["status"] == "True"
+            for c in status.get("conditions", [])
+        )
+
+    await eventually(insecure_said, what="the Gateway to say it lets clients in without a valid certificate")
+
+    gone = {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "no-such-ca"}]}
+    await gw.patch("gateways", "edge", namespace, {"spec": {"tls": {"frontend": {"default": {"validation": gone}}}}})
+
+    async def refused() -> bool:
+        status = (await gw.get("gateways", "edge", namespace)).get("status") or {}
+        (listener,) = status.get("listeners") or [{}]
+        found = {c["type"]: c for c in listener.get("conditions", [])}
+        accepted, resolved = found.get("Accepted", {}), found.get("ResolvedRefs", {})
+        return (accepted.get("status"), accepted.get("reason"), resolved.get("reason")) == (
+            "False",
+            "NoValidCACertificate",
+            "InvalidCACertificateRef",
+        )
+
+    await eventually(refused, what="the listener refused for want of a CA", timeout=30)
+
+    async def not_served() -> bool:
+        return await with_client_certificate(port, host, site.ca, trusted) is None
+
+    await eventually(not_served, what="the listener to stop being served", timeout=30)

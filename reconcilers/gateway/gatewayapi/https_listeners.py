@@ -42,7 +42,7 @@ def chains(
             pem = _certificate(served.gateway, tls.get("certificateRefs") or [], secret)
             if pem is not None:
                 where = f"{shapes.ns(served.gateway)}/{shapes.name(served.gateway)}/{listener.name}"
-                plane[listener.hostname] = Chain(listener.hostname, *pem, where)
+                plane[listener.hostname] = Chain(listener.hostname, *pem, where, listener.frontend.validation)
     return {
         plane: tuple(sorted(found.values(), key=lambda c: (c.server_name is None, c.server_name or "")))
         for plane, found in taken.items()

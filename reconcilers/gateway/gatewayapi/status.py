@@ -3,17 +3,23 @@ Gateway's conditions and listeners (what a route may attach to)."""
 
 from __future__ import annotations
 
-import base64
 import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-
 from reconcilers.gateway import shapes
 from reconcilers.gateway.features import supported_features
+from reconcilers.gateway.gatewayapi.client_certificates import (
+    NO_CERTIFICATES,
+    NO_VALIDATION,
+    Certificates,
+    FrontendValidation,
+    certificate_problem,
+    client_certificate,
+    frontend_validation,
+    insecure_fallback,
+)
 from reconcilers.gateway.gatewayapi.policies import ClientCertificate
 from reconcilers.gateway.ir.status import ClassStatus, GatewayStatus, ListenerSetStatus, ListenerStatus
 from reconcilers.gateway.kinds import (
@@ -72,6 +78,8 @@ class ServedListener:
     attach_only: bool = False
     """Routes attach to it and are counted, but it serves nothing: its certificate references do not resolve (the
     spec counts such a listener's routes in attachedRoutes, and its Programmed is False)."""
+    frontend: FrontendValidation = NO_VALIDATION
+    """How an HTTPS listener checks its clients' certificates (its Gateway's `spec.tls.frontend`)."""
 
     @property
     def name(self) -> str:
@@ -222,83 +230,6 @@ _NOT_SERVED = (
 )
 
 
-@dataclass(frozen=True)
-class Certificates:
-    """What checking a listener's certificateRefs reads: the Secrets and the ReferenceGrants."""
-
-    secret: Callable[[str, str], shapes.Secret | None]
-    grants: list[shapes.ReferenceGrant]
-
-
-def _certificate_problem(gateway: Gateway, spec: shapes.Listener, certificates: Certificates) -> tuple[str, str] | None:
-    """(reason, message) of the first certificateRef of an HTTPS listener that does not resolve, as the spec has
-    them: not a Secret, or a missing or malformed one (InvalidCertificateRef), or one in another namespace no
-    ReferenceGrant lets the Gateway refer to (RefNotPermitted)."""
-    namespace = shapes.ns(gateway)
-    for i, ref in enumerate(spec.get("tls", {}).get("certificateRefs", [])):
-        where = f"tls.certificateRefs[{i}]"
-        group, kind, name = ref.get("group", ""), ref.get("kind", "Secret"), ref["name"]
-        if group != "" or kind != "Secret":
-            return "InvalidCertificateRef", f"{where}: {kind}.{group or 'core'} {name}: only Secrets"
-        target = ref.get("namespace") or namespace
-        if target != namespace and not shapes.reference_granted(
-            certificates.grants, "Gateway", namespace, "Secret", target, name
-        ):
-            return "RefNotPermitted", f"{where}: Secret {target}/{name}: no ReferenceGrant lets {namespace} in"
-        secret = certificates.secret(target, name)
-        if secret is None:
-            return "InvalidCertificateRef", f"{where}: Secret {target}/{name} not found"
-        if not _is_certificate(secret):
-            return "InvalidCertificateRef", f"{where}: Secret {target}/{name} holds no PEM certificate and key"
-    return None
-
-
-def _is_certificate(secret: shapes.Secret) -> bool:
-    return _pem_pair(secret) is not None
-
-
-def _pem_pair(secret: shapes.Secret) -> tuple[str, str] | None:
-    """A TLS Secret's certificate chain and private key as PEM, when it holds a usable pair (None: it does not)."""
-    data = secret.get("data", {})
-    try:
-        cert, key = base64.b64decode(data["tls.crt"]), base64.b64decode(data["tls.key"])
-        x509.load_pem_x509_certificate(cert)
-        serialization.load_pem_private_key(key, password=None)
-        return cert.decode(), key.decode()
-    except (KeyError, ValueError, TypeError):
-        return None
-
-
-def client_certificate(gateway: Gateway, certificates: Certificates) -> ClientCertificate | tuple[str, str] | None:
-    """The certificate the Gateway's data plane presents to TLS backends (`spec.tls.backend.clientCertificateRef`),
-    or (reason, message) when the reference does not resolve: not a Secret, missing or without a PEM certificate and
-    key (InvalidClientCertificateRef), in another namespace no ReferenceGrant lets the Gateway refer to
-    (RefNotPermitted). None: the Gateway names none."""
-    ref = ((gateway["spec"].get("tls") or {}).get("backend") or {}).get("clientCertificateRef")
-    if ref is None:
-        return None
-    namespace = shapes.ns(gateway)
-    where = "spec.tls.backend.clientCertificateRef"
-    group, kind, name = ref.get("group", ""), ref.get("kind", "Secret"), ref["name"]
-    if group != "" or kind != "Secret":
-        return "InvalidClientCertificateRef", f"{where}: {kind}.{group or 'core'} {name}: only Secrets"
-    target = ref.get("namespace") or namespace
-    if target != namespace and not shapes.reference_granted(
-        certificates.grants, "Gateway", namespace, "Secret", target, name
-    ):
-        return "RefNotPermitted", f"{where}: Secret {target}/{name}: no ReferenceGrant lets {namespace} in"
-    secret = certificates.secret(target, name)
-    if secret is None:
-        return "InvalidClientCertificateRef", f"{where}: Secret {target}/{name} not found"
-    pair = _pem_pair(secret)
-    if pair is None:
-        return "InvalidClientCertificateRef", f"{where}: Secret {target}/{name} holds no PEM certificate and key"
-    return ClientCertificate((target, name), *pair)
-
-
-NO_CERTIFICATES = Certificates(lambda namespace, name: None, [])
-
-
 def listener(gateway: Gateway, spec: shapes.Listener, certificates: Certificates = NO_CERTIFICATES) -> ServedListener:
     observed = shapes.generation(gateway)
     protocol = spec["protocol"]
@@ -327,20 +258,32 @@ def listener(gateway: Gateway, spec: shapes.Listener, certificates: Certificates
         conds.append(condition("Accepted", False, "UnsupportedValue", message, observed))
     else:
         conds.append(condition("Accepted", True, "Accepted", _NOT_SERVED if "tls" in spec else "", observed))
-    bad_certificate = _certificate_problem(gateway, spec, certificates) if accepted else None
+    bad_certificate = certificate_problem(gateway, spec, certificates) if accepted else None
+    frontend = NO_VALIDATION
+    if accepted and protocol == "HTTPS":
+        frontend = frontend_validation(gateway, spec["port"], certificates)
+        if not frontend.usable and frontend.problem is not None:
+            # No CA to check clients against: serving the listener would let in what it means to keep out.
+            accepted = False
+            message = f"no valid CA certificate to check clients against: {frontend.problem[1]}"
+            conds[-1] = condition("Accepted", False, "NoValidCACertificate", message, observed)
     if bad_kinds:
         message = f"route kinds not supported: {', '.join(bad_kinds)} (supported: HTTPRoute, GRPCRoute)"
         conds.append(condition("ResolvedRefs", False, "InvalidRouteKinds", message, observed))
     elif bad_certificate is not None:
         accepted = False
         conds.append(condition("ResolvedRefs", False, *bad_certificate, observed))
+    elif frontend.problem is not None:
+        conds.append(condition("ResolvedRefs", False, *frontend.problem, observed))
     else:
         conds.append(condition("ResolvedRefs", True, "ResolvedRefs", "", observed))
     conds.append(condition("Conflicted", False, "NoConflicts", "", observed))
     programmed = accepted and bool(kinds)
     conds.append(condition("Programmed", programmed, "Programmed" if programmed else "Invalid", "", observed))
     attach_only = bad_certificate is not None and bool(kinds)
-    return ServedListener(gateway, spec, accepted and bool(kinds), tuple(kinds), conds, attach_only=attach_only)
+    return ServedListener(
+        gateway, spec, accepted and bool(kinds), tuple(kinds), conds, attach_only=attach_only, frontend=frontend
+    )
 
 
 def gateway_status(
@@ -398,6 +341,9 @@ def gateway_status(
         conditions.append(condition("ResolvedRefs", False, *client, observed))
     elif client is not None:
         conditions.append(condition("ResolvedRefs", True, "ResolvedRefs", "", observed))
+    if insecure_fallback(gateway):
+        message = "a client certificate validation lets in clients without a valid certificate (AllowInsecureFallback)"
+        conditions.append(condition("InsecureFrontendValidationMode", True, "ConfigurationChanged", message, observed))
     return ServedGateway(
         gateway,
         conditions,

@@ -12,12 +12,12 @@ from reconcilers.gateway.gatewayapi import https_listeners
 from reconcilers.gateway.gatewayapi.attach import isolating_hosts, listener_set_parent, not_served
 from reconcilers.gateway.gatewayapi.backends import UNRESOLVED, Resolver
 from reconcilers.gateway.gatewayapi.builds import weighted_in
+from reconcilers.gateway.gatewayapi.client_certificates import Certificates
 from reconcilers.gateway.gatewayapi.policies import BackendTLS
 from reconcilers.gateway.gatewayapi.routes import attachments_of, scheme_of, unusual_port
 from reconcilers.gateway.gatewayapi.rules import for_scheme, on_port
 from reconcilers.gateway.gatewayapi.status import (
     GRPC_ROUTE,
-    Certificates,
     ServedClass,
     ServedGateway,
     TunnelState,
@@ -60,7 +60,7 @@ def to_ir(world: World) -> IR:
         if gateway["metadata"].get("deletionTimestamp") and finalized(gateway):
             continue  # its own plane is being taken down: nothing of it is served or published any more
         if class_name in served_classes:
-            certificates = Certificates(world.secret, world.grants)
+            certificates = Certificates(world.secret, world.grants, world.config_map)
             served, choice = served_classes[class_name], world.planes.get(shapes.key(gateway))
             if isinstance(choice, Plane) and served is not None:
                 served = ServedClass(_plane_tunnel(world, choice), choice.tunnel_key)

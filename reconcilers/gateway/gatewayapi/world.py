@@ -6,7 +6,8 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reconcilers.gateway import shapes
-from reconcilers.gateway.gatewayapi.policies import ConfigMapLookup
+from reconcilers.gateway.gatewayapi.client_certificates import frontend_config_maps
+from reconcilers.gateway.gatewayapi.policies import ConfigMapLookup, config_map_refs
 from reconcilers.gateway.gatewayapi.route_shapes import Route
 from reconcilers.gateway.gatewayapi.status import TunnelLookup
 from reconcilers.gateway.kinds import Classes
@@ -103,4 +104,15 @@ def certificate_refs(world: World) -> set[ObjectKey]:
         client = ((gateway["spec"].get("tls") or {}).get("backend") or {}).get("clientCertificateRef")
         if client is not None and client.get("group", "") == "" and client.get("kind", "Secret") == "Secret":
             out.add((client.get("namespace") or shapes.ns(gateway), client["name"]))
+    return out
+
+
+def ca_refs(world: World) -> set[ObjectKey]:
+    """The ConfigMaps the translation reads as CAs (what `World.config_map` is asked): those BackendTLSPolicies name,
+    and those the class's Gateways check their clients' certificates against."""
+    ours = {shapes.name(c) for c in world.classes if world.ours.ours(c)}
+    out = config_map_refs(world.backend_tls_policies)
+    for gateway in world.gateways:
+        if gateway["spec"]["gatewayClassName"] in ours:
+            out |= frontend_config_maps(gateway)
     return out

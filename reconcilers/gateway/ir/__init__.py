@@ -17,6 +17,15 @@ from reconcilers.gateway.shapes import Condition, ObjectKey, ParentReference, Po
 
 
 @dataclass(frozen=True)
+class ClientValidation:
+    """How a chain checks its clients' certificates: against `ca` (PEM certificates); `required` False lets in a
+    client without one, or with one the CAs did not sign (the Gateway's `AllowInsecureFallback`)."""
+
+    ca: str
+    required: bool = True
+
+
+@dataclass(frozen=True)
 class Chain:
     """One certificate the listener serves, for the clients whose SNI is `server_name` (None: any other client)."""
 
@@ -27,6 +36,8 @@ class Chain:
     """PEM of the private key: it goes into the xDS stream (authenticated, over TLS) and nowhere else."""
     gateway: str
     """`namespace/name/listener` it is the certificate of (what a status or a test can tell it by)."""
+    validation: ClientValidation | None = None
+    """The listener's client certificate validation (`spec.tls.frontend` of its Gateway), if it has one."""
 
     def __repr__(self) -> str:  # the key is never printed, whatever prints a chain
         return f"Chain({self.server_name!r}, {self.gateway})"

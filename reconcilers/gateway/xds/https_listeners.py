@@ -33,15 +33,20 @@ def listeners(address: str, port: int | None, found: Sequence[Chain]) -> list[En
 
 
 def _filter_chain(chain: Chain) -> EnvoyJSON:
-    tls: EnvoyJSON = {
-        "@type": envoy.DOWNSTREAM_TLS_CONTEXT,
-        "common_tls_context": {
-            "alpn_protocols": ["h2", "http/1.1"],
-            "tls_certificates": [
-                {"certificate_chain": {"inline_string": chain.certificate}, "private_key": {"inline_string": chain.key}}
-            ],
-        },
+    common: EnvoyJSON = {
+        "alpn_protocols": ["h2", "http/1.1"],
+        "tls_certificates": [
+            {"certificate_chain": {"inline_string": chain.certificate}, "private_key": {"inline_string": chain.key}}
+        ],
     }
+    tls: EnvoyJSON = {"@type": envoy.DOWNSTREAM_TLS_CONTEXT, "common_tls_context": common}
+    if chain.validation is not None:
+        # The listener's client certificate validation: required, or (AllowInsecureFallback) asked for and let pass.
+        trusted: EnvoyJSON = {"trusted_ca": {"inline_string": chain.validation.ca}}
+        if not chain.validation.required:
+            trusted["trust_chain_verification"] = "ACCEPT_UNTRUSTED"
+        common["validation_context"] = trusted
+        tls["require_client_certificate"] = chain.validation.required
     out: EnvoyJSON = {
         "name": f"sni:{chain.server_name}" if chain.server_name else "default",
         "filters": [envoy.connection_manager("gateway_https", trusted_hops=0)],
