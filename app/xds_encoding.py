@@ -19,6 +19,7 @@ from envoy.extensions.filters.http.cors.v3 import cors_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
 from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2
+from envoy.extensions.http.early_header_mutation.header_mutation.v3 import header_mutation_pb2
 from envoy.extensions.network.dns_resolver.cares.v3 import cares_dns_resolver_pb2
 from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
@@ -34,6 +35,7 @@ _NESTED = (
     router_pb2,
     tls_inspector_pb2,
     http_connection_manager_pb2,
+    header_mutation_pb2,
     tls_pb2,
     http_protocol_options_pb2,
     cares_dns_resolver_pb2,

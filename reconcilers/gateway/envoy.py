@@ -140,15 +140,40 @@ def config_source() -> EnvoyJSON:
     return {"resource_api_version": "V3", "ads": {}}
 
 
-def connection_manager(stat_prefix: str, *, trusted_hops: int = 1) -> EnvoyJSON:
+SERVER_NAME_HEADER = "x-kflare-server-name"
+"""The server name the TLS listener's chain was chosen for ("*": its default chain), which routes read to tell a
+misdirected request (`xds.https_listeners.misdirected`): set before routing on every request of a chain, whatever the
+client sent, removed on every other listener, and never sent on to a backend."""
+HEADER_MUTATION = "type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation"
+
+
+def connection_manager(stat_prefix: str, *, trusted_hops: int = 1, server_name: str | None = None) -> EnvoyJSON:
     """The HTTP connection manager of the data plane's listeners, routing by RDS. `trusted_hops`: 1 for those
     cloudflared sends requests to; 0 for the one clients reach directly, whose scheme and address Envoy then takes
-    from the connection (what such a client sends in X-Forwarded-* is not believed)."""
+    from the connection (what such a client sends in X-Forwarded-* is not believed). `server_name`: the TLS
+    listener's chain's (SERVER_NAME_HEADER); None on the other listeners, which drop a client's claim of one."""
+    said: EnvoyJSON = (
+        {"remove": SERVER_NAME_HEADER}
+        if server_name is None
+        else {
+            "append": {
+                "header": {"key": SERVER_NAME_HEADER, "value": server_name},
+                "append_action": "OVERWRITE_IF_EXISTS_OR_ADD",
+            }
+        }
+    )
     hcm: EnvoyJSON = {
         "@type": HCM,
         "stat_prefix": stat_prefix,
         "codec_type": "AUTO",
         "rds": {"route_config_name": INGRESS, "config_source": config_source()},
+        # Before routing: what the routes read of the listener (a header, as no route can match on SNI itself).
+        "early_header_mutation_extensions": [
+            {
+                "name": "envoy.http.early_header_mutation.header_mutation",
+                "typed_config": {"@type": HEADER_MUTATION, "mutations": [said]},
+            }
+        ],
         "http_filters": [
             # CORS, for the routes whose policy asks (typed_per_filter_config); the others pass through.
             {"name": CORS_FILTER, "typed_config": {"@type": CORS}},

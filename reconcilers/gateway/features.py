@@ -28,6 +28,7 @@ SUPPORTED_FEATURES = (
     "GatewayFrontendClientCertificateValidation",
     "GatewayFrontendClientCertificateValidationInsecureFallback",
     "GatewayHTTPListenerIsolation",
+    "GatewayHTTPSListenerDetectMisdirectedRequests",
     # HTTPRoute extended.
     "HTTPRoute303RedirectStatusCode",
     "HTTPRoute307RedirectStatusCode",

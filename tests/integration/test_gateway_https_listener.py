@@ -396,3 +396,58 @@ async def test_a_listener_checks_client_certificates_against_its_gateways_cas(
         return await with_client_certificate(port, host, site.ca, trusted) is None
 
     await eventually(not_served, what="the listener to stop being served", timeout=30)
+
+
+async def test_a_request_for_another_listeners_hostname_is_misdirected(
+    direct_plane: Plane, gw: Gateways, namespace: str
+) -> None:
+    """A client that chose a listener's certificate by SNI and then asks for a hostname another listener serves gets
+    421 Misdirected Request (it may then open a connection for that name), not the other listener's routes; asking
+    for its own listener's names is served."""
+    class_name = await new_class(gw)
+    await gw.backend(namespace, "secure", direct_plane.backends["secure"])
+    await gw.backend(namespace, "plain", direct_plane.backends["plain"])
+    named, other = f"named.{namespace}.test", f"other.{namespace}.test"
+    site = certificate(named)
+    await tls_secret(gw, namespace, "site", site)
+    await tls_secret(gw, namespace, "default", certificate(other))
+    listeners = [https_listener("named", named, "site"), https_listener("any", None, "default")]
+    await gw.create("gateways", gateway_manifest("edge", class_name, listeners), namespace)
+    await gw.create("httproutes", route("named", "named", named, "secure"), namespace)
+    await gw.create("httproutes", route("other", "any", other, "plain"), namespace)
+    port = direct_plane.https_port
+
+    async def served() -> bool:
+        reply = await over_tls(port, named, site.ca)
+        return reply is not None and reply.status_code == 200 and reply.json()["backend"] == "secure"
+
+    await eventually(served, what="the named listener's route over its certificate", timeout=30)
+
+    async def status(server_name: str, host: str, ca: bytes | None) -> int | None:
+        context = ssl.create_default_context(cadata=ca.decode()) if ca is not None else ssl.create_default_context()
+        if ca is None:
+            context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        async with httpx.AsyncClient(verify=context, timeout=5) as http:
+            try:
+                reply = await http.get(
+                    f"https://127.0.0.1:{port}/", headers={"Host": host}, extensions={"sni_hostname": server_name}
+                )
+            except httpx.TransportError:
+                return None
+        return reply.status_code
+
+    async def misdirected() -> bool:
+        return await status(named, other, site.ca) == 421
+
+    await eventually(misdirected, what="a request of the named listener's connection for another name", timeout=30)
+    # The default chain (whichever Gateway's it is on the shared plane) does not serve the named listener's name.
+    assert await status(other, named, None) == 421
+    # A client's own claim of a server name is not believed: the chain says it.
+    context = ssl.create_default_context(cadata=site.ca.decode())
+    async with httpx.AsyncClient(verify=context, timeout=5) as http:
+        claimed = await http.get(
+            f"https://127.0.0.1:{port}/",
+            headers={"Host": other, envoy.SERVER_NAME_HEADER: "*"},
+            extensions={"sni_hostname": named},
+        )
+    assert claimed.status_code == 421

@@ -4,6 +4,7 @@ published."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Mapping
 
@@ -145,9 +146,13 @@ def to_ir(world: World) -> IR:
     clusters, endpoints = resolver.resources({UNRESOLVED} if unresolved else set())
     planes = {"": PlaneIR(vhosts[""], clusters, endpoints)}
     planes.update((g.plane, _own_plane(vhosts[g.plane], resolver)) for g in gateways.values() if g.plane)
+    chains = https_listeners.chains(gateways.values(), world.secret)
+    for plane, found in chains.items():
+        if plane in planes:
+            planes[plane] = dataclasses.replace(planes[plane], server_names=tuple(c.server_name for c in found))
     return IR(
         planes=planes,
-        https_chains=https_listeners.chains(gateways.values(), world.secret),
+        https_chains=chains,
         class_status=class_status_of,
         gateway_status={key: served.status() for key, served in gateways.items()},
         route_parents=route_parents,

@@ -78,6 +78,9 @@ class PlaneIR:
     own: bool = False
     """A Gateway's own plane, told of the clusters its routes name only (not of other Gateways' backends); the
     shared plane is told of every one resolved."""
+    server_names: tuple[str | None, ...] = ()
+    """The server names of its TLS listener's chains (None: the default chain): a request of one chain for a
+    hostname another chain's listener serves is misdirected (421)."""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from reconcilers.gateway import envoy
 from reconcilers.gateway.envoy import EnvoyJSON
 from reconcilers.gateway.ir import PlaneIR
 from reconcilers.gateway.ir.routes import Forward, RouteIR
+from reconcilers.gateway.xds import https_listeners
 from reconcilers.gateway.xds.routes import route_entry
 
 
@@ -37,16 +38,25 @@ _previous: Entries | None = None
 """The last translation's entries (the routes it served, no more)."""
 
 
-def route_configuration(vhosts: Mapping[str, Sequence[RouteIR]], entries: Entries | None = None) -> EnvoyJSON:
-    """The route configuration of a plane's virtual hosts."""
+def route_configuration(
+    vhosts: Mapping[str, Sequence[RouteIR]], entries: Entries | None = None, server_names: Sequence[str | None] = ()
+) -> EnvoyJSON:
+    """The route configuration of a plane's virtual hosts; `server_names`, those of its TLS listener's chains, whose
+    requests for another chain's hostnames are misdirected (`https_listeners.misdirected`)."""
     made = Entries() if entries is None else entries
+    names = sorted(vhosts, key=lambda h: (h == "*", h))
+    if server_names and "*" not in vhosts:
+        names.append("*")  # a named chain's request for a hostname no route has is misdirected too
     virtual_hosts: list[JsonValue] = [
         {
             "name": hostname,
             "domains": [hostname],
-            "routes": [made.entry(route) for route in sorted(vhosts[hostname], key=lambda item: item.precedence)],
+            "routes": [
+                *https_listeners.misdirected(hostname, server_names),
+                *(made.entry(route) for route in sorted(vhosts.get(hostname, ()), key=lambda item: item.precedence)),
+            ],
         }
-        for hostname in sorted(vhosts, key=lambda h: (h == "*", h))
+        for hostname in names
     ]
     return {
         "@type": envoy.ROUTE_CONFIGURATION,
@@ -56,13 +66,13 @@ def route_configuration(vhosts: Mapping[str, Sequence[RouteIR]], entries: Entrie
         "ignore_port_in_host_matching": True,
         # Envoy adds the peer's address for an external request; the peer is cloudflared on loopback, which says
         # nothing, and backends must see no x-envoy-* header at all.
-        "request_headers_to_remove": ["x-envoy-external-address"],
+        "request_headers_to_remove": ["x-envoy-external-address", envoy.SERVER_NAME_HEADER],
     }
 
 
 def resources(plane: PlaneIR, entries: Entries | None = None) -> dict[str, list[EnvoyJSON]]:
     """A plane's resources by xDS type key (`envoy.TYPES`), the listeners excepted (they come from settings)."""
-    configuration = route_configuration(plane.virtual_hosts, entries)
+    configuration = route_configuration(plane.virtual_hosts, entries, plane.server_names)
     if not plane.own:
         return {"routes": [configuration], "clusters": list(plane.clusters), "endpoints": list(plane.endpoints)}
     used = _cluster_names(route for routes in plane.virtual_hosts.values() for route in routes)

@@ -10,6 +10,7 @@ from reconcilers.gateway.envoy import EnvoyJSON
 from reconcilers.gateway.ir import Chain
 
 GATEWAY_HTTPS = "kflare-gateway-https"
+DEFAULT_CHAIN = "*"
 TLS_INSPECTOR = "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector"
 
 
@@ -47,11 +48,43 @@ def _filter_chain(chain: Chain) -> EnvoyJSON:
             trusted["trust_chain_verification"] = "ACCEPT_UNTRUSTED"
         common["validation_context"] = trusted
         tls["require_client_certificate"] = chain.validation.required
+    manager = envoy.connection_manager("gateway_https", trusted_hops=0, server_name=chain.server_name or DEFAULT_CHAIN)
     out: EnvoyJSON = {
         "name": f"sni:{chain.server_name}" if chain.server_name else "default",
-        "filters": [envoy.connection_manager("gateway_https", trusted_hops=0)],
+        "filters": [manager],
         "transport_socket": {"name": "envoy.transport_sockets.tls", "typed_config": tls},
     }
     if chain.server_name is not None:
         out["filter_chain_match"] = {"server_names": [chain.server_name]}
     return out
+
+
+def owner(hostname: str, server_names: Sequence[str | None]) -> str:
+    """The chain whose requests a virtual host's hostname belongs to: the most specific server name that matches it
+    (the name itself, else the longest wildcard whose suffix it ends with), else the default chain."""
+    named = [name for name in server_names if name is not None]
+    if hostname in named:
+        return hostname
+    wildcards = [name for name in named if name.startswith("*.") and hostname.endswith(name[1:]) and hostname != "*"]
+    return max(wildcards, key=len) if wildcards else DEFAULT_CHAIN
+
+
+def misdirected(hostname: str, server_names: Sequence[str | None]) -> list[EnvoyJSON]:
+    """The route answering 421 Misdirected Request to a request of another chain than the one `hostname` belongs to
+    (a client that chose a certificate by SNI, then asked for a name another listener serves); none without chains
+    (no request then carries a server name: only the TLS listener's do)."""
+    if not server_names:
+        return []
+    mine = owner(hostname, server_names)
+    return [
+        {
+            "match": {
+                "prefix": "/",
+                "headers": [
+                    {"name": envoy.SERVER_NAME_HEADER, "present_match": True},
+                    {"name": envoy.SERVER_NAME_HEADER, "string_match": {"exact": mine}, "invert_match": True},
+                ],
+            },
+            "direct_response": {"status": 421, "body": {"inline_string": "misdirected request\n"}},
+        }
+    ]
