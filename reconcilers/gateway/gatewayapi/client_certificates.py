@@ -13,7 +13,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from reconcilers.gateway import shapes
-from reconcilers.gateway.gateway_api import GatewaySpecTlsFrontendDefaultValidation
+from reconcilers.gateway.gateway_api import (
+    GatewaySpecTlsBackendClientCertificateRef,
+    GatewaySpecTlsFrontendDefaultValidation,
+)
 from reconcilers.gateway.gatewayapi.policies import ClientCertificate
 from reconcilers.gateway.ir import ClientValidation
 from reconcilers.gateway.shapes import Gateway
@@ -31,31 +34,41 @@ class Certificates:
     config_map: Callable[[str, str], shapes.ConfigMap | None] = lambda namespace, name: None
 
 
-def certificate_problem(gateway: Gateway, spec: shapes.Listener, certificates: Certificates) -> tuple[str, str] | None:
-    """(reason, message) of the first certificateRef of an HTTPS listener that does not resolve, as the spec has
-    them: not a Secret, or a missing or malformed one (InvalidCertificateRef), or one in another namespace no
-    ReferenceGrant lets the Gateway refer to (RefNotPermitted)."""
+SecretRef = shapes.SecretObjectReference | GatewaySpecTlsBackendClientCertificateRef
+
+
+def _tls_secret(
+    gateway: Gateway, ref: SecretRef, where: str, invalid: str, certificates: Certificates
+) -> tuple[shapes.ObjectKey, str, str] | tuple[str, str]:
+    """A Gateway's reference to a TLS Secret, resolved: its key, PEM certificate chain and key; or (reason, message)
+    when it does not resolve: not a Secret, missing or without a PEM certificate and key (`invalid`), in another
+    namespace no ReferenceGrant lets the Gateway refer to (RefNotPermitted)."""
     namespace = shapes.ns(gateway)
+    group, kind, name = ref.get("group", ""), ref.get("kind", "Secret"), ref["name"]
+    if group != "" or kind != "Secret":
+        return invalid, f"{where}: {kind}.{group or 'core'} {name}: only Secrets"
+    target = ref.get("namespace") or namespace
+    if target != namespace and not shapes.reference_granted(
+        certificates.grants, "Gateway", namespace, "Secret", target, name
+    ):
+        return "RefNotPermitted", f"{where}: Secret {target}/{name}: no ReferenceGrant lets {namespace} in"
+    secret = certificates.secret(target, name)
+    if secret is None:
+        return invalid, f"{where}: Secret {target}/{name} not found"
+    pair = _pem_pair(secret)
+    if pair is None:
+        return invalid, f"{where}: Secret {target}/{name} holds no PEM certificate and key"
+    return (target, name), *pair
+
+
+def certificate_problem(gateway: Gateway, spec: shapes.Listener, certificates: Certificates) -> tuple[str, str] | None:
+    """(reason, message) of the first certificateRef of an HTTPS listener that does not resolve (`_tls_secret`,
+    InvalidCertificateRef)."""
     for i, ref in enumerate(spec.get("tls", {}).get("certificateRefs", [])):
-        where = f"tls.certificateRefs[{i}]"
-        group, kind, name = ref.get("group", ""), ref.get("kind", "Secret"), ref["name"]
-        if group != "" or kind != "Secret":
-            return "InvalidCertificateRef", f"{where}: {kind}.{group or 'core'} {name}: only Secrets"
-        target = ref.get("namespace") or namespace
-        if target != namespace and not shapes.reference_granted(
-            certificates.grants, "Gateway", namespace, "Secret", target, name
-        ):
-            return "RefNotPermitted", f"{where}: Secret {target}/{name}: no ReferenceGrant lets {namespace} in"
-        secret = certificates.secret(target, name)
-        if secret is None:
-            return "InvalidCertificateRef", f"{where}: Secret {target}/{name} not found"
-        if not is_certificate(secret):
-            return "InvalidCertificateRef", f"{where}: Secret {target}/{name} holds no PEM certificate and key"
+        found = _tls_secret(gateway, ref, f"tls.certificateRefs[{i}]", "InvalidCertificateRef", certificates)
+        if len(found) == 2:
+            return found
     return None
-
-
-def is_certificate(secret: shapes.Secret) -> bool:
-    return _pem_pair(secret) is not None
 
 
 def _pem_pair(secret: shapes.Secret) -> tuple[str, str] | None:
@@ -72,29 +85,18 @@ def _pem_pair(secret: shapes.Secret) -> tuple[str, str] | None:
 
 def client_certificate(gateway: Gateway, certificates: Certificates) -> ClientCertificate | tuple[str, str] | None:
     """The certificate the Gateway's data plane presents to TLS backends (`spec.tls.backend.clientCertificateRef`),
-    or (reason, message) when the reference does not resolve: not a Secret, missing or without a PEM certificate and
-    key (InvalidClientCertificateRef), in another namespace no ReferenceGrant lets the Gateway refer to
-    (RefNotPermitted). None: the Gateway names none."""
-    ref = ((gateway["spec"].get("tls") or {}).get("backend") or {}).get("clientCertificateRef")
+    or (reason, message) when the reference does not resolve (`_tls_secret`, InvalidClientCertificateRef). None: the
+    Gateway names none."""
+    tls = gateway["spec"].get("tls")
+    backend = tls.get("backend") if tls is not None else None
+    ref = backend.get("clientCertificateRef") if backend is not None else None
     if ref is None:
         return None
-    namespace = shapes.ns(gateway)
     where = "spec.tls.backend.clientCertificateRef"
-    group, kind, name = ref.get("group", ""), ref.get("kind", "Secret"), ref["name"]
-    if group != "" or kind != "Secret":
-        return "InvalidClientCertificateRef", f"{where}: {kind}.{group or 'core'} {name}: only Secrets"
-    target = ref.get("namespace") or namespace
-    if target != namespace and not shapes.reference_granted(
-        certificates.grants, "Gateway", namespace, "Secret", target, name
-    ):
-        return "RefNotPermitted", f"{where}: Secret {target}/{name}: no ReferenceGrant lets {namespace} in"
-    secret = certificates.secret(target, name)
-    if secret is None:
-        return "InvalidClientCertificateRef", f"{where}: Secret {target}/{name} not found"
-    pair = _pem_pair(secret)
-    if pair is None:
-        return "InvalidClientCertificateRef", f"{where}: Secret {target}/{name} holds no PEM certificate and key"
-    return ClientCertificate((target, name), *pair)
+    found = _tls_secret(gateway, ref, where, "InvalidClientCertificateRef", certificates)
+    if len(found) == 2:
+        return found
+    return ClientCertificate(*found)
 
 
 NO_CERTIFICATES = Certificates(lambda namespace, name: None, [])
