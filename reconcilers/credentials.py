@@ -19,7 +19,7 @@ from app.kube.informer import Key, key_of
 from app.kube.referenced import ReferencedObjects
 from reconcilers.context import AccountLink, Caches, Credentials
 from reconcilers.tenancy import account_policies, only_namespace, permits
-from reconcilers.waiting import RETRY_PARENT, NotReady, can_serve, parent_found, parent_serving
+from reconcilers.waiting import RETRY_PARENT, NotReady, Parent, can_serve
 
 AnyAccount = CloudflareAccount | Account
 NAMESPACED_ACCOUNT = "Account"
@@ -201,11 +201,11 @@ def zones_of(caches: Caches, zone_id: str) -> list[Key]:
     return [] if informer is None else [key_of(found) for found in informer.by_index(ZONE_ID_INDEX, zone_id)]
 
 
-async def ready_zone(credentials: Credentials, namespace: str | None, name: str) -> ZoneLink:
-    """The named Zone of the namespace, if it can serve its children (a Zone being deleted still serves: it waits
-    for them to clean up), with its account's link."""
-    raw = parent_found(credentials.caches, ("Zone", namespace or "", name))
-    zone_id = parent_serving(raw, "Zone", "zoneID")
+async def ready_zone(credentials: Credentials, zone: Parent, namespace: str | None) -> ZoneLink:
+    """The Zone a resource of `namespace` references (`ManagedKind.parent`), once it can serve its children (a Zone
+    being deleted still serves: it waits for them to clean up), with its account's link."""
+    zone_id = zone.serving()
+    raw = zone.raw
     spec = raw.get("spec") or {}
     account_ref = account_key(raw) or ""
     account = await ready_account(credentials, account_ref, namespace)

@@ -46,7 +46,7 @@ from reconcilers.credentials import account_key, ready_account, zone_namespace, 
 from reconcilers.dns_batch import Batches, ZoneBatcher
 from reconcilers.managed_kind import Changes, ManagedKind, pending_intent
 from reconcilers.tenancy import RECORD_NAME_INDEX, record_names, zone_grants
-from reconcilers.waiting import RETRY_PARENT, NotReady, parent_found, parent_serving
+from reconcilers.waiting import RETRY_PARENT, NotReady
 
 HOST_TYPES = frozenset({"CNAME", "MX", "NS", "PTR"})
 PRIORITY_TYPES = frozenset({"MX", "SRV", "URI"})
@@ -226,7 +226,8 @@ class DNSRecordKind(
         zone_name = obj.spec.zone_ref.name
         where = obj.spec.zone_ref.namespace or obj.namespace
         shown = zone_name if where == obj.namespace else f"{where}/{zone_name}"
-        raw = parent_found(self.caches, ("Zone", where or "", zone_name), shown=shown)
+        zone = self.parent(obj, "zone_ref", shown=shown)
+        raw = zone.raw
         if where != obj.namespace and not obj.metadata.deleting:
             # Another namespace's Zone: only the names it grants this one (said before anything else of it is).
             hostname = record_hostname(obj.spec.name, str((raw.get("spec") or {}).get("name", "")))
@@ -236,7 +237,7 @@ class DNSRecordKind(
                     f"Zone {shown} grants namespace {obj.namespace} no name {hostname} (its spec.hostnameGrants)",
                     requeue_after=RETRY_PARENT,
                 )
-        zone_id = parent_serving(raw, "Zone", "zoneID", shown=shown)  # one being deleted waits for its records
+        zone_id = zone.serving()  # one being deleted waits for its records
         status = raw.get("status") or {}
         target = None if obj.spec.tunnel_ref is None else self._tunnel_target(obj)
         account_name = account_key(raw) or ""

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from app.api.base import GROUP, VERSION, wire_name
 from app.api.constants import CREATE_INTENT_ANNOTATION, Reason
-from app.api.links import targets_of
+from app.api.links import reference_target, targets_of
 from app.api.resource import Resource
 from app.cloudflare.calls import JsonBody
 from app.kube.client import JSON, ResourceType
@@ -23,7 +23,7 @@ from app.kube.informer import Indexer
 from reconcilers.capabilities import Indexed, RecordsIdElsewhere, ServesChildren
 from reconcilers.context import AccountLink, Caches, Context, Credentials
 from reconcilers.holders import CLAIM_INDEX, Owners
-from reconcilers.waiting import Stored, can_serve
+from reconcilers.waiting import RECORDED, Parent, Stored, can_serve, parent_found
 
 R = TypeVar("R", bound=Resource[Any, Any])
 L = TypeVar("L")  # what connect() resolves: parents' IDs and a Cloudflare client
@@ -82,6 +82,11 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
     `reconcilers.lifecycle`). False by default for a kind whose ID is not a plain status field
     (`RecordsIdElsewhere`)."""
 
+    serves_once: ClassVar[str] = ""
+    """The field of `status.cloudflare_metadata` whose value says the Cloudflare object exists, for children that
+    wait on this kind (`ManagedKind.parent`): `status_id` unless the kind records something else (a bucket's creation
+    date, a Worker's upload)."""
+
     _status_field: ClassVar[str] = ""
     """`status_id` as the stored status spells it."""
 
@@ -96,12 +101,21 @@ class ManagedKind(ABC, Generic[R, L, ObservedT]):
         if "claim_in_status" not in cls.__dict__:
             cls.claim_in_status = bool(cls.status_id) and not issubclass(cls, RecordsIdElsewhere)
         cls._status_field = wire_name(cls.status_id)  # read by the claim index on every watch event
+        if model is not None:
+            RECORDED[cls.kind] = wire_name(cls.serves_once or cls.status_id)
 
     def __init__(self, caches: Caches, credentials: Credentials) -> None:
         """A kind receives the parts of the manager's `Context` its constructor names, by name (`build`): these two
         every kind uses; one that needs more (the Kubernetes client, the queues) names them in its own."""
         self.caches, self.credentials = caches, credentials
         self.owners: Owners[ObservedT] = Owners(self.kind, caches.informer_of, lambda observed: id_of(self, observed))
+
+    def parent(self, obj: R, field: str, *, shown: str = "", gone: bool = True) -> Parent:
+        """The parent the spec's reference `field` names (the kind its type declares: `app.api.links`), as cached,
+        or NotReady `<Kind>NotFound`; its `serving()` waits for what it records (`serves_once`), or `<Kind>NotReady`."""
+        value = getattr(obj.spec, field).model_dump(by_alias=True, exclude_none=True)
+        target = reference_target(type(obj.spec), field, value, obj.namespace or "")
+        return parent_found(self.caches, target, shown=shown, gone=gone)
 
     # ---- the calls -----------------------------------------------------------------------------------------------
 

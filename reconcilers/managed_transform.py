@@ -71,7 +71,7 @@ class ManagedTransformKind(
         return {ZONE_INDEX: zone_ref_key}
 
     async def connect(self, obj: ManagedTransform) -> ZoneLink:
-        zone = await ready_zone(self.credentials, obj.namespace, obj.spec.zone_ref.name)
+        zone = await ready_zone(self.credentials, self.parent(obj, "zone_ref"), obj.namespace)
         if not obj.metadata.deleting:
             first = self._configured_by(zone.zone_id, obj)
             if first is not None:

@@ -300,7 +300,7 @@ class RuleKind(ManagedKind[RuleT, RuleLink, ObservedRule], Indexed, DriftGrouped
 
     async def connect(self, obj: RuleT) -> RuleLink:
         spec: RuleSpec = obj.spec
-        zone = await ready_zone(self.credentials, obj.namespace, spec.zone_ref.name)
+        zone = await ready_zone(self.credentials, self.parent(obj, "zone_ref"), obj.namespace)
         link = RuleLink(zone.account, zone.zone_id, spec.phase)
         if not obj.metadata.deleting:
             await self._lists_exist(link, spec.expression)

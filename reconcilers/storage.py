@@ -94,6 +94,7 @@ class R2BucketKind(AccountMember[R2Bucket, CloudflareBucket], RecordsIdElsewhere
     buckets is one per jurisdiction, and so are their drift checks."""
 
     model = R2Bucket
+    serves_once = "creation_date"  # a bucket's ID is its name: it exists once Cloudflare dated it
     observed_id = "name"
 
     def partition(self, obj: R2Bucket) -> str:

@@ -38,7 +38,7 @@ from reconcilers.credentials import account_key, ready_account
 from reconcilers.managed_kind import Changes, ManagedKind
 from reconcilers.tenancy import DOMAIN_INDEX, RECORD_NAME_INDEX, hostname_refusal
 from reconcilers.tunnel_document import RESET, normalise, says_something
-from reconcilers.waiting import RETRY_PARENT, NotReady, parent_found, parent_serving
+from reconcilers.waiting import RETRY_PARENT, NotReady
 
 __all__ = ["RESET", "TunnelConfigurationKind", "desired", "normalise", "says_something"]
 
@@ -103,8 +103,8 @@ class TunnelConfigurationKind(
                     # Traffic for another team's names would reach this tunnel: nothing of it is written.
                     raise NotReady(Reason.HOSTNAME_NOT_GRANTED, refusal, requeue_after=RETRY_PARENT)
         name = obj.spec.tunnel_ref.name
-        raw = parent_found(self.caches, ("Tunnel", obj.namespace or "", name))
-        tunnel_id = parent_serving(raw, "Tunnel", "tunnelID")  # one being deleted waits for its configurations
+        tunnel = self.parent(obj, "tunnel_ref")
+        tunnel_id, raw = tunnel.serving(), tunnel.raw  # one being deleted waits for its configurations
         owner = self._owner(obj)
         if owner != obj.name:
             owner_raw = self.caches.cached(self.kind, owner, obj.namespace) or {"metadata": {}}

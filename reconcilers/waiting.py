@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Protocol
 
 from app.api.constants import Reason
@@ -48,7 +49,32 @@ def can_serve(raw: JSON) -> bool:
     return False
 
 
-def parent_found(caches: Caches, target: Target, *, shown: str = "", gone: bool = True) -> JSON:
+RECORDED: dict[str, str] = {}
+"""By kind, the field of `status.cloudflareMetadata` that says its Cloudflare object exists, for its children to use
+(its ID, or what it records where the ID is more than a status field): each reconciler's declaration fills it
+(`ManagedKind.serves_once`)."""
+
+
+@dataclass(frozen=True)
+class Parent:
+    """A parent a reference names, as cached, and how the child names it in messages."""
+
+    kind: str
+    shown: str
+    raw: JSON
+
+    def serving(self, *, deleting_serves: bool = True, unready: str = "is not Ready") -> str:
+        """What the parent records of its Cloudflare object (`RECORDED`) when it can serve its children (`can_serve`;
+        one being deleted still serves when `deleting_serves`: it waits for them to clean up); else NotReady
+        `<Kind>NotReady` saying "<Kind> <shown> is not Ready" (or what `unready` says instead)."""
+        recorded = ((self.raw.get("status") or {}).get("cloudflareMetadata") or {}).get(RECORDED[self.kind])
+        deleting = deleting_serves and bool(self.raw["metadata"].get("deletionTimestamp"))
+        if not (can_serve(self.raw) or deleting) or not recorded:
+            raise NotReady(f"{self.kind}NotReady", f"{self.kind} {self.shown} {unready}")
+        return str(recorded)
+
+
+def parent_found(caches: Caches, target: Target, *, shown: str = "", gone: bool = True) -> Parent:
     """The parent a reference names (`Reference.targets`: its kind, namespace and name), as cached; else NotReady
     `<Kind>NotFound` saying "<Kind> <shown> not found" (`shown`: how the child names it, its name by default).
     `gone`: the child being deleted may go without it (the parent and its Cloudflare object are gone)."""
@@ -56,20 +82,7 @@ def parent_found(caches: Caches, target: Target, *, shown: str = "", gone: bool 
     raw = caches.cached(kind, name, namespace or None)
     if raw is None:
         raise NotReady(f"{kind}NotFound", f"{kind} {shown or name} not found", parent_gone=gone)
-    return raw
-
-
-def parent_serving(
-    raw: JSON, kind: str, recorded: str, *, shown: str = "", deleting_serves: bool = True, unready: str = "is not Ready"
-) -> str:
-    """The Cloudflare ID a parent records (`status.cloudflareMetadata.<recorded>`) when it can serve its children
-    (`can_serve`; one being deleted still serves when `deleting_serves`: it waits for them to clean up); else
-    NotReady `<Kind>NotReady` saying "<Kind> <shown> is not Ready" (or what `unready` says instead)."""
-    recorded_id = ((raw.get("status") or {}).get("cloudflareMetadata") or {}).get(recorded)
-    deleting = deleting_serves and bool(raw["metadata"].get("deletionTimestamp"))
-    if not (can_serve(raw) or deleting) or not recorded_id:
-        raise NotReady(f"{kind}NotReady", f"{kind} {shown or raw['metadata']['name']} {unready}")
-    return str(recorded_id)
+    return Parent(kind, shown or name, raw)
 
 
 WAIT_GRACE = 10.0

@@ -21,7 +21,7 @@ from reconcilers.collections import Collections
 from reconcilers.context import AccountLink, Caches, Credentials
 from reconcilers.credentials import ready_zone
 from reconcilers.managed_kind import Changes, ManagedKind, pending_intent
-from reconcilers.waiting import NotReady, parent_found, parent_serving
+from reconcilers.waiting import NotReady
 
 
 def pattern_host(pattern: str) -> str:
@@ -63,7 +63,7 @@ class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute], Drif
 
     async def connect(self, obj: WorkerRoute) -> RouteLink:
         namespace = obj.namespace or ""
-        zone = await ready_zone(self.credentials, namespace, obj.spec.zone_ref.name)
+        zone = await ready_zone(self.credentials, self.parent(obj, "zone_ref"), namespace)
         zone_account, zone_id, domain = zone.account_ref, zone.zone_id, zone.zone_name
         if obj.metadata.deleting:
             return RouteLink(zone.account, zone_id, None)
@@ -74,23 +74,16 @@ class WorkerRouteKind(ManagedKind[WorkerRoute, RouteLink, CloudflareRoute], Drif
             )
         script = None
         if obj.spec.worker_script_ref is not None:
-            worker_name = obj.spec.worker_script_ref.name
-            shown = f"{namespace}/{worker_name}"
+            shown = f"{namespace}/{obj.spec.worker_script_ref.name}"
             where = f"WorkerScript {shown}"
-            worker = parent_found(self.caches, ("WorkerScript", namespace or "", worker_name), shown=shown, gone=False)
+            found = self.parent(obj, "worker_script_ref", shown=shown, gone=False)
+            worker = found.raw
             if account_name(worker) != zone_account:
                 raise NotReady(
                     Reason.ACCOUNT_MISMATCH,
                     f"{where} uses CloudflareAccount {account_name(worker)}, the Zone {zone_account}",
                 )
-            parent_serving(
-                worker,
-                "WorkerScript",
-                "modifiedOn",
-                shown=shown,
-                deleting_serves=False,
-                unready="is not uploaded and Ready",
-            )
+            found.serving(deleting_serves=False, unready="is not uploaded and Ready")
             script = worker["spec"]["name"]
         return RouteLink(zone.account, zone_id, script)
 

@@ -42,7 +42,7 @@ from reconcilers.credentials import account_id_of, account_ref_key, must_read
 from reconcilers.holders import CLAIM_INDEX
 from reconcilers.managed_kind import Changes
 from reconcilers.tenancy import reference_granted
-from reconcilers.waiting import RETRY_PARENT, NotReady, parent_found, parent_serving
+from reconcilers.waiting import RETRY_PARENT, NotReady, parent_found
 from reconcilers.writer import logger_of
 
 ENTRY_MODULE = "worker.js"
@@ -85,6 +85,7 @@ class WorkerScriptKind(
     RecordsIdElsewhere[WorkerScript],
 ):
     model = WorkerScript
+    serves_once = "modified_on"  # routes wait for the script to be uploaded
 
     def __init__(self, caches: Caches, credentials: Credentials, configmaps: ReferencedObjects | None) -> None:
         super().__init__(caches, credentials)
@@ -256,12 +257,12 @@ class WorkerScriptKind(
                 f"{where}: no Grant in namespace {namespace} lets WorkerScripts of {obj.namespace} bind it",
                 requeue_after=RETRY_PARENT,
             )
-        raw = parent_found(self.caches, (kind, namespace, name), shown=shown, gone=False)
+        found = parent_found(self.caches, (kind, namespace, name), shown=shown, gone=False)
+        raw = found.raw
         theirs, mine = account_name(raw), account_ref_key(obj.spec.account_ref, obj.namespace)
         if theirs != mine and account_id_of(self.caches, theirs) != account_id_of(self.caches, mine):
             raise NotReady(Reason.ACCOUNT_MISMATCH, f"{where} is in another Cloudflare account than this Worker")
-        recorded = {"KVNamespace": "namespaceID", "R2Bucket": "creationDate", "D1Database": "databaseID"}[kind]
-        parent_serving(raw, kind, recorded, shown=shown)  # one being deleted waits for this Worker
+        found.serving()  # one being deleted waits for this Worker
         return raw
 
     # ---- the Worker in Cloudflare ------------------------------------------------------------------------------

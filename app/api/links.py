@@ -131,6 +131,17 @@ def _paths(link: _Link, reference: type[Reference], prefix: str) -> Iterator[tup
         yield from _paths(inner, reference, f"{path}[].")
 
 
+def reference_target(model: type[BaseModel], field: str, value: Mapping[str, object], namespace: str) -> Target:
+    """The object the reference `value` (as stored) of `model`'s `field` (its Python name) names, for a referrer in
+    `namespace`: the kind its type or `Refers` declares, the namespace the reference gives or the referrer's."""
+    for link in _links(model):
+        if link.name == field and link.reference is not None:
+            found = link.reference.targets(value, link.kinds[0], namespace)
+            if found:
+                return found[0]
+    raise LookupError(f"{model.__name__}.{field} names no object")
+
+
 def _named(link: _Link, value: object, namespace: str) -> Iterator[Target]:
     for item in value if isinstance(value, list) else [value]:
         if link.held:

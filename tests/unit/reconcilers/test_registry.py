@@ -13,6 +13,7 @@ from reconcilers.capabilities import RecordsIdElsewhere
 from reconcilers.context import Caches, Context, Credentials
 from reconcilers.managed_kind import ManagedKind, build
 from reconcilers.registry import KINDS, reconciler_of
+from reconcilers.waiting import RECORDED
 
 
 def test_every_kind_has_one_reconciler_in_the_models_order() -> None:
@@ -64,3 +65,18 @@ def test_a_kind_asking_for_what_the_manager_lacks_fails_naming_it() -> None:
 
     with pytest.raises(TypeError, match="asks for mailbox"):
         build(Greedy, _context())
+
+
+@pytest.mark.parametrize("reconciler", KINDS, ids=lambda r: r.model.info.kind)
+def test_what_children_wait_for_is_a_field_the_status_has(reconciler: type[ManagedKind]) -> None:  # type: ignore[type-arg]
+    """A child waits on its parent until the parent records its Cloudflare object (`ManagedKind.parent`): the field
+    read is one the parent's status can hold, for every kind that creates one."""
+    if not reconciler.creates:
+        return
+    metadata = reconciler.model.status_model().model_fields["cloudflare_metadata"].annotation
+    fields = {
+        field.alias or name
+        for arg in getattr(metadata, "__args__", (metadata,))
+        for name, field in getattr(arg, "model_fields", {}).items()
+    }
+    assert RECORDED[reconciler.kind] in fields
