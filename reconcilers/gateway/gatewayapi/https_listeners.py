@@ -21,15 +21,18 @@ from collections.abc import Callable, Iterable, Sequence
 from reconcilers.gateway import shapes
 from reconcilers.gateway.gatewayapi.status import ServedGateway
 from reconcilers.gateway.ir import Chain
+from reconcilers.gateway.owners import Owners
 from reconcilers.gateway.shapes import Gateway, Secret
 
 
 def chains(
-    gateways: Iterable[ServedGateway], secret: Callable[[str, str], Secret | None]
+    gateways: Iterable[ServedGateway], secret: Callable[[str, str], Secret | None], owners: Owners | None = None
 ) -> dict[str, tuple[Chain, ...]]:
     """Per data plane ("" the shared one, else a Gateway's own plane's xDS cluster), the chains of its Gateways' valid
     HTTPS listeners terminating TLS, one per server name. A listener is valid only once its certificate resolves
-    (`status.listener`), so every one here has a certificate to serve."""
+    (`status.listener`), so every one here has a certificate to serve. A listener's hostname its namespace may not
+    publish (`owners`) gets no chain: another team's name would be served this certificate, checked against these
+    CAs, and the name's requests on the default chain refused as misdirected."""
     taken: dict[str, dict[str | None, Chain]] = {}
     for served in sorted(gateways, key=lambda g: shapes.age_key(g.gateway)):
         for listener in served.valid_listeners:
@@ -38,6 +41,12 @@ def chains(
                 continue
             plane = taken.setdefault(served.plane, {})
             if listener.hostname in plane:
+                continue
+            if (
+                listener.hostname
+                and owners is not None
+                and owners.refusal(shapes.ns(served.gateway), listener.hostname)
+            ):
                 continue
             pem = _certificate(served.gateway, tls.get("certificateRefs") or [], secret)
             if pem is not None:

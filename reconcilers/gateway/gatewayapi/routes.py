@@ -22,12 +22,12 @@ def attachments_of(
     gateways: Mapping[ObjectKey, ServedGateway],
     resolver: Resolver,
     listener_sets: Mapping[ObjectKey, ObjectKey],
+    owners: Owners,
 ) -> list[Attachment]:
     """Every route's attachments to Gateways of the class (accepted or refused), each with the build of its Envoy
     routes and the hostnames it serves (those its namespace owns); `listener_sets` maps each ListenerSet on a Gateway
     of the class to that Gateway."""
     labels_of = {shapes.name(n): shapes.labels(n) for n in world.namespaces}
-    owners = Owners.of(world.zones, world.namespaces, world.tenancy_label)
     attachments: list[Attachment] = []
     for kind, routes in ((HTTP_ROUTE, world.http_routes), (GRPC_ROUTE, world.grpc_routes)):
         for route in routes:

@@ -30,6 +30,7 @@ from reconcilers.gateway.gatewayapi.world import World, publishes_dns
 from reconcilers.gateway.ir import IR, Hostname, ParentStatus, PlaneIR
 from reconcilers.gateway.ir.routes import RouteIR
 from reconcilers.gateway.ir.status import ClassStatus
+from reconcilers.gateway.owners import Owners
 from reconcilers.gateway.planes import Plane, finalized
 from reconcilers.gateway.shapes import ObjectKey, RouteKey, condition
 
@@ -87,7 +88,8 @@ def to_ir(world: World) -> IR:
     }
     tls = BackendTLS(world.backend_tls_policies, world.config_map)
     resolver = Resolver(world.services, world.slices, world.grants, tls, world.external_backends)
-    attachments = attachments_of(world, gateways, resolver, listener_sets)
+    owners = Owners.of(world.zones, world.namespaces, world.tenancy_label)
+    attachments = attachments_of(world, gateways, resolver, listener_sets, owners)
     ancestors: dict[ObjectKey, set[ObjectKey]] = defaultdict(set)
     # Gateway API: a route's (and a policy's) entry carries the controllerName of its Gateway's class.
     controller_of_class = {shapes.name(c): world.ours.controller_of(c) for c in world.classes}
@@ -146,7 +148,7 @@ def to_ir(world: World) -> IR:
     clusters, endpoints = resolver.resources({UNRESOLVED} if unresolved else set())
     planes = {"": PlaneIR(vhosts[""], clusters, endpoints)}
     planes.update((g.plane, _own_plane(vhosts[g.plane], resolver)) for g in gateways.values() if g.plane)
-    chains = https_listeners.chains(gateways.values(), world.secret)
+    chains = https_listeners.chains(gateways.values(), world.secret, owners)
     for plane, found in chains.items():
         if plane in planes:
             planes[plane] = dataclasses.replace(planes[plane], server_names=tuple(c.server_name for c in found))

@@ -220,3 +220,24 @@ def test_the_listener_encodes_for_envoy_and_a_chain_never_prints_its_key() -> No
     (chain, *_) = result.https_chains[""]
     assert "PRIVATE KEY" not in repr(chain)
     assert "PRIVATE KEY" not in repr(result.https_chains)
+
+
+def test_a_listener_for_a_name_its_namespace_may_not_publish_gets_no_chain() -> None:
+    """A team's HTTPS listener for a name in another team's Zone (that grants it nothing) serves no certificate for
+    it: the owner's own listener keeps the name, whichever Gateway is older."""
+    from tests.unit.gateway.test_hostname_owners import OWNER, namespace, zone
+
+    intruder = dated(gateway("intruder", [https("https", "shop.example.com", "fake")]), "2025-01-01T00:00:00Z")
+    owner = gateway("edge", [https("https", "shop.example.com", "real")], namespace=OWNER)
+    result = translated(
+        [intruder, owner],
+        [secret("fake", "shop.example.com"), secret("real", "shop.example.com", OWNER)],
+        zones=[zone()],
+        namespaces=[namespace(NS), namespace(OWNER)],
+    )
+    listener = https_listener(result)
+    assert listener is not None
+    (chain,) = listener["filter_chains"]
+    assert sni(chain) == ["shop.example.com"]
+    assert served(chain)[0] == certificate("shop.example.com")[0]
+    assert result.https_chains[""][0].gateway == f"{OWNER}/edge/https"
