@@ -115,7 +115,7 @@ class Queue:
 @dataclass
 class Context:
     """Everything one life of the manager gives the reconcilers, as the process assembles it. The lifecycle and the
-    Gateway class hold it whole; a kind receives only the parts its constructor names (`parts_for`)."""
+    Gateway class hold it whole; a kind receives only the parts its constructor names (`managed_kind.build`)."""
 
     kube: KubeClient
     recorder: EventRecorder

@@ -111,3 +111,15 @@ def world(
 
 
 __all__ = ["GATEWAY_GROUP"]
+
+
+def reference_grant(namespace: str, kind: str, name: str, *, from_kind: str = "Gateway", from_ns: str = NS) -> JSON:
+    """A ReferenceGrant in `namespace` letting `from_kind`s of `from_ns` refer to its `kind` `name` (core group)."""
+    return {
+        "kind": "ReferenceGrant",
+        "metadata": meta(f"{from_kind.lower()}s", namespace),
+        "spec": {
+            "from": [{"group": "gateway.networking.k8s.io", "kind": from_kind, "namespace": from_ns}],
+            "to": [{"group": "", "kind": kind, "name": name}],
+        },
+    }

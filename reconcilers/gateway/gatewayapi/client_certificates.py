@@ -83,13 +83,35 @@ def _pem_pair(secret: shapes.Secret) -> tuple[str, str] | None:
         return None
 
 
+def _backend_ref(gateway: Gateway) -> GatewaySpecTlsBackendClientCertificateRef | None:
+    tls = gateway["spec"].get("tls")
+    backend = tls.get("backend") if tls is not None else None
+    return backend.get("clientCertificateRef") if backend is not None else None
+
+
+def secret_refs(gateway: Gateway) -> set[shapes.ObjectKey]:
+    """The Secrets the Gateway names as certificates, its listeners' and the one it presents to TLS backends (what
+    `Certificates.secret` is asked)."""
+    refs: list[SecretRef] = [
+        ref
+        for listener in gateway["spec"].get("listeners", [])
+        for ref in listener.get("tls", {}).get("certificateRefs", [])
+    ]
+    backend = _backend_ref(gateway)
+    if backend is not None:
+        refs.append(backend)
+    return {
+        (ref.get("namespace") or shapes.ns(gateway), ref["name"])
+        for ref in refs
+        if ref.get("group", "") == "" and ref.get("kind", "Secret") == "Secret"
+    }
+
+
 def client_certificate(gateway: Gateway, certificates: Certificates) -> ClientCertificate | tuple[str, str] | None:
     """The certificate the Gateway's data plane presents to TLS backends (`spec.tls.backend.clientCertificateRef`),
     or (reason, message) when the reference does not resolve (`_tls_secret`, InvalidClientCertificateRef). None: the
     Gateway names none."""
-    tls = gateway["spec"].get("tls")
-    backend = tls.get("backend") if tls is not None else None
-    ref = backend.get("clientCertificateRef") if backend is not None else None
+    ref = _backend_ref(gateway)
     if ref is None:
         return None
     where = "spec.tls.backend.clientCertificateRef"

@@ -6,7 +6,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reconcilers.gateway import shapes
-from reconcilers.gateway.gatewayapi.client_certificates import frontend_config_maps
+from reconcilers.gateway.gatewayapi.client_certificates import frontend_config_maps, secret_refs
 from reconcilers.gateway.gatewayapi.policies import ConfigMapLookup, config_map_refs
 from reconcilers.gateway.gatewayapi.route_shapes import Route
 from reconcilers.gateway.gatewayapi.status import TunnelLookup
@@ -89,30 +89,21 @@ def publishes_dns(gateway: Gateway) -> bool:
     return str(annotations.get(DNS_PUBLISHING_ANNOTATION, "")).strip().lower() != "disabled"
 
 
+def _our_gateways(world: World) -> list[Gateway]:
+    ours = {shapes.name(c) for c in world.classes if world.ours.ours(c)}
+    return [gateway for gateway in world.gateways if gateway["spec"]["gatewayClassName"] in ours]
+
+
 def certificate_refs(world: World) -> set[ObjectKey]:
     """The Secrets the class's Gateways name as certificates, their listeners' and the one presented to TLS backends
     (what `World.secret` is asked)."""
-    ours = {shapes.name(c) for c in world.classes if world.ours.ours(c)}
-    out: set[ObjectKey] = set()
-    for gateway in world.gateways:
-        if gateway["spec"]["gatewayClassName"] not in ours:
-            continue
-        for listener in gateway["spec"].get("listeners", []):
-            for ref in listener.get("tls", {}).get("certificateRefs", []):
-                if ref.get("group", "") == "" and ref.get("kind", "Secret") == "Secret":
-                    out.add((ref.get("namespace") or shapes.ns(gateway), ref["name"]))
-        client = ((gateway["spec"].get("tls") or {}).get("backend") or {}).get("clientCertificateRef")
-        if client is not None and client.get("group", "") == "" and client.get("kind", "Secret") == "Secret":
-            out.add((client.get("namespace") or shapes.ns(gateway), client["name"]))
-    return out
+    return {key for gateway in _our_gateways(world) for key in secret_refs(gateway)}
 
 
 def ca_refs(world: World) -> set[ObjectKey]:
     """The ConfigMaps the translation reads as CAs (what `World.config_map` is asked): those BackendTLSPolicies name,
     and those the class's Gateways check their clients' certificates against."""
-    ours = {shapes.name(c) for c in world.classes if world.ours.ours(c)}
     out = config_map_refs(world.backend_tls_policies)
-    for gateway in world.gateways:
-        if gateway["spec"]["gatewayClassName"] in ours:
-            out |= frontend_config_maps(gateway)
+    for gateway in _our_gateways(world):
+        out |= frontend_config_maps(gateway)
     return out

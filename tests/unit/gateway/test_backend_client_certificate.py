@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from reconcilers.gateway.translate import Translation, translate
-from tests.dataplane.world import NS, backend, gateway, http_route, meta
+from tests.dataplane.world import NS, backend, gateway, http_route, meta, reference_grant
 from tests.unit.gateway.test_backend_tls import policy, tls_world
 from tests.unit.gateway.test_xds_mtls import CA
 
@@ -108,14 +108,7 @@ def test_a_reference_that_does_not_resolve_is_said_and_the_gateway_stays_accepte
 def test_another_namespaces_certificate_is_presented_once_a_reference_grant_lets_the_gateway_in(
     client_secret: JSON,
 ) -> None:
-    grant = {
-        "kind": "ReferenceGrant",
-        "metadata": meta("gateways", "elsewhere"),
-        "spec": {
-            "from": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": NS}],
-            "to": [{"group": "", "kind": "Secret", "name": "edge-client"}],
-        },
-    }
+    grant = reference_grant("elsewhere", "Secret", "edge-client")
     ref = {"group": "", "kind": "Secret", "name": "edge-client", "namespace": "elsewhere"}
     result = with_client(ref, {("elsewhere", "edge-client"): client_secret}, grants=[grant])
     assert resolved(result) == [("True", "ResolvedRefs")]

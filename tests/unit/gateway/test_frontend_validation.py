@@ -11,7 +11,7 @@ import pytest
 
 from app.pki import CertificateAuthority
 from reconcilers.gateway.translate import Translation
-from tests.dataplane.world import NS, gateway, meta
+from tests.dataplane.world import NS, gateway, meta, reference_grant
 from tests.unit.gateway.test_https_listeners import https, https_listener, secret, sni, translated
 
 JSON = dict[str, Any]
@@ -117,14 +117,7 @@ def test_a_listener_whose_cas_do_not_resolve_is_not_served_and_says_why(
 
 
 def test_a_reference_grant_lets_a_listener_check_against_another_namespaces_ca() -> None:
-    grant = {
-        "kind": "ReferenceGrant",
-        "metadata": meta("gateways", "web"),
-        "spec": {
-            "from": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": NS}],
-            "to": [{"group": "", "kind": "ConfigMap", "name": "web-backend-cm"}],
-        },
-    }
+    grant = reference_grant("web", "ConfigMap", "web-backend-cm")
     gw = validating([https("https", None, "site")], [ref("web-backend-cm", namespace="web")], {})
     result = run(gw, [ca_map("web-backend-cm", PORT_CA, "web")], grants=[grant])
     assert listener_conditions(result, "https")["ResolvedRefs"] == ("True", "ResolvedRefs")
