@@ -20,6 +20,8 @@ from app.settings import Settings
 from tests.helpers import eventually, serving
 from tests.unit.webhooks.reviews import review, sample
 
+pytestmark = pytest.mark.heavy
+
 Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 

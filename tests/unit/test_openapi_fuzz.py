@@ -18,6 +18,8 @@ from app.server import LOOP_STALL, Runtime, probes_app
 from app.settings import Settings
 from webhooks.app import create_app as webhooks_app
 
+pytestmark = pytest.mark.heavy
+
 EXAMPLES = 40
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 

@@ -6,6 +6,10 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.heavy
+
 
 def test_a_process_without_the_gateway_class_loads_neither_the_class_nor_grpc() -> None:
     """The Gateway class, gRPC and Envoy's messages are imported when `--gateway-enabled` starts the class: a process

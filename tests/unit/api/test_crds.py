@@ -35,6 +35,8 @@ from app.api.tunnel_gateway_package import PACKAGE_KINDS
 from app.api.workers import WorkerRoute, WorkerScript
 from tests.unit.api.structural import structural_problems, unbounded
 
+pytestmark = pytest.mark.heavy
+
 # A kind that exercises what later kinds will need: optional and nested immutable fields, a CEL-reserved field
 # name, a discriminated union, int-or-string, maps, sets, free-form values, exclusive bounds.
 

@@ -14,6 +14,8 @@ from app.cloudflare.keepalive import Keepalive
 from tests.unit.cloudflare.helpers import TOKEN
 from tests.unit.cloudflare.servers import Certificates, H2Server
 
+pytestmark = pytest.mark.heavy
+
 NEVER = 30.0
 """Seconds after which what a ping bound should end counts as never ended: far above the bounds set here, so the
 error's type, not a clock, says which bound ended it."""

@@ -24,6 +24,8 @@ from app.cloudflare import (
 from tests.unit.cloudflare.helpers import BASE, TOKEN, ok
 from tests.unit.cloudflare.servers import TcpServer, answer, dribble_body, envelope, hang_after_request, silent
 
+pytestmark = pytest.mark.heavy
+
 NEVER = 30.0
 """Seconds after which a call counts as one no bound ended: far above every bound these tests set."""
 

@@ -22,6 +22,8 @@ from tests.dataplane.world import backend, http_route, world
 from tests.fixtures.xds import Delta, channel, listening, names
 from tests.helpers import eventually
 
+pytestmark = pytest.mark.heavy
+
 TOKEN = "s3cret-token"
 EDGE, OTHER, UNKNOWN = "kflare-gateway/team/edge", "kflare-gateway/other-team/web", "kflare-gateway/team/unknown"
 EDGE_TOKEN = envoy.plane_token(TOKEN, EDGE)

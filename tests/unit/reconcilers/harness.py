@@ -34,7 +34,7 @@ from app.emulator.app import EmulatorApp, create_app
 from app.emulator.context import Emulator
 from app.kube.client import JSON, JSON_PATCH, SECRETS, KubeError, ResourceType
 from app.kube.index import DependencyIndex, Ref
-from app.kube.informer import Informer, key_of
+from app.kube.informer import Informer, compact, key_of
 from reconcilers import registry
 from reconcilers.claims import CLAIM_INDEXES, CLAIMS
 from reconcilers.context import Context
@@ -368,7 +368,7 @@ class Runtime:
         reconciler = self.reconcilers.get(kind)
         for (stored_kind, namespace, name), obj in self.kube.objects.items():
             if stored_kind == kind:
-                informer.put(copy.deepcopy(obj))
+                informer.put(compact(obj))  # a copy: the cache strips it in place
                 if reconciler is not None:
                     self.index.set_parents(Ref(kind, namespace, name), reconciler.parents_of(obj))
 

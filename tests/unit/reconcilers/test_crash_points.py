@@ -28,6 +28,8 @@ from tests.unit.reconcilers.harness import (
     ready,
 )
 
+pytestmark = pytest.mark.heavy
+
 ZONE_ID = "e" * 32
 NS = "team"
 TUNNEL_ID = "0f0f0f0f-1111-4222-8333-444455556666"

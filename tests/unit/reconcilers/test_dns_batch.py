@@ -18,6 +18,8 @@ from tests.unit.cloudflare.helpers import FakeClock, idle
 from tests.unit.cloudflare.helpers import eventually as until
 from tests.unit.reconcilers.harness import TOKEN, Cloudflare, emulator_state
 
+pytestmark = pytest.mark.heavy
+
 ZONE_ID = "c" * 32
 RECORDS = f"/zones/{ZONE_ID}/dns_records"
 

@@ -17,6 +17,8 @@ from reconcilers import registry
 from tests.kinds import SAMPLES
 from tests.unit.reconcilers.harness import SETTLE_PASSES, EmulatorServer, MemoryKflare, emulator_state
 
+pytestmark = pytest.mark.heavy
+
 
 def test_every_kind_that_creates_has_a_sample() -> None:
     creating = {kind.model.info.kind for kind in registry.KINDS if kind.creates}

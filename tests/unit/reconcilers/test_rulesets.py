@@ -27,6 +27,8 @@ from tests.unit.reconcilers.harness import (
     ready,
 )
 
+pytestmark = pytest.mark.heavy
+
 ZONE_ID = "e" * 32
 NS = "team"
 KINDS = [reconciler_of(model) for model in (CloudflareAccount, Zone, *RULE_KINDS)]
