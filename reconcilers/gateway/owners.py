@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -33,6 +33,8 @@ from reconcilers.gateway import raw
 ZONE_RULE = "zone"
 SUFFIX_RULE = "suffix"
 NO_RULE = ""
+RULES_KEPT = 100_000
+"""Hostnames whose rule an `Owners` remembers (it lives as long as the Zones and namespaces stay as they are)."""
 
 
 def _bare(name: str) -> str:
@@ -88,6 +90,7 @@ class Owners:
     tenancy_label: str | None = None
     """The per-namespace suffix policy's label; None: no such policy."""
     _grants: dict[tuple[str, str], list[HostnameGrant]] = field(default_factory=dict)
+    _rules: dict[str, tuple[str, Mapping[str, object] | None]] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -96,13 +99,21 @@ class Owners:
         namespaces: Iterable[Mapping[str, object]],
         tenancy_label: str | None,
     ) -> Owners:
+        zones = list(zones)
         labels_of: dict[str, Mapping[str, str]] = {}
         created_of: dict[str, str] = {}
         for namespace in namespaces:
             meta = raw.mapping(namespace.get("metadata"))
             labels_of[str(meta.get("name"))] = {str(k): str(v) for k, v in raw.mapping(meta.get("labels")).items()}
             created_of[str(meta.get("name"))] = str(meta.get("creationTimestamp") or "")
-        return cls(ZoneIndex(zones), labels_of, created_of, tenancy_label or None)
+        # The last translation's rules, when nothing they read has changed: what each hostname's rule is, looked up
+        # once rather than once per translation (a route change looked up a thousand routes' zones again).
+        key = (zones_revision(zones), repr(sorted(labels_of.items())), repr(sorted(created_of.items())), tenancy_label)
+        if _last is not None and _last[0] == key:
+            return _last[1]
+        owners = cls(ZoneIndex(zones), labels_of, created_of, tenancy_label or None)
+        _remember(key, owners)
+        return owners
 
     def grants_of(self, zone: Mapping[str, object]) -> list[HostnameGrant]:
         meta = raw.mapping(zone.get("metadata"))
@@ -124,10 +135,15 @@ class Owners:
 
     def rule(self, hostname: str) -> tuple[str, Mapping[str, object] | None]:
         """Which rule decides who owns `hostname` (ZONE_RULE, SUFFIX_RULE, NO_RULE), with the managing Zone."""
-        zone = self.zones.managing(hostname) if hostname != "*" else None
-        if zone is not None:
-            return ZONE_RULE, zone
-        return (SUFFIX_RULE if self.tenancy_label else NO_RULE), None
+        found = self._rules.get(hostname)
+        if found is None:
+            zone = self.zones.managing(hostname) if hostname != "*" else None
+            other = SUFFIX_RULE if self.tenancy_label else NO_RULE
+            found = (ZONE_RULE, zone) if zone is not None else (other, None)
+            if len(self._rules) >= RULES_KEPT:
+                self._rules.clear()  # names of routes long gone: the memo is not a record
+            self._rules[hostname] = found
+        return found
 
     def refusal(self, namespace: str, hostname: str) -> str | None:
         """Why `namespace` may not publish `hostname`; None when it may."""
@@ -182,6 +198,14 @@ class Owners:
                 " suffix of it (or as long, on an older namespace)"
             )
         return f"{hostname} is served by an older route of another namespace"
+
+
+_last: tuple[Hashable, Owners] | None = None
+
+
+def _remember(key: Hashable, owners: Owners) -> None:
+    global _last
+    _last = (key, owners)
 
 
 __all__ = ["Owners", "ZoneIndex", "holds_zone", "managing_zone", "suffixes", "zone_domain", "zones_revision"]

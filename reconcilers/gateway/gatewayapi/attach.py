@@ -186,6 +186,8 @@ def settle_hostname_owners(attachments: list[Attachment], owners: Owners) -> Non
                 claimants[hostname].append(attachment)
     lost: dict[int, dict[str, str]] = defaultdict(dict)
     for hostname, found in claimants.items():
+        if len(found) == 1:
+            continue  # the one claimant owns it
         winner = min(found, key=lambda a: (owners.rank(shapes.ns(a.route), hostname), shapes.age_key(a.route), a.kind))
         owner = (shapes.ns(winner.route), winner.kind)
         for attachment in found:

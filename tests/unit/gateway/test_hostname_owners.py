@@ -281,3 +281,18 @@ async def test_a_zone_going_away_does_not_delete_the_cloudflare_record_of_a_name
     assert not publish.keeps_cloudflare_record(class_record("app.example.com"), zone(), {"app.example.com"})
     assert publish.keeps_cloudflare_record(class_record("app.example.com"), None, {"app.example.com"})
     assert not publish.keeps_cloudflare_record(class_record("app.example.com"), going, set())
+
+
+def test_each_translation_follows_the_zones_and_namespaces_as_they_are_now() -> None:
+    """The rules are remembered between translations while nothing they read changes (`Owners.of`): a grant added,
+    a label set or a Zone gone changes the next translation's answer, and going back gives the first answer again."""
+    route = http_route("web", ["app.example.com"], RULES)
+    assert accepted(translate(of([route], [zone()])), "web")["status"] == "False"
+    assert accepted(translate(of([route], [zone(grants=[to(NS)])])), "web")["status"] == "True"
+    assert accepted(translate(of([route], [zone()])), "web")["status"] == "False"
+    assert accepted(translate(of([route], [])), "web")["status"] == "True"
+    labelled = [namespace(NS, **{"kflare.dev/domain": "example.org"}), namespace(OWNER)]
+    policy = {"tenancy_label": "kflare.dev/domain"}
+    assert accepted(translate(of([route], [], namespaces=labelled, **policy)), "web")["status"] == "False"
+    relabelled = [namespace(NS, **{"kflare.dev/domain": "example.com"}), namespace(OWNER)]
+    assert accepted(translate(of([route], [], namespaces=relabelled, **policy)), "web")["status"] == "True"
