@@ -33,6 +33,8 @@ from reconcilers.gateway import raw
 ZONE_RULE = "zone"
 SUFFIX_RULE = "suffix"
 NO_RULE = ""
+_last: dict[Hashable, Owners] = {}
+"""The last `Owners.of`, by what it read."""
 RULES_KEPT = 100_000
 """Hostnames whose rule an `Owners` remembers (it lives as long as the Zones and namespaces stay as they are)."""
 
@@ -109,11 +111,11 @@ class Owners:
         # The last translation's rules, when nothing they read has changed: what each hostname's rule is, looked up
         # once rather than once per translation (a route change looked up a thousand routes' zones again).
         key = (zones_revision(zones), repr(sorted(labels_of.items())), repr(sorted(created_of.items())), tenancy_label)
-        if _last is not None and _last[0] == key:
-            return _last[1]
-        owners = cls(ZoneIndex(zones), labels_of, created_of, tenancy_label or None)
-        _remember(key, owners)
-        return owners
+        found = _last.get(key)
+        if found is None:
+            _last.clear()
+            found = _last[key] = cls(ZoneIndex(zones), labels_of, created_of, tenancy_label or None)
+        return found
 
     def grants_of(self, zone: Mapping[str, object]) -> list[HostnameGrant]:
         meta = raw.mapping(zone.get("metadata"))
@@ -198,14 +200,6 @@ class Owners:
                 " suffix of it (or as long, on an older namespace)"
             )
         return f"{hostname} is served by an older route of another namespace"
-
-
-_last: tuple[Hashable, Owners] | None = None
-
-
-def _remember(key: Hashable, owners: Owners) -> None:
-    global _last
-    _last = (key, owners)
 
 
 __all__ = ["Owners", "ZoneIndex", "holds_zone", "managing_zone", "suffixes", "zone_domain", "zones_revision"]

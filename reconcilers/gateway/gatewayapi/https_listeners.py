@@ -26,7 +26,7 @@ from reconcilers.gateway.shapes import Gateway, Secret
 
 
 def chains(
-    gateways: Iterable[ServedGateway], secret: Callable[[str, str], Secret | None], owners: Owners | None = None
+    gateways: Iterable[ServedGateway], secret: Callable[[str, str], Secret | None], owners: Owners
 ) -> dict[str, tuple[Chain, ...]]:
     """Per data plane ("" the shared one, else a Gateway's own plane's xDS cluster), the chains of its Gateways' valid
     HTTPS listeners terminating TLS, one per server name. A listener is valid only once its certificate resolves
@@ -42,11 +42,7 @@ def chains(
             plane = taken.setdefault(served.plane, {})
             if listener.hostname in plane:
                 continue
-            if (
-                listener.hostname
-                and owners is not None
-                and owners.refusal(shapes.ns(served.gateway), listener.hostname)
-            ):
+            if listener.hostname and owners.refusal(shapes.ns(served.gateway), listener.hostname):
                 continue
             pem = _certificate(served.gateway, tls.get("certificateRefs") or [], secret)
             if pem is not None:
