@@ -61,7 +61,7 @@ async def valid_review_works(served: Served, context: ssl.SSLContext) -> None:
 
 
 async def test_300_connections_that_never_finish_their_headers_are_closed() -> None:
-    async with webhook(http_header_timeout="0.5s", http_max_connections=400) as (served, context):
+    async with webhook(http_header_timeout="0.3s", http_max_connections=400) as (served, context):
         streams: list[Stream] = []
         for _ in range(300):
             stream = await connect(served, context)
@@ -69,7 +69,7 @@ async def test_300_connections_that_never_finish_their_headers_are_closed() -> N
             streams.append(stream)
         answers = await asyncio.gather(*(answer(s) for s in streams))  # each read ends when the server closes
         assert all(a.startswith(b"HTTP/1.1 408 Request Timeout\r\n") for a in answers), answers[:3]
-        assert answers[0].endswith(b"no complete request headers within 0.5s")
+        assert answers[0].endswith(b"no complete request headers within 0.3s")
 
         async def none_open() -> bool:
             return not served.server.server_state.connections
@@ -79,7 +79,7 @@ async def test_300_connections_that_never_finish_their_headers_are_closed() -> N
 
 
 async def test_a_connection_that_never_starts_tls_is_closed() -> None:
-    async with webhook(http_header_timeout="0.5s") as (served, context):
+    async with webhook(http_header_timeout="0.3s") as (served, context):
         plain = await connect(served, None)
         assert await answer(plain) == b""  # closed, nothing said: it spoke no TLS
         silent = await connect(served, None)
@@ -89,7 +89,7 @@ async def test_a_connection_that_never_starts_tls_is_closed() -> None:
 
 
 async def test_a_kept_alive_connection_cannot_dribble_its_next_request() -> None:
-    async with webhook(http_header_timeout="0.5s") as (served, context):
+    async with webhook(http_header_timeout="0.3s") as (served, context):
         reader, writer = await connect(served, context)
         body = json.dumps(review("CREATE", sample("DNSRecord"))).encode()
         writer.write(

@@ -16,7 +16,6 @@ import copy
 import datetime as dt
 import json
 import socket
-import ssl
 import threading
 import uuid
 from collections.abc import Callable, Sequence
@@ -48,9 +47,6 @@ from tests.fixtures.driver import Driver, is_ready, token_data
 TOKEN = "harness-token-0123456789abcdef"
 ACCOUNT_ID = "a" * 32
 SETTLE_PASSES = 8
-TLS = ssl.create_default_context()
-"""One TLS context for every client of the process: each would load the CA bundle anew, which costs more than a
-case of the matrices (they speak plain HTTP on loopback, so it is never used)."""
 
 
 class Crash(BaseException):
@@ -264,9 +260,12 @@ class Cloudflare:
             self.session = CloudflareSession(HttpConfig(base_url="http://emulator/client/v4"), transport=transport)
             self.http = httpx.AsyncClient(transport=transport, base_url="http://emulator/client/v4")
             return
+        # The reconcilers reach the served app in process, as the ASGI transport does: only the Samples'
+        # synchronous calls need the socket, and while one waits for its reply nothing else runs on this loop.
         self.app = served.app
-        self.session = CloudflareSession(HttpConfig(base_url=served.base_url, verify=TLS))
-        self.http = httpx.AsyncClient(base_url=served.base_url, verify=TLS, trust_env=False)
+        transport = httpx.ASGITransport(app=self.app)
+        self.session = CloudflareSession(HttpConfig(base_url="http://emulator/client/v4"), transport=transport)
+        self.http = httpx.AsyncClient(transport=transport, base_url="http://emulator/client/v4")
 
     async def get(self, path: str, **params: Any) -> Any:
         reply = await self.http.get(path, params=params, headers={"Authorization": f"Bearer {TOKEN}"})

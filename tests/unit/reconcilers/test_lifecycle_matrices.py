@@ -1,9 +1,10 @@
 """The shared lifecycle, for every kind that creates Cloudflare objects: the adoption matrix (policy x whether
 the object exists) and the deletion matrix (created or adopted x the resource's policy x the default policy).
 
-Every kind's real reconciler runs in process over a Kubernetes API held in memory, against the emulator served on a
-loopback port (tests/unit/reconcilers/harness.py); the Samples of tests/kinds drive it as they drive `kflare run`
-in tests/integration/test_lifecycle_matrices.py, which keeps one case of each kind against the real API server."""
+Every kind's real reconciler runs in process over a Kubernetes API held in memory, against the emulator (the
+reconcilers reach it through httpx's ASGI transport, the Samples' synchronous calls on a loopback port: see
+tests/unit/reconcilers/harness.py); the Samples of tests/kinds drive it as they drive `kflare run` in
+tests/integration/test_lifecycle_matrices.py, which keeps one case of each kind against the real API server."""
 
 from __future__ import annotations
 
