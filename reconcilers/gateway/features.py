@@ -29,6 +29,7 @@ SUPPORTED_FEATURES = (
     "GatewayFrontendClientCertificateValidationInsecureFallback",
     "GatewayHTTPListenerIsolation",
     "GatewayHTTPSListenerDetectMisdirectedRequests",
+    "ListenerSet",
     # HTTPRoute extended.
     "HTTPRoute303RedirectStatusCode",
     "HTTPRoute307RedirectStatusCode",

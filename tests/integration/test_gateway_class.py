@@ -184,6 +184,10 @@ async def through_envoy(plane: Plane, host: str, path: str = "/") -> httpx.Respo
         return await http.get(f"http://127.0.0.1:{plane.envoy_port}{path}", headers={"Host": host})
 
 
+async def through_envoy_is(plane: Plane, host: str, code: int) -> bool:
+    return (await through_envoy(plane, host)).status_code == code
+
+
 async def test_statuses_and_traffic_of_a_gateway_and_its_routes(
     gateway_plane: Plane, gw: Gateways, namespace: str
 ) -> None:
@@ -507,7 +511,7 @@ async def test_an_https_listeners_certificate_ref_resolves_once_its_secret_exist
     await gw.objects.delete_namespaced_custom_object(GATEWAY_GROUP, V1, namespace, "gateways", "edge")
 
 
-async def test_a_backend_tls_policys_status_follows_its_ca_config_map_and_listener_sets_are_refused(
+async def test_a_backend_tls_policys_status_follows_its_ca_config_map_and_listener_sets_need_their_gateways_leave(
     gateway_plane: Plane, gw: Gateways, namespace: str
 ) -> None:
     class_name = await new_class(gw)
@@ -594,5 +598,28 @@ async def test_a_backend_tls_policys_status_follows_its_ca_config_map_and_listen
     conditions = await eventually(refused, what="the ListenerSet to be refused")
     assert conditions["Accepted"]["reason"] == conditions["Programmed"]["reason"] == "NotAllowed"
     assert (await gw.get("gateways", "edge", namespace))["status"]["attachedListenerSets"] == 0
+
+    # Once the Gateway allows ListenerSets of its namespace, the listener is merged and serves the routes naming it.
+    more = f"more.{namespace}.example.com"
+    await gw.backend(namespace, "plain", gateway_plane.backend_port)  # no BackendTLSPolicy names it
+    on_set = route_manifest("on-set", namespace, [more], [{"backendRefs": [{"name": "plain", "port": 80}]}])
+    on_set["spec"]["parentRefs"] = [{"group": GATEWAY_GROUP, "kind": "ListenerSet", "name": "more"}]
+    await gw.create("httproutes", on_set, namespace)
+    await gw.patch("gateways", "edge", namespace, {"spec": {"allowedListeners": {"namespaces": {"from": "Same"}}}})
+
+    async def taken() -> dict[str, Any] | None:
+        found = await gw.get("listenersets", "more", namespace)
+        status = found.get("status") or {}
+        accepted = cond(found, "Accepted") or {}
+        ok = accepted.get("status") == "True" and accepted.get("observedGeneration") == found["metadata"]["generation"]
+        return status if ok and [e["attachedRoutes"] for e in status["listeners"]] == [1] else None
+
+    status = await eventually(taken, what="the ListenerSet to be taken, and the route attached to its listener")
+    assert [entry["name"] for entry in status["listeners"]] == ["extra"]
+    assert (await gw.get("gateways", "edge", namespace))["status"]["attachedListenerSets"] == 1
+    await eventually(lambda: through_envoy_is(gateway_plane, more, 200), what="the ListenerSet's listener to serve")
+    route = await gw.get("httproutes", "on-set", namespace)
+    assert [entry["parentRef"]["kind"] for entry in route["status"]["parents"]] == ["ListenerSet"]
+    assert (parent_cond(route, "Accepted") or {}).get("reason") == "Accepted"
     await gw.objects.delete_namespaced_custom_object(GATEWAY_GROUP, V1, namespace, "gateways", "edge")
     await gw.objects.delete_cluster_custom_object(GATEWAY_GROUP, V1, "gatewayclasses", class_name)

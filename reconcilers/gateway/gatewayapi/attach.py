@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING
 
 from reconcilers.gateway import shapes
 from reconcilers.gateway.gatewayapi.route_shapes import Route
-from reconcilers.gateway.gatewayapi.status import ServedGateway, ServedListener
+from reconcilers.gateway.gatewayapi.status import ServedGateway, ServedListener, ServedListenerSet
 from reconcilers.gateway.gatewayapi.world import World
-from reconcilers.gateway.kinds import GATEWAY_GROUP
 from reconcilers.gateway.owners import Owners
-from reconcilers.gateway.shapes import Condition, ListenerSet, ObjectKey, ParentReference, RouteKey, condition
+from reconcilers.gateway.shapes import Condition, ObjectKey, ParentReference, RouteKey, condition
 
 if TYPE_CHECKING:
     from reconcilers.gateway.gatewayapi.builds import Build
@@ -60,6 +59,8 @@ class Attachment:
     """Hostnames of the route not served, each with why: the namespace may not publish it (`owners`), or a route of
     another namespace (or of the other kind) owns it."""
     conditions: list[Condition] = field(default_factory=list)
+    claimed_by: dict[str, str] = field(default_factory=dict)
+    """The namespace each hostname served is claimed for, when not the route's (`claimant`)."""
     accepted: bool = True
     key: RouteKey = field(init=False)
     build: Build = field(init=False)
@@ -67,6 +68,11 @@ class Attachment:
 
     def __post_init__(self) -> None:
         self.key = (self.kind, *shapes.key(self.route))
+
+    def claimant(self, hostname: str) -> str:
+        """The namespace whose right to `hostname` this attachment serves it by: the route's, or the listener
+        owner's for a listener's name the route inherits."""
+        return self.claimed_by.get(hostname) or shapes.ns(self.route)
 
     def refuse(self, reason: str, message: str) -> Attachment:
         self.accepted = False
@@ -80,13 +86,19 @@ def attach(
     labels_of: Mapping[str, Mapping[str, str]],
     world: World,
     owners: Owners,
+    listener_set: ServedListenerSet | None = None,
 ) -> Attachment:
+    """The route attached to `gateway`'s own listeners, or to those of `listener_set` when its parentRef names it."""
     parent = attachment.parent
     if not gateway.usable:
         return attachment.refuse("Pending", f"Gateway {attachment.gateway[0]}/{attachment.gateway[1]} is not accepted")
+    if listener_set is not None and listener_set.refused:
+        key = shapes.key(listener_set.listener_set)
+        return attachment.refuse(NOT_ALLOWED, f"ListenerSet {key[0]}/{key[1]} is not accepted by its Gateway")
+    listeners = gateway.attachable_listeners if listener_set is None else listener_set.attachable_listeners
     candidates = [
         listener
-        for listener in gateway.attachable_listeners
+        for listener in listeners
         if parent.get("sectionName") in (None, listener.name) and parent.get("port") in (None, listener.spec["port"])
     ]
     if not candidates:
@@ -106,17 +118,24 @@ def attach(
         )
     hostnames: set[str] = set()
     for listener in allowed:
+        claimant = namespace
         if declared:
             found = [h for h in (hostname_matches(listener.hostname, d) for d in declared) if h]
         else:
             found = [listener.hostname or "*"]
+            if listener.hostname is not None:
+                # The listener's own name, which the route only inherits: the listener's owner (its Gateway's or
+                # ListenerSet's namespace) chose it and which namespaces' routes may take it (allowedRoutes), so
+                # it is that namespace's to publish, and its routes share it whatever their namespaces.
+                claimant = shapes.ns(listener.owner)
         found = [h for h in found if not _owned_elsewhere(h, listener, gateway.valid_listeners)]
         # Ownership: a hostname the namespace may not publish is dropped, the others served.
         mine = []
         for hostname in found:
-            refusal = owners.refusal(namespace, hostname)
+            refusal = owners.refusal(claimant, hostname)
             if refusal is None:
                 mine.append(hostname)
+                attachment.claimed_by[hostname] = claimant
             else:
                 attachment.dropped.setdefault(hostname, refusal)
         if mine and listener.attach_only:
@@ -176,8 +195,9 @@ def isolating_hosts(gateways: Mapping[ObjectKey, ServedGateway]) -> set[str]:
 
 def settle_hostname_owners(attachments: list[Attachment], owners: Owners) -> None:
     """One namespace and one route kind own a hostname; routes of that namespace and kind share it (their rules
-    merge). Between namespaces the rules of `owners` decide (a managed zone's Zone, the suffix policy; the oldest route
-    only where neither applies), between the kinds of one namespace the oldest route. Any other claimant drops the
+    merge). A route's claim is its namespace's, or the listener owner's for the listener's own name it inherits.
+    Between namespaces the rules of `owners` decide (a managed zone's Zone, the suffix policy; the oldest route only
+    where neither applies), between the kinds of one namespace the oldest route. Any other claimant drops the
     hostname; one left with no hostname is refused."""
     claimants: dict[str, list[Attachment]] = defaultdict(list)
     for attachment in attachments:
@@ -188,13 +208,16 @@ def settle_hostname_owners(attachments: list[Attachment], owners: Owners) -> Non
     for hostname, found in claimants.items():
         if len(found) == 1:
             continue  # the one claimant owns it
-        winner = min(found, key=lambda a: (owners.rank(shapes.ns(a.route), hostname), shapes.age_key(a.route), a.kind))
-        owner = (shapes.ns(winner.route), winner.kind)
+        winner = min(
+            found, key=lambda a: (owners.rank(a.claimant(hostname), hostname), shapes.age_key(a.route), a.kind)
+        )
+        owner = (winner.claimant(hostname), winner.kind)
         for attachment in found:
-            if (shapes.ns(attachment.route), attachment.kind) == owner:
+            if (attachment.claimant(hostname), attachment.kind) == owner:
                 continue
-            if shapes.ns(attachment.route) == owner[0]:
-                why = f"{hostname} is served by the older {winner.kind} {owner[0]}/{shapes.name(winner.route)}"
+            if attachment.claimant(hostname) == owner[0]:
+                older = "/".join(shapes.key(winner.route))
+                why = f"{hostname} is served by the older {winner.kind} {older}"
             else:
                 why = owners.conflict(hostname)
             lost[id(attachment)][hostname] = why
@@ -212,11 +235,3 @@ def settle_hostname_owners(attachments: list[Attachment], owners: Owners) -> Non
             refused_by_policy = any(h not in dropped for h in attachment.dropped)
             attachment.refuse(NOT_ALLOWED if refused_by_policy else "HostnameConflict", not_served(attachment.dropped))
             attachment.conditions += others
-
-
-def listener_set_parent(listener_set: ListenerSet) -> ObjectKey | None:
-    """The Gateway a ListenerSet names as its parent; None for a parent of another kind."""
-    ref = listener_set["spec"]["parentRef"]
-    if ref.get("group", GATEWAY_GROUP) != GATEWAY_GROUP or ref.get("kind", "Gateway") != "Gateway":
-        return None
-    return (ref.get("namespace") or shapes.ns(listener_set), ref["name"])

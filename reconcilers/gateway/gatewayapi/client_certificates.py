@@ -38,18 +38,23 @@ SecretRef = shapes.SecretObjectReference | GatewaySpecTlsBackendClientCertificat
 
 
 def _tls_secret(
-    gateway: Gateway, ref: SecretRef, where: str, invalid: str, certificates: Certificates
+    gateway: Gateway | shapes.ListenerSet,
+    ref: SecretRef,
+    where: str,
+    invalid: str,
+    certificates: Certificates,
+    from_kind: str = "Gateway",
 ) -> tuple[shapes.ObjectKey, str, str] | tuple[str, str]:
-    """A Gateway's reference to a TLS Secret, resolved: its key, PEM certificate chain and key; or (reason, message)
-    when it does not resolve: not a Secret, missing or without a PEM certificate and key (`invalid`), in another
-    namespace no ReferenceGrant lets the Gateway refer to (RefNotPermitted)."""
+    """A Gateway's (or a ListenerSet's, `from_kind`) reference to a TLS Secret, resolved: its key, PEM certificate
+    chain and key; or (reason, message) when it does not resolve: not a Secret, missing or without a PEM certificate
+    and key (`invalid`), in another namespace no ReferenceGrant from that kind lets it refer to (RefNotPermitted)."""
     namespace = shapes.ns(gateway)
     group, kind, name = ref.get("group", ""), ref.get("kind", "Secret"), ref["name"]
     if group != "" or kind != "Secret":
         return invalid, f"{where}: {kind}.{group or 'core'} {name}: only Secrets"
     target = ref.get("namespace") or namespace
     if target != namespace and not shapes.reference_granted(
-        certificates.grants, "Gateway", namespace, "Secret", target, name
+        certificates.grants, from_kind, namespace, "Secret", target, name
     ):
         return "RefNotPermitted", f"{where}: Secret {target}/{name}: no ReferenceGrant lets {namespace} in"
     secret = certificates.secret(target, name)
@@ -61,11 +66,15 @@ def _tls_secret(
     return (target, name), *pair
 
 
-def certificate_problem(gateway: Gateway, spec: shapes.Listener, certificates: Certificates) -> tuple[str, str] | None:
+def certificate_problem(
+    owner: Gateway | shapes.ListenerSet, spec: shapes.Listener, certificates: Certificates, from_kind: str = "Gateway"
+) -> tuple[str, str] | None:
     """(reason, message) of the first certificateRef of an HTTPS listener that does not resolve (`_tls_secret`,
-    InvalidCertificateRef)."""
+    InvalidCertificateRef); `owner` is the Gateway or ListenerSet (`from_kind`) declaring the listener: grants to
+    one kind do not cover the other."""
     for i, ref in enumerate(spec.get("tls", {}).get("certificateRefs", [])):
-        found = _tls_secret(gateway, ref, f"tls.certificateRefs[{i}]", "InvalidCertificateRef", certificates)
+        where = f"tls.certificateRefs[{i}]"
+        found = _tls_secret(owner, ref, where, "InvalidCertificateRef", certificates, from_kind)
         if len(found) == 2:
             return found
     return None
@@ -92,16 +101,24 @@ def _backend_ref(gateway: Gateway) -> GatewaySpecTlsBackendClientCertificateRef 
 def secret_refs(gateway: Gateway) -> set[shapes.ObjectKey]:
     """The Secrets the Gateway names as certificates, its listeners' and the one it presents to TLS backends (what
     `Certificates.secret` is asked)."""
-    refs: list[SecretRef] = [
-        ref
-        for listener in gateway["spec"].get("listeners", [])
-        for ref in listener.get("tls", {}).get("certificateRefs", [])
-    ]
     backend = _backend_ref(gateway)
-    if backend is not None:
-        refs.append(backend)
+    return _secrets(gateway, gateway["spec"].get("listeners", []), [backend] if backend is not None else [])
+
+
+def listener_set_secret_refs(listener_set: shapes.ListenerSet) -> set[shapes.ObjectKey]:
+    """The Secrets a ListenerSet's listeners name as certificates."""
+    return _secrets(listener_set, listener_set["spec"].get("listeners", []), [])
+
+
+def _secrets(
+    owner: Gateway | shapes.ListenerSet, listeners: list[shapes.Listener], more: list[SecretRef]
+) -> set[shapes.ObjectKey]:
+    refs: list[SecretRef] = [
+        ref for listener in listeners for ref in listener.get("tls", {}).get("certificateRefs", [])
+    ]
+    refs += more
     return {
-        (ref.get("namespace") or shapes.ns(gateway), ref["name"])
+        (ref.get("namespace") or shapes.ns(owner), ref["name"])
         for ref in refs
         if ref.get("group", "") == "" and ref.get("kind", "Secret") == "Secret"
     }

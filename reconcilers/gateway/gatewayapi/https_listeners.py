@@ -22,7 +22,7 @@ from reconcilers.gateway import shapes
 from reconcilers.gateway.gatewayapi.status import ServedGateway
 from reconcilers.gateway.ir import Chain
 from reconcilers.gateway.owners import Owners
-from reconcilers.gateway.shapes import Gateway, Secret
+from reconcilers.gateway.shapes import Gateway, ListenerSet, Secret
 
 
 def chains(
@@ -42,11 +42,12 @@ def chains(
             plane = taken.setdefault(served.plane, {})
             if listener.hostname in plane:
                 continue
-            if listener.hostname and owners.refusal(shapes.ns(served.gateway), listener.hostname):
+            owner = listener.owner  # the Gateway or the ListenerSet declaring it
+            if listener.hostname and owners.refusal(shapes.ns(owner), listener.hostname):
                 continue
-            pem = _certificate(served.gateway, tls.get("certificateRefs") or [], secret)
+            pem = _certificate(owner, tls.get("certificateRefs") or [], secret)
             if pem is not None:
-                where = f"{shapes.ns(served.gateway)}/{shapes.name(served.gateway)}/{listener.name}"
+                where = f"{shapes.ns(owner)}/{shapes.name(owner)}/{listener.name}"
                 plane[listener.hostname] = Chain(listener.hostname, *pem, where, listener.frontend.validation)
     return {
         plane: tuple(sorted(found.values(), key=lambda c: (c.server_name is None, c.server_name or "")))
@@ -56,7 +57,9 @@ def chains(
 
 
 def _certificate(
-    gateway: Gateway, refs: Sequence[shapes.SecretObjectReference], secret: Callable[[str, str], Secret | None]
+    gateway: Gateway | ListenerSet,
+    refs: Sequence[shapes.SecretObjectReference],
+    secret: Callable[[str, str], Secret | None],
 ) -> tuple[str, str] | None:
     """The PEM certificate and key of a listener's first certificateRef: Gateway API's core support is one reference,
     and Envoy would refuse two certificates of the same key type in one chain."""

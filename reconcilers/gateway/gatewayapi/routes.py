@@ -10,7 +10,7 @@ from reconcilers.gateway.gatewayapi.attach import Attachment, attach, settle_hos
 from reconcilers.gateway.gatewayapi.backends import BackendContext, Resolver
 from reconcilers.gateway.gatewayapi.builds import Build, built_route, follows_external_names, forget_built
 from reconcilers.gateway.gatewayapi.rules import DEFAULT_PORTS
-from reconcilers.gateway.gatewayapi.status import GRPC_ROUTE, HTTP_ROUTE, LISTENER_SETS_UNSUPPORTED, ServedGateway
+from reconcilers.gateway.gatewayapi.status import GRPC_ROUTE, HTTP_ROUTE, ServedGateway, ServedListenerSet
 from reconcilers.gateway.gatewayapi.world import World
 from reconcilers.gateway.kinds import GATEWAY_GROUP
 from reconcilers.gateway.owners import Owners
@@ -21,12 +21,12 @@ def attachments_of(
     world: World,
     gateways: Mapping[ObjectKey, ServedGateway],
     resolver: Resolver,
-    listener_sets: Mapping[ObjectKey, ObjectKey],
+    listener_sets: Mapping[ObjectKey, ServedListenerSet],
     owners: Owners,
 ) -> list[Attachment]:
     """Every route's attachments to Gateways of the class (accepted or refused), each with the build of its Envoy
-    routes and the hostnames it serves (those its namespace owns); `listener_sets` maps each ListenerSet on a Gateway
-    of the class to that Gateway."""
+    routes and the hostnames it serves (those its namespace owns); `listener_sets`: each ListenerSet on a Gateway of
+    the class, as that Gateway takes it."""
     labels_of = {shapes.name(n): shapes.labels(n) for n in world.namespaces}
     attachments: list[Attachment] = []
     for kind, routes in ((HTTP_ROUTE, world.http_routes), (GRPC_ROUTE, world.grpc_routes)):
@@ -38,9 +38,11 @@ def attachments_of(
                 pkey = (parent.get("namespace") or shapes.ns(route), parent["name"])
                 parent_kind = parent.get("kind", "Gateway")
                 if parent_kind == "ListenerSet" and pkey in listener_sets:
-                    message = f"parentRef ListenerSet {pkey[0]}/{pkey[1]}: {LISTENER_SETS_UNSUPPORTED}"
-                    refused = Attachment(kind, route, parent, listener_sets[pkey]).refuse("UnsupportedValue", message)
-                    ours.append(refused)
+                    # Only that ListenerSet's listeners, served by its Gateway.
+                    listener_set = listener_sets[pkey]
+                    attachment = Attachment(kind, route, parent, listener_set.gateway)
+                    on = gateways[listener_set.gateway]
+                    ours.append(attach(attachment, on, labels_of, world, owners, listener_set))
                 elif parent_kind == "Gateway" and pkey in gateways:
                     # Else not a Gateway of this class: another controller's business.
                     ours.append(attach(Attachment(kind, route, parent, pkey), gateways[pkey], labels_of, world, owners))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reconcilers.gateway import shapes
 from reconcilers.gateway.features import supported_features
@@ -52,11 +52,6 @@ TunnelLookup = Callable[[str, str], TunnelState | None]
 """(namespace, name) of a Tunnel -> its state, None when there is no such Tunnel."""
 
 
-LISTENER_SETS_UNSUPPORTED = (
-    "the cloudflare-tunnel class does not attach ListenerSets; declare these listeners on the Gateway itself"
-)
-
-
 @dataclass(frozen=True)
 class ServedClass:
     """An accepted GatewayClass of this controller, with the Tunnel it publishes through (None: no Tunnel)."""
@@ -80,10 +75,17 @@ class ServedListener:
     spec counts such a listener's routes in attachedRoutes, and its Programmed is False)."""
     frontend: FrontendValidation = NO_VALIDATION
     """How an HTTPS listener checks its clients' certificates (its Gateway's `spec.tls.frontend`)."""
+    listener_set: shapes.ListenerSet | None = None
+    """The ListenerSet declaring it (None: the Gateway itself): its namespace is the listener's `Same`, and its
+    ReferenceGrants are those from ListenerSets."""
 
     @property
     def name(self) -> str:
         return self.spec["name"]
+
+    @property
+    def owner(self) -> Gateway | shapes.ListenerSet:
+        return self.gateway if self.listener_set is None else self.listener_set
 
     @property
     def hostname(self) -> str | None:
@@ -95,7 +97,7 @@ class ServedListener:
         if origin == "All":
             return True
         if origin == "Same":
-            return namespace == shapes.ns(self.gateway)
+            return namespace == shapes.ns(self.owner)
         if origin == "Selector":
             return shapes.selector_matches(allowed.get("selector", {}), labels)
         return False
@@ -124,11 +126,18 @@ class ServedGateway:
     """The data plane serving it: "" the class's shared one, else its own plane's xDS cluster name."""
     client_certificate: ClientCertificate | None = None
     """What its data plane presents to backends it speaks TLS to (`spec.tls.backend.clientCertificateRef`)."""
+    listener_sets: list[ServedListenerSet] = field(default_factory=list)
+    """The ListenerSets naming it as their parent, in precedence order (`listener_sets`)."""
 
     # Cached: a ServedGateway is made once per translation, and every route attaching to it asks for these.
     @functools.cached_property
     def valid_listeners(self) -> list[ServedListener]:
-        return [listener for listener in self.listeners if listener.accepted] if self.usable else []
+        """Every listener it serves: its own, then its accepted ListenerSets' (what isolates a hostname, which
+        schemes it serves, which certificates its plane presents)."""
+        if not self.usable:
+            return []
+        merged = [*self.listeners, *(item for ls in self.listener_sets for item in ls.listeners)]
+        return [listener for listener in merged if listener.accepted]
 
     @functools.cached_property
     def attachable_listeners(self) -> list[ServedListener]:
@@ -139,8 +148,7 @@ class ServedGateway:
         out: GatewayStatus = {
             "conditions": self.conditions,
             "listeners": [listener.status() for listener in self.listeners],
-            # No ListenerSet is ever attached (listener_set_status); the count says so rather than being absent.
-            "attachedListenerSets": 0,
+            "attachedListenerSets": sum(1 for ls in self.listener_sets if ls.accepted),
         }
         if self.address:
             out["addresses"] = [{"type": "Hostname", "value": self.address}]
@@ -230,8 +238,14 @@ _NOT_SERVED = (
 )
 
 
-def listener(gateway: Gateway, spec: shapes.Listener, certificates: Certificates = NO_CERTIFICATES) -> ServedListener:
-    observed = shapes.generation(gateway)
+def listener(
+    gateway: Gateway,
+    spec: shapes.Listener,
+    certificates: Certificates = NO_CERTIFICATES,
+    listener_set: shapes.ListenerSet | None = None,
+) -> ServedListener:
+    """A listener of `gateway`, declared by the Gateway or by `listener_set`, and what it can serve."""
+    observed = shapes.generation(gateway if listener_set is None else listener_set)
     protocol = spec["protocol"]
     conds: list[Condition] = []
     kinds: list[str] = []
@@ -258,7 +272,10 @@ def listener(gateway: Gateway, spec: shapes.Listener, certificates: Certificates
         conds.append(condition("Accepted", False, "UnsupportedValue", message, observed))
     else:
         conds.append(condition("Accepted", True, "Accepted", _NOT_SERVED if "tls" in spec else "", observed))
-    bad_certificate = certificate_problem(gateway, spec, certificates) if accepted else None
+    if listener_set is None:
+        bad_certificate = certificate_problem(gateway, spec, certificates) if accepted else None
+    else:
+        bad_certificate = certificate_problem(listener_set, spec, certificates, "ListenerSet") if accepted else None
     frontend = NO_VALIDATION
     if accepted and protocol == "HTTPS":
         frontend = frontend_validation(gateway, spec["port"], certificates)
@@ -282,7 +299,14 @@ def listener(gateway: Gateway, spec: shapes.Listener, certificates: Certificates
     conds.append(condition("Programmed", programmed, "Programmed" if programmed else "Invalid", "", observed))
     attach_only = bad_certificate is not None and bool(kinds)
     return ServedListener(
-        gateway, spec, accepted and bool(kinds), tuple(kinds), conds, attach_only=attach_only, frontend=frontend
+        gateway,
+        spec,
+        accepted and bool(kinds),
+        tuple(kinds),
+        conds,
+        attach_only=attach_only,
+        frontend=frontend,
+        listener_set=listener_set,
     )
 
 
@@ -368,27 +392,117 @@ def _allows_listener_set(gateway: Gateway, namespace: str, labels: Mapping[str, 
     return False
 
 
-def listener_set_status(
-    listener_set: shapes.ListenerSet, parent: ServedGateway, labels_of: Mapping[str, Mapping[str, str]]
-) -> ListenerSetStatus:
-    """A ListenerSet on a Gateway of the class: never attached (its listeners are not served), with the reason its
-    Gateway gives first (not allowed there, or not accepted), else that the class does not attach ListenerSets."""
-    observed = shapes.generation(listener_set)
-    namespace = shapes.ns(listener_set)
+@dataclass
+class ServedListenerSet:
+    """A ListenerSet naming a Gateway of the class: whether the Gateway takes it, and its listeners (merged into the
+    Gateway's after the Gateway's own and those of older ListenerSets)."""
+
+    listener_set: shapes.ListenerSet
+    gateway: ObjectKey
+    listeners: list[ServedListener]
+    conditions: list[Condition]
+    refused: bool = False
+    """The Gateway does not take it (not allowed there, or not accepted): none of its listeners is merged."""
+
+    @property
+    def accepted(self) -> bool:
+        return not self.refused and any(item.accepted for item in self.listeners)
+
+    @property
+    def attachable_listeners(self) -> list[ServedListener]:
+        """The listeners routes naming this ListenerSet attach to."""
+        return [item for item in self.listeners if item.accepted or item.attach_only] if not self.refused else []
+
+    def status(self) -> ListenerSetStatus:
+        return {"conditions": self.conditions, "listeners": [item.status() for item in self.listeners]}
+
+
+def listener_sets(
+    parent: ServedGateway,
+    sets: list[shapes.ListenerSet],
+    labels_of: Mapping[str, Mapping[str, str]],
+    certificates: Certificates = NO_CERTIFICATES,
+) -> list[ServedListenerSet]:
+    """The ListenerSets naming `parent`, in precedence order (oldest first, then namespace/name), each with its
+    conditions and listeners. A listener loses to an earlier one on its port: the Gateway's own listeners first,
+    then those of the older ListenerSets (ProtocolConflict, HostnameConflict); the winner keeps serving."""
     gateway = parent.gateway
     where = f"Gateway {shapes.ns(gateway)}/{shapes.name(gateway)}"
-    if not _allows_listener_set(gateway, namespace, labels_of.get(namespace, {})):
-        reason, message = "NotAllowed", f"{where} does not allow ListenerSets from namespace {namespace}"
-    elif not parent.usable:
-        reason, message = "ParentNotAccepted", f"{where} is not accepted"
-    else:
-        reason, message = "NotAllowed", LISTENER_SETS_UNSUPPORTED
-    return {
-        "conditions": [
-            condition("Accepted", False, reason, message, observed),
-            condition("Programmed", False, reason, message, observed),
-        ]
-    }
+    programmed = next((c for c in parent.conditions if c["type"] == "Programmed"), None)
+    established = [item for item in parent.listeners if item.accepted or item.attach_only]
+    out: list[ServedListenerSet] = []
+    for listener_set in sorted(sets, key=shapes.age_key):
+        observed = shapes.generation(listener_set)
+        namespace = shapes.ns(listener_set)
+        refusal: tuple[str, str] | None = None
+        if not _allows_listener_set(gateway, namespace, labels_of.get(namespace, {})):
+            refusal = ("NotAllowed", f"{where} does not allow ListenerSets from namespace {namespace}")
+        elif not parent.usable:
+            refusal = ("ParentNotAccepted", f"{where} is not accepted")
+        if refusal is not None:
+            conditions = [
+                condition("Accepted", False, *refusal, observed),
+                condition("Programmed", False, *refusal, observed),
+            ]
+            out.append(ServedListenerSet(listener_set, shapes.key(gateway), [], conditions, refused=True))
+            continue
+        items = [listener(gateway, spec, certificates, listener_set) for spec in listener_set["spec"]["listeners"]]
+        for item in items:
+            conflict = _conflict(item, established)
+            if conflict is not None:
+                _conflicted(item, *conflict, observed)
+            elif item.accepted or item.attach_only:
+                established.append(item)
+        invalid = [item.name for item in items if not item.accepted]
+        if len(invalid) == len(items):
+            message = f"no listener can be served: {', '.join(invalid)}"
+            conditions = [
+                condition("Accepted", False, "ListenersNotValid", message, observed),
+                condition("Programmed", False, "ListenersNotValid", message, observed),
+            ]
+        else:
+            note = f"listeners not served: {', '.join(invalid)}" if invalid else ""
+            conditions = [condition("Accepted", True, "Accepted", note, observed)]
+            if programmed is None or programmed["status"] == "True":
+                conditions.append(condition("Programmed", True, "Programmed", "", observed))
+            else:
+                message = f"{where} is not programmed: {programmed['message']}"
+                conditions.append(condition("Programmed", False, "ParentNotProgrammed", message, observed))
+        out.append(ServedListenerSet(listener_set, shapes.key(gateway), items, conditions))
+    return out
+
+
+def _conflict(item: ServedListener, established: list[ServedListener]) -> tuple[str, str] | None:
+    """Why `item` loses to a listener established before it on its port (None: it does not): another protocol, or
+    the same protocol and hostname."""
+    port = item.spec["port"]
+    for other in established:
+        if other.spec["port"] != port:
+            continue
+        where = _declared_by(other)
+        if other.spec["protocol"] != item.spec["protocol"]:
+            return "ProtocolConflict", f"port {port} is {other.spec['protocol']} (listener {other.name} of {where})"
+    for other in established:
+        if other.spec["port"] == port and other.hostname == item.hostname:
+            where = _declared_by(other)
+            hostname = item.hostname or "(none)"
+            return "HostnameConflict", f"listener {other.name} of {where} has port {port} and hostname {hostname}"
+    return None
+
+
+def _declared_by(item: ServedListener) -> str:
+    kind = "Gateway" if item.listener_set is None else "ListenerSet"
+    return f"{kind} {shapes.ns(item.owner)}/{shapes.name(item.owner)}"
+
+
+def _conflicted(item: ServedListener, reason: str, message: str, observed: int) -> None:
+    item.accepted = item.attach_only = False
+    item.conditions = [
+        c
+        if c["type"] not in ("Accepted", "Programmed", "Conflicted")
+        else condition(c["type"], c["type"] == "Conflicted", reason, message, observed)
+        for c in item.conditions
+    ]
 
 
 def _conflicts(listeners: list[ServedListener], observed: int) -> None:

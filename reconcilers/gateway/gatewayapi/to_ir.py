@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from reconcilers.gateway import shapes
 from reconcilers.gateway.gatewayapi import https_listeners
-from reconcilers.gateway.gatewayapi.attach import isolating_hosts, listener_set_parent, not_served
+from reconcilers.gateway.gatewayapi.attach import isolating_hosts, not_served
 from reconcilers.gateway.gatewayapi.backends import UNRESOLVED, Resolver
 from reconcilers.gateway.gatewayapi.builds import weighted_in
 from reconcilers.gateway.gatewayapi.client_certificates import Certificates
@@ -21,18 +21,19 @@ from reconcilers.gateway.gatewayapi.status import (
     GRPC_ROUTE,
     ServedClass,
     ServedGateway,
+    ServedListenerSet,
     TunnelState,
     class_status,
     gateway_status,
-    listener_set_status,
 )
-from reconcilers.gateway.gatewayapi.world import World, publishes_dns
+from reconcilers.gateway.gatewayapi.status import listener_sets as served_sets
+from reconcilers.gateway.gatewayapi.world import World, listener_set_parent, publishes_dns
 from reconcilers.gateway.ir import IR, Hostname, ParentStatus, PlaneIR
 from reconcilers.gateway.ir.routes import RouteIR
 from reconcilers.gateway.ir.status import ClassStatus
 from reconcilers.gateway.owners import Owners
 from reconcilers.gateway.planes import Plane, finalized
-from reconcilers.gateway.shapes import ObjectKey, RouteKey, condition
+from reconcilers.gateway.shapes import ListenerSet, ObjectKey, RouteKey, condition
 
 
 def class_statuses(world: World) -> tuple[dict[str, ClassStatus], dict[str, ServedClass | None]]:
@@ -75,17 +76,17 @@ def to_ir(world: World) -> IR:
                 refusal=choice if isinstance(choice, str) else None,
             )
 
-    listener_sets = {
-        shapes.key(ls): gkey
-        for ls in world.listener_sets
-        if (gkey := listener_set_parent(ls)) is not None and gkey in gateways
-    }
+    # Each Gateway's ListenerSets, merged into its listeners before any route attaches.
+    sets_of: dict[ObjectKey, list[ListenerSet]] = defaultdict(list)
+    for ls in world.listener_sets:
+        if (gkey := listener_set_parent(ls)) is not None and gkey in gateways:
+            sets_of[gkey].append(ls)
     labels_of = {shapes.name(n): shapes.labels(n) for n in world.namespaces}
-    listener_set_status_of = {
-        shapes.key(ls): listener_set_status(ls, gateways[listener_sets[shapes.key(ls)]], labels_of)
-        for ls in world.listener_sets
-        if shapes.key(ls) in listener_sets
-    }
+    certificates = Certificates(world.secret, world.grants, world.config_map)
+    listener_sets: dict[ObjectKey, ServedListenerSet] = {}
+    for gkey, declared in sets_of.items():
+        gateways[gkey].listener_sets = served_sets(gateways[gkey], declared, labels_of, certificates)
+        listener_sets.update((shapes.key(ls.listener_set), ls) for ls in gateways[gkey].listener_sets)
     tls = BackendTLS(world.backend_tls_policies, world.config_map)
     resolver = Resolver(world.services, world.slices, world.grants, tls, world.external_backends)
     owners = Owners.of(world.zones, world.namespaces, world.tenancy_label)
@@ -164,7 +165,7 @@ def to_ir(world: World) -> IR:
         ],
         classes_in_use={gateway["spec"]["gatewayClassName"] for gateway in (g.gateway for g in gateways.values())},
         policy_ancestors=tls.statuses(ancestors, controller_of),
-        listener_set_status=listener_set_status_of,
+        listener_set_status={key: ls.status() for key, ls in listener_sets.items()},
     )
 
 

@@ -6,11 +6,15 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reconcilers.gateway import shapes
-from reconcilers.gateway.gatewayapi.client_certificates import frontend_config_maps, secret_refs
+from reconcilers.gateway.gatewayapi.client_certificates import (
+    frontend_config_maps,
+    listener_set_secret_refs,
+    secret_refs,
+)
 from reconcilers.gateway.gatewayapi.policies import ConfigMapLookup, config_map_refs
 from reconcilers.gateway.gatewayapi.route_shapes import Route
 from reconcilers.gateway.gatewayapi.status import TunnelLookup
-from reconcilers.gateway.kinds import Classes
+from reconcilers.gateway.kinds import GATEWAY_GROUP, Classes
 from reconcilers.gateway.planes import Choice
 from reconcilers.gateway.shapes import (
     BackendTLSPolicy,
@@ -97,7 +101,21 @@ def _our_gateways(world: World) -> list[Gateway]:
 def certificate_refs(world: World) -> set[ObjectKey]:
     """The Secrets the class's Gateways name as certificates, their listeners' and the one presented to TLS backends
     (what `World.secret` is asked)."""
-    return {key for gateway in _our_gateways(world) for key in secret_refs(gateway)}
+    gateways = _our_gateways(world)
+    keys = {shapes.key(gateway) for gateway in gateways}
+    out = {key for gateway in gateways for key in secret_refs(gateway)}
+    for listener_set in world.listener_sets:
+        if listener_set_parent(listener_set) in keys:
+            out |= listener_set_secret_refs(listener_set)
+    return out
+
+
+def listener_set_parent(listener_set: ListenerSet) -> ObjectKey | None:
+    """The Gateway a ListenerSet names as its parent; None for a parent of another kind."""
+    ref = listener_set["spec"]["parentRef"]
+    if ref.get("group", GATEWAY_GROUP) != GATEWAY_GROUP or ref.get("kind", "Gateway") != "Gateway":
+        return None
+    return (ref.get("namespace") or shapes.ns(listener_set), ref["name"])
 
 
 def ca_refs(world: World) -> set[ObjectKey]:

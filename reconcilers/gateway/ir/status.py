@@ -38,3 +38,4 @@ class GatewayStatus(TypedDict):
 
 class ListenerSetStatus(TypedDict):
     conditions: list[Condition]
+    listeners: list[ListenerStatus]

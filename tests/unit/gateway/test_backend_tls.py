@@ -1,6 +1,5 @@
 """BackendTLSPolicies in the translation: the TLS of the clusters to the Services they target, which policy wins a
-port, failing closed when a policy cannot be honoured, and each policy's status per Gateway; and ListenerSets on
-the class's Gateways, which the class does not attach, refused in their status and in their routes'."""
+port, failing closed when a policy cannot be honoured, and each policy's status per Gateway."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import pytest
 from reconcilers.gateway.gatewayapi.policies import SYSTEM_CA_FILE
 from reconcilers.gateway.kinds import CONTROLLER_NAME, GATEWAY_GROUP
 from reconcilers.gateway.translate import Translation, World, translate
-from tests.dataplane.world import NS, backend, gateway, grpc_route, http_route, meta, world
+from tests.dataplane.world import NS, backend, grpc_route, http_route, meta, world
 from tests.unit.gateway.test_xds_mtls import CA
 
 CA_PEM = CA("backend-ca").pem.decode()
@@ -245,64 +244,3 @@ def test_a_mirror_to_a_targeted_service_speaks_tls_too() -> None:
     result = translate(tls_world([policy("mirror", "beta", hostname="beta.internal")], rules=rules))
     assert tls_context(result, f"{NS}/beta:80")["sni"] == "beta.internal"
     assert conditions(result, "mirror")["Accepted"] == ("True", "Accepted")
-
-
-# ---- ListenerSets ---------------------------------------------------------------------------------------------------
-
-
-def listener_set(name: str = "extra", parent: str = "edge", namespace: str = NS) -> JSON:
-    return {
-        "kind": "ListenerSet",
-        "metadata": meta(name, namespace),
-        "spec": {
-            "parentRef": {"name": parent, "namespace": NS},
-            "listeners": [{"name": "more", "port": 80, "protocol": "HTTP", "hostname": "more.example.com"}],
-        },
-    }
-
-
-def listener_set_conditions(result: Translation, name: str = "extra") -> dict[str, tuple[str, str, str]]:
-    return {
-        c["type"]: (c["status"], c["reason"], c["message"])
-        for c in result.listener_set_status[(NS, name)]["conditions"]
-    }
-
-
-def test_a_listener_set_on_a_gateway_that_does_not_allow_them_is_not_allowed() -> None:
-    result = translate(world([], {}, listener_sets=[listener_set()]))
-    found = listener_set_conditions(result)
-    assert found["Accepted"][:2] == ("False", "NotAllowed")
-    assert found["Programmed"][:2] == ("False", "NotAllowed")
-    assert "does not allow ListenerSets from namespace apps" in found["Accepted"][2]
-    assert result.gateway_status[(NS, "edge")]["attachedListenerSets"] == 0
-
-
-def test_a_listener_set_a_gateway_allows_is_refused_as_the_class_does_not_attach_them() -> None:
-    allowing = gateway()
-    allowing["spec"]["allowedListeners"] = {"namespaces": {"from": "All"}}
-    result = translate(world([], {}, gateways=[allowing], listener_sets=[listener_set()]))
-    found = listener_set_conditions(result)
-    assert found["Accepted"][:2] == ("False", "NotAllowed")
-    assert "does not attach ListenerSets" in found["Accepted"][2]
-    assert result.gateway_status[(NS, "edge")]["attachedListenerSets"] == 0
-    assert [listener["name"] for listener in result.gateway_status[(NS, "edge")]["listeners"]] == ["http"]
-
-
-def test_a_listener_set_on_another_classes_gateway_is_left_alone() -> None:
-    result = translate(world([], {}, listener_sets=[listener_set(parent="elsewhere")]))
-    assert result.listener_set_status == {}
-
-
-def test_a_route_attached_to_a_listener_set_is_refused_naming_it() -> None:
-    parents = [{"group": GATEWAY_GROUP, "kind": "ListenerSet", "name": "extra"}, {"name": "edge"}]
-    route = http_route("web", ["web.example.com"], [{"backendRefs": [backend("alpha")]}], parents=parents)
-    result = translate(world([route], {"alpha": 9001}, listener_sets=[listener_set()]))
-    by_kind = {
-        entry["parentRef"].get("kind", "Gateway"): {c["type"]: c for c in entry["conditions"]}
-        for entry in result.route_parents[("HTTPRoute", NS, "web")]
-    }
-    refused = by_kind["ListenerSet"]["Accepted"]
-    assert (refused["status"], refused["reason"]) == ("False", "UnsupportedValue")
-    assert "ListenerSet apps/extra" in refused["message"]
-    assert by_kind["Gateway"]["Accepted"]["status"] == "True"
-    assert [vh["name"] for vh in result.resources["routes"][0]["virtual_hosts"]] == ["web.example.com"]

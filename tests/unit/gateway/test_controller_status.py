@@ -15,7 +15,8 @@ from reconcilers.gateway.translate import TunnelState
 from reconcilers.managed_kind import parents_of
 from reconcilers.registry import KINDS, reconciler_of
 from tests.dataplane.world import NS, backend, endpoint_slice, gateway, gateway_class, http_route, service
-from tests.unit.gateway.test_backend_tls import config_map, listener_set, policy
+from tests.unit.gateway.test_backend_tls import config_map, policy
+from tests.unit.gateway.test_listener_sets import http, listener_set
 
 TUNNEL = ("infra", "edge-tunnel")
 PARAMETERS = {"group": "kflare.dev", "kind": "Tunnel", "namespace": TUNNEL[0], "name": TUNNEL[1]}
@@ -158,7 +159,13 @@ async def test_the_reconcile_writes_a_policys_ancestors_beside_other_controllers
         "conditions": [],
     }
     tls = {**policy(), "status": {"ancestors": [theirs]}}
-    ctx = FakeContext(objects(BackendTLSPolicy=[tls], ConfigMap=[config_map()], ListenerSet=[listener_set()]))
+    ctx = FakeContext(
+        objects(
+            BackendTLSPolicy=[tls],
+            ConfigMap=[config_map()],
+            ListenerSet=[listener_set("extra", [http("more", "more.example.com")])],
+        )
+    )
     reconciler = GatewayClassReconciler(ctx, SnapshotStore(), GatewayOptions("127.0.0.1", 8080))  # type: ignore[arg-type]
     await reconciler.reconcile(("", "data-plane"))
     assert ctx.configmaps.referenced == {(NS, "backend-ca")}
