@@ -32,7 +32,8 @@ def chains(
     HTTPS listeners terminating TLS, one per server name. A listener is valid only once its certificate resolves
     (`status.listener`), so every one here has a certificate to serve. A listener's hostname its namespace may not
     publish (`owners`) gets no chain: another team's name would be served this certificate, checked against these
-    CAs, and the name's requests on the default chain refused as misdirected."""
+    CAs, and the name's requests on the default chain refused as misdirected; nor does a listener without hostname
+    whose namespace may not publish every name (`*`)."""
     taken: dict[str, dict[str | None, Chain]] = {}
     for served in sorted(gateways, key=lambda g: shapes.age_key(g.gateway)):
         for listener in served.valid_listeners:
@@ -43,7 +44,9 @@ def chains(
             if listener.hostname in plane:
                 continue
             owner = listener.owner  # the Gateway or the ListenerSet declaring it
-            if listener.hostname and owners.refusal(shapes.ns(owner), listener.hostname):
+            # A listener without hostname is the plane's default chain, every name's: only a namespace that may
+            # publish every name (no policy holds it back) may have its certificate shown for the others' names.
+            if owners.refusal(shapes.ns(owner), listener.hostname or "*"):
                 continue
             pem = _certificate(owner, tls.get("certificateRefs") or [], secret)
             if pem is not None:

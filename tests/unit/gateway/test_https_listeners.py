@@ -241,3 +241,22 @@ def test_a_listener_for_a_name_its_namespace_may_not_publish_gets_no_chain() -> 
     assert sni(chain) == ["shop.example.com"]
     assert served(chain)[0] == certificate("shop.example.com")[0]
     assert result.https_chains[""][0].gateway == f"{OWNER}/edge/https"
+
+
+def test_a_listener_without_hostname_is_the_default_chain_only_for_a_namespace_that_may_publish_every_name() -> None:
+    """Under the suffix policy, a labelled team's HTTPS listener without hostname would be the shared plane's default
+    chain, shown to clients asking for any other team's names: it gets no chain; a listener for a name under its
+    label keeps its own."""
+    from tests.unit.gateway.test_hostname_owners import namespace
+
+    label = "tenant/host"
+    team = gateway("team", [https("any", None, "cert"), https("own", "a.t.example.org", "cert")])
+    result = translated(
+        [team],
+        [secret("cert", "a.t.example.org")],
+        namespaces=[namespace(NS, **{label: "t.example.org"})],
+        tenancy_label=label,
+    )
+    assert [chain.server_name for chain in result.https_chains[""]] == ["a.t.example.org"]
+    without_policy = translated([team], [secret("cert", "a.t.example.org")])
+    assert [chain.server_name for chain in without_policy.https_chains[""]] == ["a.t.example.org", None]
