@@ -85,6 +85,11 @@ class GatewayRelease:
         result: dict[str, Any] = reply.json()["result"]
         return result
 
+    def edge_document(self, tunnel: dict[str, Any]) -> dict[str, Any]:
+        """The tunnel's configuration as the edge reads it for its connectors: the same document, outside the API
+        (no token, and none of the account's rate limit, which the controller's calls alone spend)."""
+        return self.emulator.tunnel_configuration(tunnel_id(tunnel))
+
     def push(self, pod: dict[str, Any], document: dict[str, Any]) -> httpx.Response:
         with httpx.Client(timeout=10, trust_env=False) as http:
             return http.put(f"http://{pod['status']['podIP']}:{CONTROL_PORT}/configuration", json=document)

@@ -144,7 +144,7 @@ class Edge(threading.Thread):
             if key not in tunnels or not pod["status"].get("podIP") or meta.get("deletionTimestamp"):
                 continue
             if key not in documents:
-                documents[key] = self.gw.ingress_document(tunnels[key])
+                documents[key] = self.gw.edge_document(tunnels[key])
             document = documents[key]
             version = (str(document.get("tunnel_id")), document.get("version"))
             if self.pushed.get(meta["uid"]) != version and self.gw.push(pod, document).status_code == 204:

@@ -149,6 +149,12 @@ def test_configuration_versions_and_the_catch_all(cf: cloudflare.Cloudflare, fre
     client = next(iter(tunnels(cf).connections.get(tunnel_id=tunnel.id, account_id=account)))
     assert client.config_version == 2
 
+    # The edge's own read for its connectors: the API's document, spending none of the account's budget.
+    spent = fresh_emulator.rate_limit_state()
+    edge = fresh_emulator.tunnel_configuration(tunnel.id)
+    assert (edge["version"], edge["config"], edge["tunnel_id"]) == (2, {"ingress": [CATCH_ALL]}, tunnel.id)
+    assert fresh_emulator.rate_limit_state() == spent
+
 
 @pytest.mark.parametrize(
     "ingress",

@@ -14,7 +14,9 @@ exactly Cloudflare says so is unverified), ``down`` once all left. Connectors ar
 ``POST /__emulator/tunnels/{tunnel_id}/connectors`` with ``{"connections"?: 4, "failed"?: 0, "version"?, "arch"?,
 "colo"?}`` (``failed``: how many of its connections are pending a reconnect) answers ``{"client_id"}``; ``DELETE
 .../connectors/{client_id}`` makes it leave. ``GET .../connections`` lists them (``config_version`` being the
-configuration they run), ``DELETE .../connections[?client_id=]`` disconnects one or all.
+configuration they run), ``DELETE .../connections[?client_id=]`` disconnects one or all. ``GET
+/__emulator/tunnels/{tunnel_id}/configuration`` is the configuration as Cloudflare's edge sends it to the connectors:
+the API's answer, read without a token or the account's rate limit (the edge's own reads are no API calls).
 
 ``GET .../token`` answers the token as a bare string: base64 of ``{"a": account tag, "t": tunnel ID, "s": secret}``.
 
@@ -377,6 +379,7 @@ class Tunnels(Kind):
     def admin_routes(self, router: APIRouter) -> None:
         router.add_api_route("/tunnels/{tunnel_id}/connectors", self.connect, methods=["POST"])
         router.add_api_route("/tunnels/{tunnel_id}/connectors/{client_id}", self.leave, methods=["DELETE"])
+        router.add_api_route("/tunnels/{tunnel_id}/configuration", self.edge_configuration, methods=["GET"])
 
     def _admin_tunnel(self, request: Request, tunnel_id: str) -> Obj:
         tunnel = self.table(emulator_of(request).store).get(tunnel_id)
@@ -397,6 +400,9 @@ class Tunnels(Kind):
         tunnel["connectors"].append(connector)
         self._refresh(tunnel)
         return JSONResponse({"client_id": connector["id"], "status": tunnel["status"]})
+
+    async def edge_configuration(self, tunnel_id: str, request: Request) -> JSONResponse:
+        return JSONResponse(_configuration(self._admin_tunnel(request, tunnel_id)))
 
     async def leave(self, tunnel_id: str, client_id: str, request: Request) -> JSONResponse:
         tunnel = self._admin_tunnel(request, tunnel_id)
