@@ -42,7 +42,15 @@ from reconcilers.gateway.caches import (
     tunnel_view,
 )
 from reconcilers.gateway.data_planes import cached_choices
-from reconcilers.gateway.kinds import GATEWAY_CLASSES, GATEWAYS, GRPC_ROUTES, HTTP_ROUTES, NAMESPACES, Classes
+from reconcilers.gateway.kinds import (
+    GATEWAY_CLASSES,
+    GATEWAYS,
+    GRPC_ROUTES,
+    HTTP_ROUTES,
+    LISTENER_SETS,
+    NAMESPACES,
+    Classes,
+)
 from reconcilers.gateway.package import GATEWAY_CONFIGS
 from reconcilers.gateway.planes import PARAMETERS, Choice, Plane, PlanePolicy
 from reconcilers.gateway.translate import Hostname, translate
@@ -130,12 +138,24 @@ class TunnelPublisher:
             found.add(self._gateway_tunnel(str(meta.get("namespace") or ""), str(meta.get("name") or "")))
             return sorted(t for t in found if t)
 
+        def of_listener_set(raw: JSON) -> list[str]:
+            namespace = str((raw.get("metadata") or {}).get("namespace") or "")
+            parent = (raw.get("spec") or {}).get("parentRef") or {}
+            if parent.get("kind", "Gateway") != "Gateway":
+                return []
+            tunnel = self._gateway_tunnel(str(parent.get("namespace") or namespace), str(parent.get("name") or ""))
+            return [tunnel] if tunnel else []
+
         def of_route(raw: JSON) -> list[str]:
             namespace = str((raw.get("metadata") or {}).get("namespace") or "")
             found = set()
             for parent in (raw.get("spec") or {}).get("parentRefs") or []:
-                tunnel = self._gateway_tunnel(str(parent.get("namespace") or namespace), str(parent.get("name") or ""))
-                if tunnel:
+                where, name = str(parent.get("namespace") or namespace), str(parent.get("name") or "")
+                if parent.get("kind", "Gateway") == "ListenerSet":
+                    # Published through the tunnel of the ListenerSet's Gateway.
+                    listener_set = self.ctx.cached(LISTENER_SETS.kind, name, where)
+                    found.update(of_listener_set(dict(listener_set)) if listener_set is not None else [])
+                elif tunnel := self._gateway_tunnel(where, name):
                     found.add(tunnel)
             return sorted(found)
 
@@ -159,6 +179,7 @@ class TunnelPublisher:
             GATEWAYS: of_gateway,
             HTTP_ROUTES: of_route,
             GRPC_ROUTES: of_route,
+            LISTENER_SETS: of_listener_set,
             NAMESPACES: everywhere,
             TUNNELS: Input(of_tunnel, tunnel_status_state),
             TUNNEL_CONFIGURATIONS: of_configuration,

@@ -280,3 +280,30 @@ def test_a_listener_set_cannot_take_a_hostname_of_a_zone_another_namespace_manag
     assert route_parent(result, "steal", "ListenerSet", "attacker") == ("False", "NotAllowedByListeners")
     assert "shop.example.com" not in served_paths(result)
     assert result.hostnames == []
+
+
+def test_a_route_or_listener_set_change_reaches_the_tunnel_of_the_listener_sets_gateway() -> None:
+    """The tunnel's ingress document and DNS records are rebuilt when a route naming a ListenerSet changes, or the
+    ListenerSet itself: both map to the tunnel of the ListenerSet's Gateway."""
+    from reconcilers.gateway.kinds import GATEWAY_CLASSES, GATEWAYS, HTTP_ROUTES, LISTENER_SETS
+    from reconcilers.gateway.tunnels import TunnelOptions, TunnelPublisher
+    from tests.dataplane.world import gateway_class
+    from tests.unit.gateway.test_hostname_owners import PARAMETERS, TUNNEL, FakeContext
+
+    sets = [listener_set("extra", [http("more", "more.example.com")])]
+    ctx = FakeContext(
+        {
+            GATEWAY_CLASSES.kind: [gateway_class(parameters=PARAMETERS)],
+            GATEWAYS.kind: [allowing("All")],
+            LISTENER_SETS.kind: sets,
+        }
+    )
+    inputs = TunnelPublisher(ctx, TunnelOptions("http://localhost:8080")).inputs()  # type: ignore[arg-type]
+    tunnel = f"{TUNNEL[0]}/{TUNNEL[1]}"
+    of_route, of_set = inputs[HTTP_ROUTES], inputs[LISTENER_SETS]
+    assert callable(of_route)
+    assert callable(of_set)
+    assert of_route(route("web", [on_set("extra")])) == [tunnel]
+    assert of_route(route("lost", [on_set("missing")])) == []
+    assert of_set(sets[0]) == [tunnel]
+    assert of_set(listener_set("elsewhere", [http("x", "x.example.com")], parent="other")) == []
