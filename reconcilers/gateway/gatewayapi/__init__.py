@@ -3,6 +3,8 @@
 - `world`: what the translation reads (`World`), and which Secrets the caches are asked for;
 - `status`: which GatewayClasses the class serves and whether each is accepted, each Gateway's conditions and
   listeners (what a route may attach to);
+- `listener_sets`: which ListenerSets a Gateway takes, their listeners merged after its own (precedence, conflicts),
+  and their conditions;
 - `https_listeners`: the certificates each data plane serves clients reaching it directly, by SNI;
 - `attach`: a route's attachment to listeners, the hostnames it serves, who owns a hostname several routes claim;
 - `route_shapes`: the shapes of a route's rules, matches, filters and backendRefs;
@@ -11,8 +13,8 @@
 - `backends` (with `policies`, the BackendTLSPolicies): a route's backendRefs resolved to clusters;
 - `builds`: a route's build (its rules and backends), remembered per route version: the incremental rebuild;
 - `routes`: every route's attachments with the statuses its build decides;
-- `to_ir`: the classes' and Gateways' statuses (`status`), the ListenerSets', the planes' virtual hosts and clusters,
-  the BackendTLSPolicies' ancestors and the hostnames published.
+- `to_ir`: the classes' and Gateways' statuses (`status`), the ListenerSets' (`listener_sets`), the planes' virtual
+  hosts and clusters, the BackendTLSPolicies' ancestors and the hostnames published.
 """
 
 from reconcilers.gateway.gatewayapi.attach import hostname_matches

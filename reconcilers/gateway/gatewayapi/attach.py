@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from reconcilers.gateway import shapes
+from reconcilers.gateway.gatewayapi.listener_sets import ServedListenerSet
 from reconcilers.gateway.gatewayapi.route_shapes import Route
-from reconcilers.gateway.gatewayapi.status import ServedGateway, ServedListener, ServedListenerSet
+from reconcilers.gateway.gatewayapi.status import ServedGateway, ServedListener
 from reconcilers.gateway.gatewayapi.world import World
 from reconcilers.gateway.owners import Owners
 from reconcilers.gateway.shapes import Condition, ObjectKey, ParentReference, RouteKey, condition

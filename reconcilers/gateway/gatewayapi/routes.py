@@ -9,8 +9,9 @@ from reconcilers.gateway import shapes
 from reconcilers.gateway.gatewayapi.attach import Attachment, attach, settle_hostname_owners
 from reconcilers.gateway.gatewayapi.backends import BackendContext, Resolver
 from reconcilers.gateway.gatewayapi.builds import Build, built_route, follows_external_names, forget_built
+from reconcilers.gateway.gatewayapi.listener_sets import ServedListenerSet
 from reconcilers.gateway.gatewayapi.rules import DEFAULT_PORTS
-from reconcilers.gateway.gatewayapi.status import GRPC_ROUTE, HTTP_ROUTE, ServedGateway, ServedListenerSet
+from reconcilers.gateway.gatewayapi.status import GRPC_ROUTE, HTTP_ROUTE, ServedGateway
 from reconcilers.gateway.gatewayapi.world import World
 from reconcilers.gateway.kinds import GATEWAY_GROUP
 from reconcilers.gateway.owners import Owners

@@ -14,6 +14,8 @@ from reconcilers.gateway.gatewayapi.attach import isolating_hosts, not_served
 from reconcilers.gateway.gatewayapi.backends import UNRESOLVED, Resolver
 from reconcilers.gateway.gatewayapi.builds import weighted_in
 from reconcilers.gateway.gatewayapi.client_certificates import Certificates
+from reconcilers.gateway.gatewayapi.listener_sets import ServedListenerSet
+from reconcilers.gateway.gatewayapi.listener_sets import listener_sets as served_sets
 from reconcilers.gateway.gatewayapi.policies import BackendTLS
 from reconcilers.gateway.gatewayapi.routes import attachments_of, scheme_of, unusual_port
 from reconcilers.gateway.gatewayapi.rules import for_scheme, on_port
@@ -21,12 +23,10 @@ from reconcilers.gateway.gatewayapi.status import (
     GRPC_ROUTE,
     ServedClass,
     ServedGateway,
-    ServedListenerSet,
     TunnelState,
     class_status,
     gateway_status,
 )
-from reconcilers.gateway.gatewayapi.status import listener_sets as served_sets
 from reconcilers.gateway.gatewayapi.world import World, listener_set_parent, publishes_dns
 from reconcilers.gateway.ir import IR, Hostname, ParentStatus, PlaneIR
 from reconcilers.gateway.ir.routes import RouteIR
