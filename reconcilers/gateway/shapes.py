@@ -209,6 +209,20 @@ def duration_ms(value: str) -> int | None:
     return sum(int(n) * _UNITS_MS[unit] for n, unit in _DURATION.findall(value))
 
 
+def namespace_admitted(
+    origin: str, selector: LabelSelector, namespace: str, home: str, labels: Mapping[str, str]
+) -> bool:
+    """Whether a `namespaces.from` (`All`, `Same`: `home`, `Selector`, else none) admits `namespace`, whose labels
+    are `labels`: a listener's allowedRoutes, a Gateway's allowedListeners."""
+    if origin == "All":
+        return True
+    if origin == "Same":
+        return namespace == home
+    if origin == "Selector":
+        return selector_matches(selector, labels)
+    return False
+
+
 def selector_matches(selector: LabelSelector, have: Mapping[str, str]) -> bool:
     for label, value in selector.get("matchLabels", {}).items():
         if have.get(label) != value:

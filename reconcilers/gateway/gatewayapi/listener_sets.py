@@ -4,6 +4,7 @@ each ListenerSet's conditions. Routes attach to them in `attach`."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -15,15 +16,10 @@ from reconcilers.gateway.shapes import Condition, Gateway, ObjectKey, condition
 
 
 def _allows_listener_set(gateway: Gateway, namespace: str, labels: Mapping[str, str]) -> bool:
+    """The Gateway's allowedListeners, `None` (no ListenerSet) when unset."""
     allowed = gateway["spec"].get("allowedListeners", {}).get("namespaces", {})
-    origin = allowed.get("from", "None")
-    if origin == "All":
-        return True
-    if origin == "Same":
-        return namespace == shapes.ns(gateway)
-    if origin == "Selector":
-        return shapes.selector_matches(allowed.get("selector", {}), labels)
-    return False
+    origin, selector = allowed.get("from", "None"), allowed.get("selector", {})
+    return shapes.namespace_admitted(origin, selector, namespace, shapes.ns(gateway), labels)
 
 
 @dataclass
@@ -38,11 +34,12 @@ class ServedListenerSet:
     refused: bool = False
     """The Gateway does not take it (not allowed there, or not accepted): none of its listeners is merged."""
 
-    @property
+    # Cached: a ServedListenerSet is final once `listener_sets` returns, and every route naming it asks for these.
+    @functools.cached_property
     def accepted(self) -> bool:
         return not self.refused and any(item.accepted for item in self.listeners)
 
-    @property
+    @functools.cached_property
     def attachable_listeners(self) -> list[ServedListener]:
         """The listeners routes naming this ListenerSet attach to."""
         return [item for item in self.listeners if item.accepted or item.attach_only] if not self.refused else []

@@ -97,14 +97,8 @@ class ServedListener:
 
     def allows_namespace(self, namespace: str, labels: Mapping[str, str]) -> bool:
         allowed = self.spec.get("allowedRoutes", {}).get("namespaces", {})
-        origin = allowed.get("from", "Same")
-        if origin == "All":
-            return True
-        if origin == "Same":
-            return namespace == shapes.ns(self.owner)
-        if origin == "Selector":
-            return shapes.selector_matches(allowed.get("selector", {}), labels)
-        return False
+        origin, selector = allowed.get("from", "Same"), allowed.get("selector", {})
+        return shapes.namespace_admitted(origin, selector, namespace, shapes.ns(self.owner), labels)
 
     def status(self) -> ListenerStatus:
         return {

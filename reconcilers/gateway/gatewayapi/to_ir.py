@@ -57,13 +57,13 @@ def to_ir(world: World) -> IR:
     """What each plane serves and every status, decided from `world`."""
     class_status_of, served_classes = class_statuses(world)
 
+    certificates = Certificates(world.secret, world.grants, world.config_map)
     gateways: dict[ObjectKey, ServedGateway] = {}
     for gateway in world.gateways:
         class_name = gateway["spec"]["gatewayClassName"]
         if gateway["metadata"].get("deletionTimestamp") and finalized(gateway):
             continue  # its own plane is being taken down: nothing of it is served or published any more
         if class_name in served_classes:
-            certificates = Certificates(world.secret, world.grants, world.config_map)
             served, choice = served_classes[class_name], world.planes.get(shapes.key(gateway))
             if isinstance(choice, Plane) and served is not None:
                 served = ServedClass(_plane_tunnel(world, choice), choice.tunnel_key)
@@ -82,7 +82,6 @@ def to_ir(world: World) -> IR:
         if (gkey := listener_set_parent(ls)) is not None and gkey in gateways:
             sets_of[gkey].append(ls)
     labels_of = {shapes.name(n): shapes.labels(n) for n in world.namespaces}
-    certificates = Certificates(world.secret, world.grants, world.config_map)
     listener_sets: dict[ObjectKey, ServedListenerSet] = {}
     for gkey, declared in sets_of.items():
         gateways[gkey].listener_sets = served_sets(gateways[gkey], declared, labels_of, certificates)
